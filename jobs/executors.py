@@ -1,0 +1,77 @@
+"""JobSpec -> a configured submitit executor; submission and the sbatch dry run.
+
+Torch-free: submitit pickles :class:`jobs.task.ProfiledTraining` by reference, so the task's
+heavy imports happen on the compute node only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import submitit
+
+from jobs.spec import JobSpec
+from jobs.task import ProfiledTraining
+
+# Seconds between the preemption signal and SIGKILL at the time limit: room to write a
+# checkpoint on a shared filesystem.
+SIGNAL_DELAY_S = 120
+
+
+def submitit_folder(spec: JobSpec) -> Path:
+    """submitit's logs and pickles: ``<traces root>/logs/<job id>_<task>_log.out``.
+
+    One flat folder that exists before submission: Slurm does not create the folder of
+    ``--output``, so a per-job folder (submitit's ``%j``) would lose the logs.
+    """
+    return spec.task.traces_root / "logs"
+
+
+def make_executor(spec: JobSpec) -> submitit.Executor:
+    folder = submitit_folder(spec)
+    if spec.cluster == "debug":
+        return submitit.DebugExecutor(folder)
+    if spec.cluster == "local":
+        executor = submitit.LocalExecutor(folder)
+        executor.update_parameters(
+            nodes=1,
+            tasks_per_node=spec.gpus_per_node,
+            gpus_per_node=spec.gpus_per_node,  # CUDA_VISIBLE_DEVICES=0..G-1 for every task
+            timeout_min=spec.slurm.time_min,
+            signal_delay_s=SIGNAL_DELAY_S,
+        )
+        return executor
+    executor = submitit.SlurmExecutor(folder)
+    resources = spec.slurm
+    executor.update_parameters(
+        job_name=resources.job_name,
+        nodes=spec.nodes,
+        ntasks_per_node=spec.gpus_per_node,
+        gpus_per_node=spec.gpus_per_node,
+        time=resources.time_min,
+        signal_delay_s=SIGNAL_DELAY_S,
+        **{
+            key: value
+            for key, value in (
+                ("partition", resources.partition),
+                ("account", resources.account),
+                ("qos", resources.qos),
+                ("cpus_per_task", resources.cpus_per_task),
+            )
+            if value is not None
+        },
+        additional_parameters=dict(resources.extra),
+    )
+    return executor
+
+
+def submission_script(spec: JobSpec) -> str:
+    """The exact sbatch script ``submit`` would hand to sbatch; submits nothing."""
+    executor = make_executor(spec)
+    if not isinstance(executor, submitit.SlurmExecutor):
+        raise ValueError(f"--dry-run shows an sbatch script; --cluster {spec.cluster} has none. HINT: use --cluster slurm")
+    return executor._make_submission_file_text(executor._submitit_command_str, "dry-run")
+
+
+def submit(spec: JobSpec) -> submitit.Job:
+    return make_executor(spec).submit(ProfiledTraining(spec.task))

@@ -1,0 +1,105 @@
+"""What to run and where: the job spec the command line builds and the executors consume.
+
+Torch-free on purpose: ``submit.py`` builds and validates it on a login node.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+
+from profiling.config import ProfilerConfig
+from workload.config import WorkloadConfig
+
+CLUSTERS = ("slurm", "local", "debug")
+_SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
+
+
+class SpecError(ValueError):
+    """A job that must not be submitted; the message names the option and the fix."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class TaskConfig:
+    """Everything one task needs; pickled to the task by submitit, or rebuilt from argv by sbatch."""
+
+    workload: WorkloadConfig = dataclasses.field(default_factory=WorkloadConfig)
+    profiler: ProfilerConfig = dataclasses.field(default_factory=ProfilerConfig)
+    traces_root: Path = Path("traces").absolute()
+    dist_timeout_s: float = 300.0
+
+    def __post_init__(self) -> None:
+        if not self.traces_root.is_absolute():
+            raise SpecError(f"traces root {self.traces_root} must be absolute: tasks may start in another folder")
+        if not self.dist_timeout_s > 0:
+            raise SpecError(f"--dist-timeout {self.dist_timeout_s} must be a positive number of seconds")
+        self.profiler.schedule.check_fits(self.workload.steps)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SlurmResources:
+    partition: str | None = None
+    account: str | None = None
+    qos: str | None = None
+    time_min: int = 60
+    cpus_per_task: int | None = None
+    job_name: str = "profile-resnet18"
+    extra: tuple[tuple[str, str], ...] = ()  # any other sbatch option, as (name, value)
+
+    def __post_init__(self) -> None:
+        if self.time_min < 1:
+            raise SpecError(f"--time {self.time_min} must be at least 1 minute")
+        if self.cpus_per_task is not None and self.cpus_per_task < 1:
+            raise SpecError(f"--cpus-per-task {self.cpus_per_task} must be at least 1")
+        if not self.job_name.strip():
+            raise SpecError("--job-name is empty")
+        for option, value in (
+            ("--partition", self.partition),
+            ("--account", self.account),
+            ("--qos", self.qos),
+            ("--job-name", self.job_name),
+            *((f"--sbatch {key}", value) for key, value in self.extra),
+        ):
+            # sbatch reads '#SBATCH' lines one by one: a newline in a value would end the
+            # comment and run the rest as shell, whatever the quoting.
+            if value is not None and any(ord(char) < 32 or ord(char) == 127 for char in value):
+                raise SpecError(f"{option} {value!r} contains a control character (newline, tab...); remove it")
+        for key, _ in self.extra:
+            if not _SBATCH_KEY.match(key):
+                raise SpecError(
+                    f"--sbatch {key!r} is not an sbatch option name. HINT: write it as in "
+                    "`sbatch --help` without the dashes, e.g. --sbatch constraint=a100"
+                )
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class JobSpec:
+    cluster: str
+    nodes: int = 1
+    gpus_per_node: int = 1  # = tasks per node; CPU processes per node where there is no GPU
+    task: TaskConfig = dataclasses.field(default_factory=TaskConfig)
+    slurm: SlurmResources = dataclasses.field(default_factory=SlurmResources)
+
+    def __post_init__(self) -> None:
+        if self.cluster not in CLUSTERS:
+            raise SpecError(f"--cluster {self.cluster!r} is not one of {', '.join(CLUSTERS)}")
+        if self.nodes < 1:
+            raise SpecError(f"--nodes {self.nodes} must be at least 1")
+        if self.gpus_per_node < 1:
+            raise SpecError(f"--gpus {self.gpus_per_node} must be at least 1")
+        if self.cluster in ("local", "debug") and self.nodes > 1:
+            raise SpecError(
+                f"--cluster {self.cluster} runs on this machine only, but --nodes is {self.nodes}. "
+                "HINT: use --nodes 1, or --cluster slurm"
+            )
+        if self.cluster == "debug" and self.gpus_per_node > 1:
+            raise SpecError(
+                f"--cluster debug runs one task in this process, but --gpus is {self.gpus_per_node}. "
+                "HINT: use --gpus 1, or --cluster local for several processes"
+            )
+        self.task.profiler.ranks.resolve(self.world_size)
+
+    @property
+    def world_size(self) -> int:
+        return self.nodes * self.gpus_per_node

@@ -1,0 +1,108 @@
+"""The per-rank profiler: torch.profiler on selected ranks, a no-op everywhere else.
+
+Both kinds are context managers with a ``step()`` method that the training loop calls after
+every step. A rank that is not selected gets :class:`NoProfiler`, whose ``step`` does nothing,
+so it runs exactly the plain loop.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from types import TracebackType
+from typing import Protocol
+
+import torch
+from torch.profiler import ProfilerAction, ProfilerActivity, profile
+
+from profiling.config import ProfilerConfig
+from profiling.schedule import Phase
+from profiling.traces import export_trace, trace_file_name
+
+_ACTIONS = {
+    Phase.IDLE: ProfilerAction.NONE,
+    Phase.WARMUP: ProfilerAction.WARMUP,
+    Phase.RECORD: ProfilerAction.RECORD,
+    Phase.RECORD_AND_SAVE: ProfilerAction.RECORD_AND_SAVE,
+}
+
+
+class StepProfiler(Protocol):
+    trace_files: list[Path]
+
+    def __enter__(self) -> "StepProfiler": ...
+
+    def __exit__(self, *exc: object) -> None: ...
+
+    def step(self) -> None: ...
+
+
+class NoProfiler:
+    """For ranks that are not profiled: costs one empty method call per step."""
+
+    def __init__(self) -> None:
+        self.trace_files: list[Path] = []
+
+    def __enter__(self) -> "NoProfiler":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def step(self) -> None:
+        pass
+
+
+class RankProfiler:
+    """torch.profiler for one rank, writing one trace per recorded window into ``trace_dir``."""
+
+    def __init__(self, config: ProfilerConfig, *, rank: int, steps: int, trace_dir: Path, cuda: bool) -> None:
+        config.schedule.check_fits(steps)
+        self.trace_files: list[Path] = []
+        self._config = config
+        self._rank = rank
+        self._steps = steps
+        self._trace_dir = trace_dir
+        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        self._profile = profile(
+            activities=activities,
+            schedule=self._action,
+            on_trace_ready=self._write_trace,
+            record_shapes=config.record_shapes,
+            with_stack=config.with_stack,
+        )
+
+    def _action(self, step: int) -> ProfilerAction:
+        return _ACTIONS[self._config.schedule.phase(step, self._steps)]
+
+    def _write_trace(self, prof: profile) -> None:
+        # on_trace_ready runs inside prof.step() *after* the last recorded step, when
+        # step_num already counts it: the window is the ``active`` steps before step_num.
+        # (The tutorial named it step_num - 2 .. step_num, one step late.)
+        last = prof.step_num - 1
+        first = last - self._config.schedule.active + 1
+        name = trace_file_name(self._rank, first, last, gzipped=self._config.gzip)
+        path = self._trace_dir / name
+        self._trace_dir.mkdir(parents=True, exist_ok=True)
+        export_trace(prof.export_chrome_trace, path)
+        self.trace_files.append(path)
+
+    def __enter__(self) -> "RankProfiler":
+        self._profile.__enter__()
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self._profile.__exit__(exc_type, exc, tb)
+
+    def step(self) -> None:
+        self._profile.step()
+
+
+def profiler_for_rank(
+    config: ProfilerConfig, *, rank: int, world_size: int, steps: int, trace_dir: Path
+) -> StepProfiler:
+    """A :class:`RankProfiler` if ``rank`` is selected, else a :class:`NoProfiler`."""
+    if rank not in config.ranks.resolve(world_size):
+        return NoProfiler()
+    return RankProfiler(config, rank=rank, steps=steps, trace_dir=trace_dir, cuda=torch.cuda.is_available())

@@ -1,0 +1,73 @@
+"""The profiler's wait/warmup/active/repeat schedule, as plain arithmetic (no torch).
+
+The semantics are torch.profiler.schedule's: each cycle is ``wait`` idle steps, ``warmup``
+steps, then ``active`` recorded steps; ``repeat`` cycles (0: until the run ends). One thing
+differs on purpose: a cycle whose recording window would not finish before the last step is
+dropped, so every trace holds exactly ``active`` steps and its file name is always right.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+
+
+class ScheduleError(ValueError):
+    """A schedule that is invalid or records nothing within the run."""
+
+
+class Phase(enum.Enum):
+    IDLE = "idle"
+    WARMUP = "warmup"
+    RECORD = "record"
+    RECORD_AND_SAVE = "record_and_save"  # the last recorded step of a window
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ScheduleConfig:
+    wait: int = 10
+    warmup: int = 5
+    active: int = 3
+    repeat: int = 1
+
+    def __post_init__(self) -> None:
+        for name, minimum in (("wait", 0), ("warmup", 0), ("active", 1), ("repeat", 0)):
+            value = getattr(self, name)
+            if not isinstance(value, int) or value < minimum:
+                option = "--schedule-wait" if name == "wait" else f"--{name}"
+                raise ScheduleError(f"{option} {value!r} must be an integer >= {minimum}")
+
+    @property
+    def cycle(self) -> int:
+        return self.wait + self.warmup + self.active
+
+    def windows(self, steps: int) -> list[tuple[int, int]]:
+        """The (first, last) step of every window recorded in a run of ``steps`` steps."""
+        first_active = self.wait + self.warmup
+        return [(c * self.cycle + first_active, (c + 1) * self.cycle - 1) for c in range(self._cycles(steps))]
+
+    def check_fits(self, steps: int) -> None:
+        """Refuse a run that would not record every window the schedule asks for."""
+        needed = self.cycle * max(self.repeat, 1)
+        if steps < needed:
+            asked = f"{self.repeat} windows" if self.repeat > 1 else "a window"
+            recorded = len(self.windows(steps))
+            raise ScheduleError(
+                f"--steps {steps} is too short: the schedule (wait {self.wait}, warmup {self.warmup}, "
+                f"active {self.active}, repeat {self.repeat}) needs {needed} steps to record {asked} "
+                f"and would record {recorded}. HINT: use --steps {needed} or more, or a shorter schedule"
+            )
+
+    def phase(self, step: int, steps: int) -> Phase:
+        """What the profiler does at ``step`` of a run of ``steps`` steps."""
+        cycle, position = divmod(step, self.cycle)
+        if step >= steps or cycle >= self._cycles(steps) or position < self.wait:
+            return Phase.IDLE
+        if position < self.wait + self.warmup:
+            return Phase.WARMUP
+        return Phase.RECORD if position < self.cycle - 1 else Phase.RECORD_AND_SAVE
+
+    def _cycles(self, steps: int) -> int:
+        """How many whole cycles fit in the run (and the schedule asks for)."""
+        cycles = steps // self.cycle
+        return min(cycles, self.repeat) if self.repeat else cycles

@@ -1,0 +1,1 @@
+"""SLURM environment -> distributed identity, hostlists, batch scripts and the local test cluster."""

@@ -1,0 +1,1 @@
+"""The tutorial's ResNet18 DDP training-step loop (configs here are torch-free)."""
