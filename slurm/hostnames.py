@@ -7,7 +7,11 @@ that would get one of those wrong.
 
 from __future__ import annotations
 
+import re
+
 import hostlist
+
+_TASKS_ON_NODES = re.compile(r"^(?P<tasks>\d+)(?:\(x(?P<nodes>\d+)\))?$")
 
 
 class HostlistError(ValueError):
@@ -31,9 +35,8 @@ def expand_tasks_per_node(expression: str) -> list[int]:
     """Expand Slurm's ``SLURM_TASKS_PER_NODE`` format: ``"2(x3),1"`` -> ``[2, 2, 2, 1]``."""
     counts: list[int] = []
     for part in expression.split(","):
-        part = part.strip()
-        count, _, repeat = part.partition("(x")
-        if not count.isdigit() or (repeat and not (repeat.endswith(")") and repeat[:-1].isdigit())):
+        match = _TASKS_ON_NODES.match(part.strip())
+        if match is None:
             raise ValueError(f"{expression!r} is not in Slurm's tasks-per-node format, e.g. '2(x3),1'")
-        counts.extend([int(count)] * (int(repeat[:-1]) if repeat else 1))
+        counts.extend([int(match["tasks"])] * int(match["nodes"] or 1))
     return counts

@@ -1,0 +1,95 @@
+"""The command line: bad input is one clear line and submits nothing; the submit path stays light."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, run_submit
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--nodes", "0"], "--nodes 0 must be at least 1"),
+        (["--gpus", "0"], "--gpus 0 must be at least 1"),
+        (["--gpus", "2", "--profile-ranks", "2"], r"selects rank 2, but the job has 2 ranks \(0-1\)"),
+        (["--profile-ranks", "0-x"], "'0-x' is not a rank or a range"),
+        (["--profile-ranks", "3-1"], "runs backwards"),
+        (["--steps", "15"], r"--steps 15 is too short.*needs 18 steps"),
+        (["--nodes", "2"], "--cluster local runs on this machine only, but --nodes is 2"),
+        (["--cluster", "debug", "--gpus", "2"], "--cluster debug runs one task in this process"),
+        (["--batch-size", "0"], "--batch-size 0 must be a positive integer"),
+        (["--image-size", "-5"], "--image-size -5 must be a positive integer"),
+        (["--image-size", "16"], "below ResNet18's minimum of 32"),
+        (["--warmup", "-1"], "--warmup -1 must be an integer >= 0"),
+        (["--active", "0"], "--active 0 must be an integer >= 1"),
+        (["--time", "0"], "--time 0 must be at least 1 minute"),
+        (["--sbatch", "constraint"], "--sbatch 'constraint' is not KEY=VALUE"),
+        (["--job-name", "a\nb"], "contains a control character"),
+        (["--dist-timeout", "0"], "--dist-timeout 0.0 must be a positive number"),
+    ],
+)
+def test_bad_input_is_one_line_and_submits_nothing(args: list[str], message: str, traces_root: Path) -> None:
+    result = run_submit("--cluster", "local", "--traces-root", str(traces_root), *args, timeout=30)
+    assert result.returncode == 2, result.stdout + result.stderr
+    assert "Traceback" not in result.stderr
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("submit.py: error: "), result.stderr
+    assert __import__("re").search(message, lines[0]), lines[0]
+    assert not (traces_root / "logs").exists()  # nothing was submitted
+
+
+def test_unwritable_traces_root(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    result = run_submit("--cluster", "local", "--traces-root", str(blocker / "traces"), timeout=30)
+    assert result.returncode == 2
+    assert result.stderr.startswith("submit.py: error: --traces-root") and "not writable" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_argparse_errors_are_not_tracebacks() -> None:
+    result = run_submit("--cluster", "moon", timeout=30)
+    assert result.returncode == 2 and "invalid choice: 'moon'" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_traces_root_from_environment(tmp_path: Path) -> None:
+    from jobs.cli import build_parser, job_spec_from_args
+
+    code = (
+        "from jobs.cli import build_parser, job_spec_from_args;"
+        "print(job_spec_from_args(build_parser().parse_args(['--cluster','local'])).task.traces_root)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=30,
+                         env={**os.environ, "TRACES_ROOT": str(tmp_path / "shared")})
+    assert out.stdout.strip() == str(tmp_path / "shared")
+    spec = job_spec_from_args(build_parser().parse_args(["--cluster", "local", "--traces-root", "rel"]))
+    assert spec.task.traces_root == Path("rel").absolute()
+
+
+def test_submit_path_does_not_import_torch() -> None:
+    code = (
+        "import sys; from jobs import cli, executors, monitor;"
+        "assert not any(m == 'torch' or m.startswith('torch.') for m in sys.modules), 'torch imported';"
+        "assert 'torchvision' not in sys.modules"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+
+
+def test_auto_cluster_resolution(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from jobs.cli import resolve_cluster
+
+    monkeypatch.setenv("PATH", str(tmp_path))
+    assert resolve_cluster("auto", dry_run=False) == "local"
+    assert resolve_cluster("auto", dry_run=True) == "slurm"
+    (tmp_path / "sbatch").write_text("#!/bin/sh\n")
+    (tmp_path / "sbatch").chmod(0o755)
+    assert resolve_cluster("auto", dry_run=False) == "slurm"
+    assert resolve_cluster("debug", dry_run=False) == "debug"

@@ -1,0 +1,46 @@
+import pytest
+
+from profiling.ranks import RankSelection, RankSpecError
+
+
+@pytest.mark.parametrize(
+    ("text", "world", "ranks"),
+    [
+        ("0", 4, {0}),
+        ("0,3", 4, {0, 3}),
+        ("0, 2, 4", 8, {0, 2, 4}),
+        ("0-3,8", 16, {0, 1, 2, 3, 8}),
+        ("all", 3, {0, 1, 2}),
+        (" ALL ", 2, {0, 1}),
+        ("3,3,1-2", 4, {1, 2, 3}),
+    ],
+)
+def test_parse_and_resolve(text: str, world: int, ranks: set[int]) -> None:
+    assert RankSelection.parse(text).resolve(world) == ranks
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "is empty"),
+        ("0,,1", "'' is not a rank or a range"),
+        ("a", "'a' is not a rank or a range"),
+        ("1-", "'1-' is not a rank or a range"),
+        ("-1", "'-1' is not a rank or a range"),
+        ("3-1", "range '3-1' runs backwards. HINT: write 1-3"),
+        ("0;1", "'0;1' is not a rank or a range"),
+    ],
+)
+def test_malformed_specs(text: str, message: str) -> None:
+    with pytest.raises(RankSpecError, match=message):
+        RankSelection.parse(text)
+
+
+def test_rank_outside_world() -> None:
+    with pytest.raises(RankSpecError, match=r"selects rank 4, but the job has 4 ranks \(0-3\)"):
+        RankSelection.parse("0,4").resolve(4)
+
+
+def test_str_round_trips() -> None:
+    assert str(RankSelection.parse("0-2, 5")) == "0,1,2,5"
+    assert str(RankSelection.parse("all")) == "all"

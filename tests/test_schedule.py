@@ -1,0 +1,53 @@
+import pytest
+from torch.profiler import ProfilerAction, schedule
+
+from profiling.schedule import Phase, ScheduleConfig, ScheduleError
+
+TORCH = {
+    ProfilerAction.NONE: Phase.IDLE,
+    ProfilerAction.WARMUP: Phase.WARMUP,
+    ProfilerAction.RECORD: Phase.RECORD,
+    ProfilerAction.RECORD_AND_SAVE: Phase.RECORD_AND_SAVE,
+}
+
+
+def test_tutorial_schedule_records_steps_15_to_17() -> None:
+    config = ScheduleConfig()
+    assert config.windows(100) == [(15, 17)]
+    assert [config.phase(s, 100) for s in (9, 10, 14, 15, 16, 17, 18)] == [
+        Phase.IDLE, Phase.WARMUP, Phase.WARMUP, Phase.RECORD, Phase.RECORD, Phase.RECORD_AND_SAVE, Phase.IDLE,
+    ]
+
+
+@pytest.mark.parametrize(("wait", "warmup", "active", "repeat"), [(10, 5, 3, 1), (2, 1, 2, 3), (0, 1, 1, 2), (3, 0, 4, 1)])
+def test_same_phases_as_torch_schedule_while_windows_fit(wait: int, warmup: int, active: int, repeat: int) -> None:
+    config = ScheduleConfig(wait=wait, warmup=warmup, active=active, repeat=repeat)
+    steps = config.cycle * repeat
+    reference = schedule(wait=wait, warmup=warmup, active=active, repeat=repeat)
+    assert [config.phase(s, steps) for s in range(steps + 5)] == [TORCH[reference(s)] for s in range(steps + 5)]
+
+
+def test_repeat_zero_keeps_only_windows_that_finish() -> None:
+    config = ScheduleConfig(wait=1, warmup=1, active=2, repeat=0)
+    assert config.windows(10) == [(2, 3), (6, 7)]  # the third cycle (8-11) would end past step 9
+    assert config.phase(10, 10) is Phase.IDLE
+    assert all(config.phase(s, 10) is Phase.IDLE for s in (8, 9))
+
+
+def test_too_few_steps_record_nothing() -> None:
+    with pytest.raises(ScheduleError, match=r"--steps 15 is too short.*needs 18 steps.*would record 0.*--steps 18"):
+        ScheduleConfig().check_fits(15)
+
+
+def test_too_few_steps_for_every_window() -> None:
+    with pytest.raises(ScheduleError, match=r"needs 36 steps to record 2 windows and would record 1"):
+        ScheduleConfig(repeat=2).check_fits(20)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"active": 0}, "--active 0 must be an integer >= 1"), ({"wait": -1}, "--schedule-wait -1"), ({"repeat": -2}, "--repeat -2")],
+)
+def test_invalid_schedule(kwargs: dict, message: str) -> None:
+    with pytest.raises(ScheduleError, match=message):
+        ScheduleConfig(**kwargs)
