@@ -63,6 +63,7 @@ def run_task(config: TaskConfig, identity: DistributedIdentity) -> dict[str, Any
             "local_rank": identity.local_rank,
             "node_rank": identity.node_rank,
             "hostname": socket.gethostname(),
+            "node": identity.node_name or socket.gethostname(),
             "device": str(ctx.device),
             "threads": ctx.threads,
             "launcher": identity.source,

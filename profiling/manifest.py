@@ -56,8 +56,8 @@ def build_manifest(
     ranks = sorted(ranks, key=lambda record: record["rank"])
     hosts: list[str] = []
     for record in sorted(ranks, key=lambda record: record["node_rank"]):
-        if record["hostname"] not in hosts:
-            hosts.append(record["hostname"])
+        if record["node"] not in hosts:
+            hosts.append(record["node"])
     return {
         **job,
         "world_size": len(ranks),

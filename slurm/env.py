@@ -109,6 +109,11 @@ class DistributedIdentity:
     def is_distributed(self) -> bool:
         return self.world_size > 1
 
+    @property
+    def node_name(self) -> str | None:
+        """This task's node as the scheduler names it (None where no node list is known)."""
+        return self.hostnames[self.node_rank] if self.hostnames else None
+
 
 def from_environment(env: Mapping[str, str] | None = None) -> DistributedIdentity:
     """Derive the identity of this process; ``env`` defaults to the process environment."""
