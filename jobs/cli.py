@@ -35,6 +35,12 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument(
         "--threads-per-rank", type=int, default=None, help="CPU threads per rank (default: the rank's share of the node)"
     )
+    work.add_argument(
+        "--inject-failure",
+        metavar="RANK:STEP",
+        type=_rank_and_step,
+        help="make RANK raise at STEP, to test how a job with a dead rank ends",
+    )
 
     schedule = ScheduleConfig()
     prof = parser.add_argument_group("profiler")
@@ -76,6 +82,8 @@ def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
             num_classes=args.num_classes,
             dtype=args.dtype,
             threads=args.threads_per_rank,
+            fail_rank=args.inject_failure[0] if args.inject_failure else None,
+            fail_step=args.inject_failure[1] if args.inject_failure else 0,
         ),
         profiler=ProfilerConfig(
             ranks=RankSelection.parse(args.profile_ranks),
@@ -173,6 +181,13 @@ def check_writable(folder: Path) -> None:
         raise SpecError(
             f"--traces-root {folder} is not writable ({error.strerror}). HINT: pass a shared folder you can write"
         ) from None
+
+
+def _rank_and_step(text: str) -> tuple[int, int]:
+    rank, colon, step = text.partition(":")
+    if not (colon and rank.strip().isdigit() and step.strip().isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not RANK:STEP, e.g. 1:5")
+    return int(rank), int(step)
 
 
 def _sbatch_option(item: str) -> tuple[str, str]:

@@ -61,6 +61,8 @@ def make_executor(spec: JobSpec) -> submitit.Executor:
             if value is not None
         },
         additional_parameters=dict(resources.extra),
+        # One dead rank ends the step: the others would otherwise block in a collective.
+        srun_args=["--kill-on-bad-exit=1"],
     )
     return executor
 

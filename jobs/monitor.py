@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import TextIO
 
 import submitit
+from submitit.core.utils import FailedJobError
 
 from profiling.manifest import MANIFEST_NAME
 
@@ -36,23 +37,39 @@ class LogFollower:
                 print(f"{self._prefix}{line}", file=self._out, flush=True)
 
 
-def wait_for(job: submitit.Job, job_dir: Path, out: TextIO, poll_s: float = 1.0) -> int:
+def wait_for(
+    job: submitit.Job, job_dir: Path, out: TextIO, poll_s: float = 1.0, scheduler_poll_s: float = 15.0
+) -> int:
     """Block until ``job`` ends; exit status 0 if every task succeeded, else 1."""
     follower = LogFollower(job.task(0).paths.stdout, out, prefix="[rank 0] ")
+    last_scheduler_poll = time.monotonic()
     while not job.done():
         follower.poll()
         time.sleep(poll_s)
+        if time.monotonic() - last_scheduler_poll > scheduler_poll_s:
+            # submitit asks the scheduler less and less often as a job ages; a killed task
+            # leaves no result file, so only the scheduler can say the job is over.
+            job.get_info(mode="force")
+            last_scheduler_poll = time.monotonic()
     follower.poll()
     failures = [(task, job.task(task).exception()) for task in range(job.num_tasks)]
     failures = [(task, error) for task, error in failures if error is not None]
     if failures:
-        print(f"job {job.job_id} FAILED on rank(s) {', '.join(str(t) for t, _ in failures)}", file=out)
-        task, error = failures[0]
+        ranks = ", ".join(str(task) for task, _ in failures)
+        task, error = min(failures, key=lambda failure: _failure_order(job, *failure))
+        print(f"job {job.job_id} FAILED on rank(s) {ranks}; rank {task} failed first", file=out)
         print(f"--- rank {task}: last lines of its error ---", file=out)
         print(_tail(str(error), ERROR_TAIL_LINES), file=out)
         return 1
     print(f"job {job.job_id} done; traces and {MANIFEST_NAME} in {job_dir}", file=out)
     return 0
+
+
+def _failure_order(job: submitit.Job, task: int, error: Exception) -> tuple[int, float]:
+    """Ranks that raised come before ranks that were killed because of them, then by time."""
+    raised = isinstance(error, FailedJobError)
+    result = job.task(task).paths.result_pickle
+    return (0 if raised else 1, result.stat().st_mtime if result.exists() else float("inf"))
 
 
 def _tail(text: str, lines: int) -> str:

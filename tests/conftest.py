@@ -7,6 +7,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -78,3 +79,46 @@ def check_job_folder(job_dir: Path, *, job_id: str, world_size: int, profiled: s
 @pytest.fixture
 def traces_root(tmp_path: Path) -> Path:
     return tmp_path / "traces"
+
+
+REQUIRE_SLURM_ENV = "REQUIRE_SLURM"  # set to 1 in CI: a missing cluster fails instead of skipping
+
+
+def slurm_cluster_nodes() -> int:
+    """Idle-or-usable nodes of the local SLURM cluster; 0 if none answers."""
+    import shutil
+
+    if not shutil.which("sinfo"):
+        return 0
+    try:
+        out = subprocess.run(["sinfo", "-h", "-N", "-o", "%N %t"], capture_output=True, text=True, timeout=20)
+    except (OSError, subprocess.TimeoutExpired):
+        return 0
+    if out.returncode:
+        return 0
+    return sum(1 for line in out.stdout.splitlines() if line.split()[-1].rstrip("*") in {"idle", "mix", "alloc"})
+
+
+@pytest.fixture
+def slurm_cluster() -> int:
+    """The number of nodes of the local SLURM cluster (``slurm/cluster.sh start``)."""
+    nodes = slurm_cluster_nodes()
+    if nodes < 2:
+        reason = "no local SLURM cluster with 2+ nodes is up: run `slurm/cluster.sh start` as root"
+        if os.environ.get(REQUIRE_SLURM_ENV) == "1":
+            pytest.fail(f"{reason} ({REQUIRE_SLURM_ENV}=1)")
+        pytest.skip(reason)
+    return nodes
+
+
+def sacct_state(job_id: str, timeout: float = 60) -> str:
+    """The job's final state in SLURM's accounting (waiting while it still runs or completes)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"], capture_output=True, text=True, timeout=30
+        )
+        state = out.stdout.strip().split("\n")[0].split(" ")[0] if out.stdout.strip() else ""
+        if state not in ("", "PENDING", "RUNNING", "COMPLETING", "REQUEUED") or time.monotonic() > deadline:
+            return state
+        time.sleep(1)

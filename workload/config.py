@@ -22,6 +22,10 @@ class WorkloadConfig:
     seed: int = 0
     log_every: int = 10
     threads: int | None = None  # CPU threads per rank; None: the rank's share of its CPUs
+    # Fault injection (--inject-failure RANK:STEP): that rank raises at that step, to see how
+    # the job and the cluster deal with a dead rank.
+    fail_rank: int | None = None
+    fail_step: int = 0
 
     def __post_init__(self) -> None:
         for option, value in (
@@ -40,5 +44,9 @@ class WorkloadConfig:
             raise WorkloadError(f"--dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
         if not self.lr > 0:
             raise WorkloadError(f"--lr {self.lr!r} must be positive")
+        if self.fail_rank is not None and (self.fail_rank < 0 or not 0 <= self.fail_step < self.steps):
+            raise WorkloadError(
+                f"--inject-failure {self.fail_rank}:{self.fail_step} needs a rank >= 0 and a step below --steps {self.steps}"
+            )
         if self.threads is not None and self.threads < 1:
             raise WorkloadError(f"--threads-per-rank {self.threads} must be at least 1")

@@ -34,7 +34,7 @@ def distributed(
     ``distributedInfo`` like everyone else's.
     """
     if torch.cuda.is_available():
-        device, backend = torch.device("cuda", identity.local_rank), "nccl"
+        device, backend = torch.device("cuda", _gpu_index(identity.local_rank, torch.cuda.device_count())), "nccl"
         torch.cuda.set_device(device)
     else:
         device, backend = torch.device("cpu"), "gloo"
@@ -57,6 +57,23 @@ def distributed(
         yield DistributedContext(identity=identity, device=device, backend=backend, threads=threads)
     finally:
         dist.destroy_process_group()
+
+
+def _gpu_index(local_rank: int, visible: int) -> int:
+    """The GPU of this rank among those it sees.
+
+    Normally every task of a node sees all of its GPUs and takes the one of its local rank.
+    Where the scheduler binds one GPU per task (``--gpus-per-task=1``, ``--gpu-bind``), that
+    GPU is the only one visible, as cuda:0.
+    """
+    if visible == 1:
+        return 0
+    if local_rank >= visible:
+        raise RuntimeError(
+            f"LOCAL_RANK={local_rank} but this task sees {visible} GPUs (CUDA_VISIBLE_DEVICES). "
+            "HINT: ask for as many GPUs per node as tasks per node (--gpus)"
+        )
+    return local_rank
 
 
 def _cpu_share(identity: DistributedIdentity) -> int:

@@ -17,6 +17,10 @@ from workload.distributed import DistributedContext
 DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
+class InjectedFailure(RuntimeError):
+    """Raised on purpose by ``--inject-failure``."""
+
+
 class StepTimer:
     """Per-step wall time without a per-step host sync: CUDA events on GPU, the clock on CPU."""
 
@@ -60,10 +64,13 @@ def train(
     inputs = torch.randn(shape, generator=generator, device=device, dtype=dtype)
     target = torch.randn((config.batch_size, config.num_classes), generator=generator, device=device, dtype=dtype)
 
+    fail_at = config.fail_step if config.fail_rank == identity.rank else -1
     timer = StepTimer(device)
     with profiler:
         timer.mark()
         for step in range(config.steps):
+            if step == fail_at:
+                raise InjectedFailure(f"rank {identity.rank} failed at step {step} (--inject-failure)")
             optimizer.zero_grad(set_to_none=True)
             loss = F.mse_loss(model(inputs), target)
             loss.backward()

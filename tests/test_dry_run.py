@@ -1,0 +1,47 @@
+"""``--dry-run`` prints the exact sbatch script, needs no cluster, and quotes every user value."""
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+
+from tests.conftest import run_submit
+
+GOLDEN = Path(__file__).parent / "golden" / "dry_run_4x8.sbatch"
+TRACES = "/shared/traces"
+
+
+def dry_run(*args: str) -> str:
+    result = run_submit("--dry-run", "--traces-root", TRACES, *args, timeout=30)
+    assert result.returncode == 0, result.stderr
+    return result.stdout.replace(shlex.quote(sys.executable), "<python>")
+
+
+def test_dry_run_matches_golden_file() -> None:
+    script = dry_run("--nodes", "4", "--gpus", "8", "--partition", "gpu", "--time", "90")
+    assert script == GOLDEN.read_text()
+
+
+def test_dry_run_submits_nothing_and_creates_nothing(tmp_path: Path) -> None:
+    result = run_submit("--dry-run", "--nodes", "4", "--gpus", "8", "--traces-root", str(tmp_path / "t"), timeout=30)
+    assert result.returncode == 0
+    assert not (tmp_path / "t").exists()
+    assert "submitted" not in result.stdout
+
+
+def test_user_values_are_shell_quoted() -> None:
+    script = dry_run("--job-name", "x; touch /tmp/pwned \"q\" 'r'", "--account", "a b", "--sbatch", "comment=$(id)")
+    assert "#SBATCH --job-name='x; touch /tmp/pwned \"q\" '\"'\"'r'\"'\"''" in script
+    assert "#SBATCH --account='a b'" in script
+    assert "#SBATCH --comment='$(id)'" in script
+    for line in script.splitlines():
+        if line.startswith("#SBATCH") and "=" in line:
+            assert len(shlex.split(line.partition("=")[2])) == 1, line
+
+
+def test_extra_sbatch_options_land_in_the_script() -> None:
+    script = dry_run("--sbatch", "constraint=h100", "--sbatch=--mail-type=END", "--qos", "high")
+    assert "#SBATCH --constraint=h100" in script
+    assert "#SBATCH --mail-type=END" in script
+    assert "#SBATCH --qos=high" in script
