@@ -157,7 +157,10 @@ start_database() {
         (setsid mariadbd-safe --skip-networking=0 --bind-address=127.0.0.1 >"$LOGS/mariadb.out" 2>&1 &)
         wait_for 60 mariadb mysqladmin ping
     fi
-    mysql -e "CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
+    # Fresh accounting for a fresh cluster: job ids restart at 1, and sacct must not mix them
+    # with an earlier cluster's jobs of the same ids.
+    mysql -e "DROP DATABASE IF EXISTS \`$DB_NAME\`;
+              CREATE USER IF NOT EXISTS 'slurm'@'localhost' IDENTIFIED BY '$DB_PASS';
               GRANT ALL ON \`$DB_NAME\`.* TO 'slurm'@'localhost'; FLUSH PRIVILEGES;"
 }
 
@@ -177,7 +180,7 @@ start() {
     require_root
     local nodes=${1:-2} cpus=${2:-8} i
     [ "$nodes" -ge 1 ] && [ "$cpus" -ge 1 ] || die "usage: cluster.sh start [NODES>=1] [CPUS>=1]"
-    command -v slurmctld >/dev/null || install
+    install
     if our_config && running "$RUN/slurmctld.pid" \
         && grep -q "^NodeName=${NAME_PREFIX}\[1-$nodes\] .* CPUs=$cpus " "$CONF_DIR/slurm.conf" \
         && all_idle "$nodes"; then
@@ -186,6 +189,7 @@ start() {
     fi
     stop_daemons
     write_config "$nodes" "$cpus"
+    rm -rf "$STATE/ctld"
     start_munge
     start_database
     start_slurmdbd
