@@ -69,7 +69,18 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"shared folder; traces go to PATH/<job id>/ (default: ${TRACES_ROOT_ENV} or ./traces)",
     )
     out.add_argument(
-        "--dist-timeout", type=float, default=300.0, metavar="SECONDS", help="collective timeout (default: %(default)s)"
+        "--dist-timeout",
+        type=float,
+        default=TaskConfig().dist_timeout_s,
+        metavar="SECONDS",
+        help="bound on rendezvous and every collective: a dead or unreachable rank ends the job (default: %(default)s)",
+    )
+    out.add_argument(
+        "--max-restarts",
+        type=int,
+        default=TaskConfig().max_restarts,
+        metavar="N",
+        help="requeues after preemption or the time limit, resuming from the saved step (default: %(default)s)",
     )
 
 
@@ -94,6 +105,7 @@ def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
         ),
         traces_root=args.traces_root.expanduser().absolute(),
         dist_timeout_s=args.dist_timeout,
+        max_restarts=args.max_restarts,
     )
 
 
@@ -204,6 +216,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = job_spec_from_args(args)
         if not args.dry_run:
             check_writable(spec.task.traces_root)
+            if spec.cluster == "slurm" and not shutil.which("sbatch"):
+                raise SpecError(
+                    "--cluster slurm but sbatch is not on PATH. HINT: submit from a login node, "
+                    "or run here with --cluster local"
+                )
     except ValueError as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2

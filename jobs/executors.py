@@ -27,7 +27,19 @@ def submitit_folder(spec: JobSpec) -> Path:
     return spec.task.traces_root / "logs"
 
 
-def make_executor(spec: JobSpec) -> submitit.Executor:
+class _ScriptOnlySlurmExecutor(submitit.SlurmExecutor):
+    """A SlurmExecutor that also renders its script where SLURM is not installed (dry runs).
+
+    submitit refuses to build a SlurmExecutor without ``srun`` on PATH; the script itself
+    does not depend on it.
+    """
+
+    @classmethod
+    def affinity(cls) -> int:
+        return 2
+
+
+def make_executor(spec: JobSpec, *, script_only: bool = False) -> submitit.Executor:
     folder = submitit_folder(spec)
     if spec.cluster == "debug":
         return submitit.DebugExecutor(folder)
@@ -41,7 +53,8 @@ def make_executor(spec: JobSpec) -> submitit.Executor:
             signal_delay_s=SIGNAL_DELAY_S,
         )
         return executor
-    executor = submitit.SlurmExecutor(folder)
+    slurm_executor = _ScriptOnlySlurmExecutor if script_only else submitit.SlurmExecutor
+    executor = slurm_executor(folder, max_num_timeout=spec.task.max_restarts)
     resources = spec.slurm
     executor.update_parameters(
         job_name=resources.job_name,
@@ -69,7 +82,7 @@ def make_executor(spec: JobSpec) -> submitit.Executor:
 
 def submission_script(spec: JobSpec) -> str:
     """The exact sbatch script ``submit`` would hand to sbatch; submits nothing."""
-    executor = make_executor(spec)
+    executor = make_executor(spec, script_only=True)
     if not isinstance(executor, submitit.SlurmExecutor):
         raise ValueError(f"--dry-run shows an sbatch script; --cluster {spec.cluster} has none. HINT: use --cluster slurm")
     return executor._make_submission_file_text(executor._submitit_command_str, "dry-run")

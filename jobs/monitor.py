@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 from pathlib import Path
 from typing import TextIO
@@ -56,20 +57,44 @@ def wait_for(
     failures = [(task, error) for task, error in failures if error is not None]
     if failures:
         ranks = ", ".join(str(task) for task, _ in failures)
-        task, error = min(failures, key=lambda failure: _failure_order(job, *failure))
-        print(f"job {job.job_id} FAILED on rank(s) {ranks}; rank {task} failed first", file=out)
-        print(f"--- rank {task}: last lines of its error ---", file=out)
-        print(_tail(str(error), ERROR_TAIL_LINES), file=out)
+        first = _first_failure(job, failures)
+        print(f"job {job.job_id} FAILED on rank(s) {ranks}; rank {first} failed first", file=out)
+        srun_report = _srun_task_errors(job)
+        if srun_report:
+            print("--- what srun saw ---", file=out)
+            print("\n".join(line for _, line in srun_report[:ERROR_TAIL_LINES]), file=out)
+        print(f"--- rank {first}: last lines of its error ---", file=out)
+        print(_tail(str(dict(failures)[first]), ERROR_TAIL_LINES), file=out)
         return 1
     print(f"job {job.job_id} done; traces and {MANIFEST_NAME} in {job_dir}", file=out)
     return 0
 
 
-def _failure_order(job: submitit.Job, task: int, error: Exception) -> tuple[int, float]:
-    """Ranks that raised come before ranks that were killed because of them, then by time."""
-    raised = isinstance(error, FailedJobError)
-    result = job.task(task).paths.result_pickle
-    return (0 if raised else 1, result.stat().st_mtime if result.exists() else float("inf"))
+# srun's own report of a task's end, in the order it saw them: "srun: error: node2: task 1: Killed"
+_SRUN_TASK_ERROR = re.compile(r"^srun: error: \S+: tasks? (?P<tasks>[\d,-]+): .*$", re.MULTILINE)
+
+
+def _srun_task_errors(job: submitit.Job) -> list[tuple[int, str]]:
+    """(first task, line) for each task failure srun reported in the job's batch log."""
+    try:
+        text = job.paths.stderr.read_text(errors="replace")  # the batch script's stderr: srun's
+    except OSError:
+        return []
+    return [(int(re.split(r"[,-]", m["tasks"])[0]), m.group(0)) for m in _SRUN_TASK_ERROR.finditer(text)]
+
+
+def _first_failure(job: submitit.Job, failures: list[tuple[int, Exception]]) -> int:
+    """The rank that died first: as srun saw it; else a rank that raised, the earliest one."""
+    reported = _srun_task_errors(job)
+    if reported:
+        return reported[0][0]
+
+    def order(failure: tuple[int, Exception]) -> tuple[int, float]:
+        task, error = failure
+        result = job.task(task).paths.result_pickle
+        return (0 if isinstance(error, FailedJobError) else 1, result.stat().st_mtime if result.exists() else float("inf"))
+
+    return min(failures, key=order)[0]
 
 
 def _tail(text: str, lines: int) -> str:

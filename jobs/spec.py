@@ -28,12 +28,15 @@ class TaskConfig:
     profiler: ProfilerConfig = dataclasses.field(default_factory=ProfilerConfig)
     traces_root: Path = Path("traces").absolute()
     dist_timeout_s: float = 300.0
+    max_restarts: int = 3  # requeues after preemption or the time limit
 
     def __post_init__(self) -> None:
         if not self.traces_root.is_absolute():
             raise SpecError(f"traces root {self.traces_root} must be absolute: tasks may start in another folder")
         if not self.dist_timeout_s > 0:
             raise SpecError(f"--dist-timeout {self.dist_timeout_s} must be a positive number of seconds")
+        if self.max_restarts < 0:
+            raise SpecError(f"--max-restarts {self.max_restarts} must be 0 or more")
         self.profiler.schedule.check_fits(self.workload.steps)
 
 

@@ -5,13 +5,14 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import importlib.metadata
+import json
 import platform
 import statistics
 from pathlib import Path
 from typing import Any, Sequence
 
 from profiling.config import ProfilerConfig
-from profiling.traces import write_json_atomically
+from profiling.traces import list_traces, write_json_atomically
 
 MANIFEST_NAME = "manifest.json"
 
@@ -43,10 +44,69 @@ def versions() -> dict[str, str]:
     return found
 
 
+def attempt_folder(job_dir: Path, restart_count: int) -> Path:
+    """Where an attempt writes its traces: the job folder, then ``restart<k>/`` after each requeue.
+
+    SLURM keeps the job id across a requeue; separate folders keep the first attempt's traces,
+    and keep one trace per rank and window in each folder, as trace viewers and HTA expect.
+    """
+    return job_dir if restart_count == 0 else job_dir / f"restart{restart_count}"
+
+
+def attempt_record(
+    job_dir: Path,
+    *,
+    restart_count: int,
+    resumed_from_step: int,
+    next_step: int,
+    outcome: str,
+    started_at: str,
+    error: str | None = None,
+) -> dict[str, Any]:
+    """One attempt (one run of the job, SLURM_RESTART_COUNT=k): what it ran and what it wrote."""
+    folder = attempt_folder(job_dir, restart_count)
+    record = {
+        "restart_count": restart_count,
+        "folder": str(folder.relative_to(job_dir)),
+        "resumed_from_step": resumed_from_step,
+        "next_step": next_step,
+        "outcome": outcome,  # "completed", "preempted" or "failed"
+        "trace_files": [str(t.path.relative_to(job_dir)) for t in list_traces(folder)],
+        "started_at": started_at,
+        "ended_at": utc_now(),
+    }
+    if error:
+        record["error"] = error
+    return record
+
+
+def read_manifest(job_dir: Path) -> dict[str, Any] | None:
+    try:
+        return json.loads((job_dir / MANIFEST_NAME).read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
+
+
+def with_attempt(job_dir: Path, attempt: dict[str, Any]) -> list[dict[str, Any]]:
+    """Earlier attempts, as the manifest on disk lists them, plus (or replaced by) ``attempt``."""
+    earlier = (read_manifest(job_dir) or {}).get("attempts", [])
+    others = [a for a in earlier if a["restart_count"] != attempt["restart_count"]]
+    return sorted(others + [attempt], key=lambda a: a["restart_count"])
+
+
+def record_attempt(job_dir: Path, job: dict[str, Any], attempt: dict[str, Any]) -> Path:
+    """Rank 0, when an attempt ends early (preempted, failed): keep the manifest up to date."""
+    manifest = {**(read_manifest(job_dir) or {}), **job}
+    manifest["attempts"] = with_attempt(job_dir, attempt)
+    manifest["trace_files"] = [name for a in manifest["attempts"] for name in a["trace_files"]]
+    return write_manifest(job_dir, manifest)
+
+
 def build_manifest(
     *,
     job: dict[str, Any],
     ranks: Sequence[dict[str, Any]],
+    attempts: Sequence[dict[str, Any]],
     profiler: ProfilerConfig,
     workload: Any,
     started_at: str,
@@ -63,7 +123,8 @@ def build_manifest(
         "world_size": len(ranks),
         "hostnames": hosts,
         "profiled_ranks": [record["rank"] for record in ranks if record["profiled"]],
-        "trace_files": [name for record in ranks for name in record["trace_files"]],
+        "trace_files": [name for attempt in attempts for name in attempt["trace_files"]],
+        "attempts": list(attempts),
         "schedule": dataclasses.asdict(profiler.schedule),
         "profiler": {
             "ranks": str(profiler.ranks),

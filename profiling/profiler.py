@@ -55,12 +55,14 @@ class NoProfiler:
 class RankProfiler:
     """torch.profiler for one rank, writing one trace per recorded window into ``trace_dir``."""
 
-    def __init__(self, config: ProfilerConfig, *, rank: int, steps: int, trace_dir: Path, cuda: bool) -> None:
-        config.schedule.check_fits(steps)
+    def __init__(
+        self, config: ProfilerConfig, *, rank: int, steps: int, trace_dir: Path, cuda: bool, start_step: int = 0
+    ) -> None:
         self.trace_files: list[Path] = []
         self._config = config
         self._rank = rank
         self._steps = steps
+        self._start = start_step
         self._trace_dir = trace_dir
         activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
         self._profile = profile(
@@ -70,15 +72,25 @@ class RankProfiler:
             record_shapes=config.record_shapes,
             with_stack=config.with_stack,
         )
+        if start_step:
+            # Number profiler steps like the run's steps, so that a resumed run's traces hold
+            # ProfilerStep#<global step> and the schedule sees global steps. torch.profiler has
+            # no argument for this; these are the attributes its __init__ derives from step 0.
+            action = self._action(start_step)
+            self._profile.step_num = start_step
+            self._profile.current_action = action
+            self._profile._prev_schedule_action = action
 
     def _action(self, step: int) -> ProfilerAction:
-        return _ACTIONS[self._config.schedule.phase(step, self._steps)]
+        return _ACTIONS[self._config.schedule.phase(step, self._steps, self._start)]
 
     def _write_trace(self, prof: profile) -> None:
         # on_trace_ready runs inside prof.step() *after* the last recorded step, when
         # step_num already counts it: the window is the ``active`` steps before step_num.
         # (The tutorial named it step_num - 2 .. step_num, one step late.)
         last = prof.step_num - 1
+        if self._config.schedule.phase(last, self._steps, self._start) is not Phase.RECORD_AND_SAVE:
+            return  # the run stopped inside a window (preemption): half a window is no trace
         first = last - self._config.schedule.active + 1
         name = trace_file_name(self._rank, first, last, gzipped=self._config.gzip)
         path = self._trace_dir / name
@@ -100,9 +112,11 @@ class RankProfiler:
 
 
 def profiler_for_rank(
-    config: ProfilerConfig, *, rank: int, world_size: int, steps: int, trace_dir: Path
+    config: ProfilerConfig, *, rank: int, world_size: int, steps: int, trace_dir: Path, start_step: int = 0
 ) -> StepProfiler:
-    """A :class:`RankProfiler` if ``rank`` is selected, else a :class:`NoProfiler`."""
-    if rank not in config.ranks.resolve(world_size):
+    """A :class:`RankProfiler` if ``rank`` is selected and has a window left, else a :class:`NoProfiler`."""
+    if rank not in config.ranks.resolve(world_size) or not config.schedule.windows(steps, start_step):
         return NoProfiler()
-    return RankProfiler(config, rank=rank, steps=steps, trace_dir=trace_dir, cuda=torch.cuda.is_available())
+    return RankProfiler(
+        config, rank=rank, steps=steps, trace_dir=trace_dir, cuda=torch.cuda.is_available(), start_step=start_step
+    )

@@ -1,9 +1,10 @@
 """The profiler's wait/warmup/active/repeat schedule, as plain arithmetic (no torch).
 
 The semantics are torch.profiler.schedule's: each cycle is ``wait`` idle steps, ``warmup``
-steps, then ``active`` recorded steps; ``repeat`` cycles (0: until the run ends). One thing
-differs on purpose: a cycle whose recording window would not finish before the last step is
-dropped, so every trace holds exactly ``active`` steps and its file name is always right.
+steps, then ``active`` recorded steps; ``repeat`` cycles (0: until the run ends). Two things
+differ on purpose, so that every trace holds exactly ``active`` steps and its name is right:
+a window that would not finish before the last step is dropped, and a run resumed at step
+``start`` (after a preemption) skips windows that began recording before it.
 """
 
 from __future__ import annotations
@@ -41,10 +42,11 @@ class ScheduleConfig:
     def cycle(self) -> int:
         return self.wait + self.warmup + self.active
 
-    def windows(self, steps: int) -> list[tuple[int, int]]:
+    def windows(self, steps: int, start: int = 0) -> list[tuple[int, int]]:
         """The (first, last) step of every window recorded in a run of ``steps`` steps."""
         first_active = self.wait + self.warmup
-        return [(c * self.cycle + first_active, (c + 1) * self.cycle - 1) for c in range(self._cycles(steps))]
+        every = [(c * self.cycle + first_active, (c + 1) * self.cycle - 1) for c in range(self._cycles(steps))]
+        return [(first, last) for first, last in every if first >= start]
 
     def check_fits(self, steps: int) -> None:
         """Refuse a run that would not record every window the schedule asks for."""
@@ -58,11 +60,13 @@ class ScheduleConfig:
                 f"and would record {recorded}. HINT: use --steps {needed} or more, or a shorter schedule"
             )
 
-    def phase(self, step: int, steps: int) -> Phase:
-        """What the profiler does at ``step`` of a run of ``steps`` steps."""
+    def phase(self, step: int, steps: int, start: int = 0) -> Phase:
+        """What the profiler does at ``step`` of a run of ``steps`` steps resumed at ``start``."""
         cycle, position = divmod(step, self.cycle)
-        if step >= steps or cycle >= self._cycles(steps) or position < self.wait:
+        if not start <= step < steps or cycle >= self._cycles(steps) or position < self.wait:
             return Phase.IDLE
+        if cycle * self.cycle + self.wait + self.warmup < start:
+            return Phase.IDLE  # this window began recording before the resume
         if position < self.wait + self.warmup:
             return Phase.WARMUP
         return Phase.RECORD if position < self.cycle - 1 else Phase.RECORD_AND_SAVE

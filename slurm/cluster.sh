@@ -60,6 +60,9 @@ SlurmctldHost=$host(127.0.0.1)
 SlurmUser=root
 SlurmdUser=root
 AuthType=auth/munge
+# cred_expire also sets how long a requeued job waits before it may start again (default
+# 120 s): preempted test jobs come back within seconds instead of minutes.
+AuthInfo=cred_expire=10
 # A state folder of its own: slurmctld refuses state saved under another ClusterName.
 StateSaveLocation=$STATE/ctld
 SlurmdSpoolDir=$STATE/slurmd-%n

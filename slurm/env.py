@@ -63,6 +63,8 @@ SUBMITIT_LOCAL_VARS: Mapping[str, str] = {
 }
 
 SUBMITIT_DEBUG_JOB_ID = "SUBMITIT_DEBUG_JOB_ID"
+# Set by the user to override what is derived (e.g. a node's name on the fast network).
+USER_MASTER_ADDR = "MASTER_ADDR"
 USER_MASTER_PORT = "MASTER_PORT"
 
 # Derived ports stay below Linux's ephemeral range (32768+) so that they do not collide with
@@ -233,7 +235,7 @@ def _from_slurm(env: Mapping[str, str]) -> DistributedIdentity:
         local_world_size=local_world_size,
         node_rank=node_rank,
         num_nodes=num_nodes,
-        master_addr=hosts[0],
+        master_addr=env.get(USER_MASTER_ADDR) or hosts[0],
         master_port=_master_port(env, job_id),
         job_id=job_id,
         restart_count=_int(env, "SLURM_RESTART_COUNT", default=0, minimum=0),

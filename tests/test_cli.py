@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -40,7 +41,7 @@ def test_bad_input_is_one_line_and_submits_nothing(args: list[str], message: str
     assert "Traceback" not in result.stderr
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("submit.py: error: "), result.stderr
-    assert __import__("re").search(message, lines[0]), lines[0]
+    assert re.search(message, lines[0]), lines[0]
     assert not (traces_root / "logs").exists()  # nothing was submitted
 
 
@@ -51,6 +52,13 @@ def test_unwritable_traces_root(tmp_path: Path) -> None:
     assert result.returncode == 2
     assert result.stderr.startswith("submit.py: error: --traces-root") and "not writable" in result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_slurm_cluster_without_sbatch(traces_root: Path) -> None:
+    result = run_submit("--cluster", "slurm", "--traces-root", str(traces_root), timeout=30,
+                        env={"PATH": str(Path(sys.executable).parent)})
+    assert result.returncode == 2
+    assert "submit.py: error: --cluster slurm but sbatch is not on PATH. HINT" in result.stderr
 
 
 def test_argparse_errors_are_not_tracebacks() -> None:

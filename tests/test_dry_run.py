@@ -23,9 +23,14 @@ def test_dry_run_matches_golden_file() -> None:
     assert script == GOLDEN.read_text()
 
 
-def test_dry_run_submits_nothing_and_creates_nothing(tmp_path: Path) -> None:
-    result = run_submit("--dry-run", "--nodes", "4", "--gpus", "8", "--traces-root", str(tmp_path / "t"), timeout=30)
-    assert result.returncode == 0
+def test_dry_run_needs_no_slurm_and_creates_nothing(tmp_path: Path) -> None:
+    no_slurm_path = str(Path(sys.executable).parent)  # python, but no sbatch or srun
+    result = run_submit(
+        "--dry-run", "--nodes", "4", "--gpus", "8", "--traces-root", str(tmp_path / "t"),
+        timeout=30, env={"PATH": no_slurm_path},
+    )
+    assert result.returncode == 0, result.stderr
+    assert "#SBATCH --nodes=4" in result.stdout
     assert not (tmp_path / "t").exists()
     assert "submitted" not in result.stdout
 

@@ -19,6 +19,7 @@ def test_tutorial_schedule_records_steps_15_to_17() -> None:
     ]
 
 
+@pytest.mark.filterwarnings("ignore:Profiler won.t be using warmup")
 @pytest.mark.parametrize(("wait", "warmup", "active", "repeat"), [(10, 5, 3, 1), (2, 1, 2, 3), (0, 1, 1, 2), (3, 0, 4, 1)])
 def test_same_phases_as_torch_schedule_while_windows_fit(wait: int, warmup: int, active: int, repeat: int) -> None:
     config = ScheduleConfig(wait=wait, warmup=warmup, active=active, repeat=repeat)
@@ -51,3 +52,14 @@ def test_too_few_steps_for_every_window() -> None:
 def test_invalid_schedule(kwargs: dict, message: str) -> None:
     with pytest.raises(ScheduleError, match=message):
         ScheduleConfig(**kwargs)
+
+
+def test_resumed_run_skips_windows_that_began_recording_before_it() -> None:
+    config = ScheduleConfig(wait=2, warmup=1, active=2, repeat=0)  # windows 3-4, 8-9, 13-14, ...
+    assert config.windows(20, start=4) == [(8, 9), (13, 14), (18, 19)]
+    assert [config.phase(s, 20, start=4) for s in (3, 4, 7, 8, 9)] == [
+        Phase.IDLE, Phase.IDLE, Phase.WARMUP, Phase.RECORD, Phase.RECORD_AND_SAVE,
+    ]
+    # resuming inside a warm-up keeps the window: a shorter warm-up, a complete recording
+    assert config.windows(20, start=7) == [(8, 9), (13, 14), (18, 19)]
+    assert config.phase(7, 20, start=7) is Phase.WARMUP

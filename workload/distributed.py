@@ -43,20 +43,47 @@ def distributed(
 
     timeout = datetime.timedelta(seconds=timeout_s)
     if identity.is_distributed:
-        dist.init_process_group(
-            backend,
-            init_method=f"tcp://{_bracket_ipv6(identity.master_addr)}:{identity.master_port}",
-            rank=identity.rank,
-            world_size=identity.world_size,
-            timeout=timeout,
-            device_id=device if backend == "nccl" else None,
-        )
+        _join(identity, backend, timeout, device)
     else:
         dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
     try:
         yield DistributedContext(identity=identity, device=device, backend=backend, threads=threads)
     finally:
         dist.destroy_process_group()
+
+
+class RendezvousError(RuntimeError):
+    """A rank could not meet the others at MASTER_ADDR:MASTER_PORT within the timeout."""
+
+
+def _join(identity: DistributedIdentity, backend: str, timeout: datetime.timedelta, device: torch.device) -> None:
+    address = f"{identity.master_addr}:{identity.master_port}"
+    try:
+        # An explicit store, rather than a tcp:// init method, so that one timeout bounds the
+        # connection attempts and the error can name the address.
+        store = dist.TCPStore(
+            identity.master_addr,
+            identity.master_port,
+            identity.world_size,
+            is_master=identity.is_main,
+            timeout=timeout,
+        )
+        dist.init_process_group(
+            backend,
+            store=store,
+            rank=identity.rank,
+            world_size=identity.world_size,
+            timeout=timeout,
+            device_id=device if backend == "nccl" else None,
+        )
+    except dist.DistError as error:
+        reason = str(error).strip().splitlines()[0]
+        raise RendezvousError(
+            f"rank {identity.rank} could not join the job's rendezvous at {address} "
+            f"(MASTER_ADDR:MASTER_PORT) within {timeout.total_seconds():g}s: {reason}. HINT: check that "
+            "MASTER_ADDR resolves and is reachable from every node, that MASTER_PORT is free (set "
+            "MASTER_PORT to pick another), and that every rank started"
+        ) from None
 
 
 def _gpu_index(local_rank: int, visible: int) -> int:
@@ -81,6 +108,3 @@ def _cpu_share(identity: DistributedIdentity) -> int:
         return identity.cpus_per_task
     return max(1, len(os.sched_getaffinity(0)) // identity.local_world_size)
 
-
-def _bracket_ipv6(address: str) -> str:
-    return f"[{address}]" if ":" in address and not address.startswith("[") else address
