@@ -1,0 +1,257 @@
+"""Faults on the real SLURM cluster: a killed rank, preemption with resume, a soak; and bounded
+rendezvous and bad environments on the task side."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import (
+    REPO,
+    SMALL_JOB,
+    check_job_folder,
+    load_manifest,
+    profiler_steps,
+    run_submit,
+    sacct_state,
+    submitted_job_id,
+)
+
+
+class SubmittedJob:
+    """``submit.py --wait`` running in the background, followed through rank 0's output."""
+
+    def __init__(self, traces_root: Path, *args: str) -> None:
+        self.log = traces_root.parent / "submit.log"
+        self._out = open(self.log, "w")
+        self.process = subprocess.Popen(
+            [sys.executable, str(REPO / "submit.py"), "--cluster", "slurm", "--wait",
+             "--traces-root", str(traces_root), *args],
+            cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_for_line(self, pattern: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.output(), re.MULTILINE):
+            assert self.process.poll() is None, f"submit.py ended early:\n{self.output()}"
+            assert time.monotonic() < deadline, f"no {pattern!r} within {timeout}s:\n{self.output()}"
+            time.sleep(0.5)
+
+    @property
+    def job_id(self) -> str:
+        return submitted_job_id(self.output())
+
+    def finish(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                subprocess.run(["scancel", self.job_id], timeout=30)
+            self._out.close()
+
+
+def task_processes(job_id: str) -> dict[int, int]:
+    """rank -> pid of the job's task processes on this machine (all nodes are on it)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = dict(
+                item.split("=", 1) for item in (proc / "environ").read_bytes().decode(errors="replace").split("\0")
+                if "=" in item
+            )
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if environ.get("SLURM_JOB_ID") == job_id and b"submitit.core._submit" in cmdline and "SLURM_PROCID" in environ:
+            found[int(environ["SLURM_PROCID"])] = int(proc.name)
+    return found
+
+
+def wait_until_no_tasks(job_id: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while task_processes(job_id):
+        assert time.monotonic() < deadline, f"tasks of job {job_id} still running: {task_processes(job_id)}"
+        time.sleep(0.5)
+
+
+@pytest.mark.slurm
+def test_sigkilled_rank_ends_the_job_quickly(slurm_cluster: int, traces_root: Path) -> None:
+    job = SubmittedJob(
+        traces_root, "--nodes", "2", "--gpus", "2", "--steps", "2000", "--image-size", "32",
+        "--threads-per-rank", "1", "--profile-ranks", "all", "--schedule-wait", "1", "--warmup", "1",
+        "--active", "2", "--repeat", "2", "--dist-timeout", "60",
+    )
+    try:
+        job.wait_for_line(r"^\[rank 0\] step 20/", timeout=120)  # both windows (2-3, 6-7) are written
+        killed_at = time.monotonic()
+        os.kill(task_processes(job.job_id)[2], 9)
+        status = job.finish(timeout=120)
+    finally:
+        job.finish(timeout=1)
+    ended_in = time.monotonic() - killed_at
+    out = job.output()
+    assert status == 1, out
+    assert ended_in < 60, f"the job took {ended_in:.0f}s to end after rank 2 was killed"
+    assert "rank 2 failed first" in out
+    assert re.search(r"srun: error: node2: task 2: Killed", out)
+    assert sacct_state(job.job_id) == "FAILED"
+    wait_until_no_tasks(job.job_id, timeout=30)
+    # the traces written before the kill are complete, and listed by the failed attempt
+    job_dir = traces_root / job.job_id
+    expected = {f"rank{r}_iter{a}_{b}.json" for r in range(4) for a, b in ((2, 3), (6, 7))}
+    assert {p.name for p in job_dir.glob("rank*.json")} == expected
+    for path in job_dir.glob("rank*.json"):
+        first, last = map(int, re.findall(r"\d+", path.name)[1:])
+        assert profiler_steps(json.loads(path.read_text())) == list(range(first, last + 1))
+    assert not list(job_dir.glob(".*.tmp"))
+    (attempt,) = load_manifest(job_dir)["attempts"]
+    assert attempt["outcome"] == "failed" and set(attempt["trace_files"]) == expected
+
+
+@pytest.mark.slurm
+def test_preempted_job_is_requeued_and_resumes(slurm_cluster: int, traces_root: Path) -> None:
+    job = SubmittedJob(
+        traces_root, "--nodes", "2", "--gpus", "2", "--steps", "100", "--image-size", "32",
+        "--threads-per-rank", "1", "--profile-ranks", "0,3", "--schedule-wait", "2", "--warmup", "1",
+        "--active", "2", "--repeat", "0",
+    )
+    try:
+        job.wait_for_line(r"^\[rank 0\] step 30/", timeout=120)
+        subprocess.run(["scancel", "--signal=USR2", job.job_id], check=True, timeout=30)
+        status = job.finish(timeout=240)
+    finally:
+        job.finish(timeout=1)
+    out = job.output()
+    assert status == 0, out
+    saved = int(re.search(r"preempted: saved the state of step (\d+)", out).group(1))
+    assert 30 <= saved < 100
+    assert f"restart 1 resuming at step {saved}" in out
+    assert sacct_state(job.job_id) == "COMPLETED"
+
+    job_dir = traces_root / job.job_id
+    manifest = load_manifest(job_dir)
+    first, second = manifest["attempts"]
+    assert (first["outcome"], first["resumed_from_step"], first["next_step"]) == ("preempted", 0, saved)
+    assert (second["outcome"], second["resumed_from_step"], second["next_step"]) == ("completed", saved, 100)
+    assert second["folder"] == "restart1" and manifest["restart_count"] == 1
+    # Each attempt's folder holds complete windows only, one file per rank and window, with
+    # global step numbers: the first attempt's before the preemption, the second's after it.
+    windows = [(a, a + 1) for a in range(3, 100, 5)]
+    before = {w for w in windows if w[1] < saved}
+    after = {w for w in windows if w[0] >= saved}
+    for folder, expected in ((job_dir, before), (job_dir / "restart1", after)):
+        names = {p.name for p in folder.glob("rank*.json")}
+        assert names == {f"rank{r}_iter{a}_{b}.json" for r in (0, 3) for a, b in expected}
+        for path in folder.glob("rank*.json"):
+            trace = json.loads(path.read_text())
+            a, b = map(int, re.findall(r"\d+", path.name)[1:])
+            assert profiler_steps(trace) == [a, b]
+            assert trace["distributedInfo"]["world_size"] == 4
+    assert sorted(manifest["trace_files"]) == sorted(
+        [p.name for p in job_dir.glob("rank*.json")] + [f"restart1/{p.name}" for p in (job_dir / "restart1").glob("rank*.json")]
+    )
+    assert all(r["step_time"]["steps"] == 100 - saved for r in manifest["ranks"])
+
+
+@pytest.mark.slurm
+def test_soak_twenty_jobs_back_to_back(slurm_cluster: int, traces_root: Path) -> None:
+    """20 small jobs, one after the other (sbatch dependency=singleton): 0 hangs, 0 failures."""
+    job_ids = []
+    for _ in range(20):
+        result = run_submit(
+            "--cluster", "slurm", "--nodes", "2", "--gpus", "1", "--profile-ranks", "all",
+            "--traces-root", str(traces_root), "--job-name", f"soak-{traces_root.parent.name}",
+            "--sbatch", "dependency=singleton", "--time", "5", *SMALL_JOB, timeout=60,
+        )
+        assert result.returncode == 0, result.stderr
+        job_ids.append(submitted_job_id(result.stdout))
+    deadline = time.monotonic() + 900
+    states = {}
+    for job_id in job_ids:
+        states[job_id] = sacct_state(job_id, timeout=max(1, deadline - time.monotonic()))
+    assert set(states.values()) == {"COMPLETED"}, states
+    for job_id in job_ids:
+        check_job_folder(traces_root / job_id, job_id=job_id, world_size=2, profiled={0, 1})
+
+
+def fake_slurm_env(rank: int, port: int, **overrides: str) -> dict[str, str]:
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "SUBMITIT_"))}
+    env.update(
+        SLURM_JOB_ID="999999", SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_NTASKS="2",
+        SLURM_NODEID="0", SLURM_JOB_NUM_NODES="1", SLURM_JOB_NODELIST="localhost", SLURM_TASKS_PER_NODE="2",
+        MASTER_PORT=str(port),
+    )
+    env.update(overrides)
+    return env
+
+
+def run_task(env: dict[str, str], traces_root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.task", "--traces-root", str(traces_root), *SMALL_JOB, *args],
+        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+    )
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_unreachable_rendezvous_fails_within_the_timeout(traces_root: Path) -> None:
+    port = free_port()  # nobody listens: rank 0 never comes
+    started = time.monotonic()
+    result = run_task(fake_slurm_env(1, port, MASTER_ADDR="127.0.0.1"), traces_root, "--dist-timeout", "5")
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1
+    assert f"rank 1 could not join the job's rendezvous at 127.0.0.1:{port}" in result.stderr
+    assert "Traceback" not in result.stderr
+    assert elapsed < 5 + 20, f"took {elapsed:.0f}s"
+
+
+def test_unresolvable_master_addr(traces_root: Path) -> None:
+    result = run_task(fake_slurm_env(1, free_port(), MASTER_ADDR="no-such-host.invalid"), traces_root,
+                      "--dist-timeout", "3")
+    assert result.returncode == 1
+    assert "rendezvous at no-such-host.invalid:" in result.stderr
+
+
+def test_master_port_taken(traces_root: Path) -> None:
+    with socket.socket() as squatter:
+        squatter.bind(("0.0.0.0", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        result = run_task(fake_slurm_env(0, port), traces_root, "--dist-timeout", "5")
+    assert result.returncode == 1
+    assert f"rank 0 could not join the job's rendezvous at localhost:{port}" in result.stderr
+    assert "EADDRINUSE" in result.stderr and "MASTER_PORT to pick another" in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"SLURM_PROCID": "2"}, "SLURM_PROCID=2 is not below SLURM_NTASKS=2"),
+        ({"SLURM_NTASKS": "two"}, "SLURM_NTASKS='two' is not an integer"),
+        ({"SLURM_JOB_NODELIST": "n[1-"}, "SLURM_JOB_NODELIST='n[1-'"),
+        ({"SLURM_TASKS_PER_NODE": "3"}, "SLURM_TASKS_PER_NODE='3' describes 1 nodes and 3 tasks"),
+    ],
+)
+def test_task_with_inconsistent_slurm_variables(overrides: dict, message: str, traces_root: Path) -> None:
+    result = run_task(fake_slurm_env(0, free_port(), **overrides), traces_root, timeout=60)
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("jobs.task: error: ") and message in lines[0], result.stderr
