@@ -59,6 +59,9 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     prof.add_argument("--active", type=int, default=schedule.active, metavar="N", help="recorded steps per window (default: %(default)s)")
     prof.add_argument("--repeat", type=int, default=schedule.repeat, metavar="N", help="windows, 0 = until the end (default: %(default)s)")
     prof.add_argument("--gzip-traces", action="store_true", help="write rank<r>_iter<a>_<b>.json.gz")
+    prof.add_argument(
+        "--no-report", action="store_true", help="skip the cross-rank report rank 0 writes at the end (meta/report.*)"
+    )
 
     out = parser.add_argument_group("output")
     out.add_argument(
@@ -106,6 +109,7 @@ def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
         traces_root=args.traces_root.expanduser().absolute(),
         dist_timeout_s=args.dist_timeout,
         max_restarts=args.max_restarts,
+        report=not args.no_report,
     )
 
 

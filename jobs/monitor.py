@@ -10,7 +10,7 @@ from typing import TextIO
 import submitit
 from submitit.core.utils import FailedJobError
 
-from profiling.manifest import MANIFEST_NAME
+from profiling.manifest import META_DIR
 
 ERROR_TAIL_LINES = 20
 
@@ -66,7 +66,7 @@ def wait_for(
         print(f"--- rank {first}: last lines of its error ---", file=out)
         print(_tail(str(dict(failures)[first]), ERROR_TAIL_LINES), file=out)
         return 1
-    print(f"job {job.job_id} done; traces and {MANIFEST_NAME} in {job_dir}", file=out)
+    print(f"job {job.job_id} done; traces in {job_dir}, manifest and report in {job_dir / META_DIR}", file=out)
     return 0
 
 

@@ -29,6 +29,7 @@ class TaskConfig:
     traces_root: Path = Path("traces").absolute()
     dist_timeout_s: float = 300.0
     max_restarts: int = 3  # requeues after preemption or the time limit
+    report: bool = True  # rank 0 writes the cross-rank report at the end of the job
 
     def __post_init__(self) -> None:
         if not self.traces_root.is_absolute():

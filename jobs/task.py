@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import socket
 import sys
-from typing import Any, Sequence
+from pathlib import Path
+from typing import Any, Callable, Sequence
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
@@ -138,7 +139,26 @@ def run_task(config: TaskConfig, identity: DistributedIdentity, preemption: Pree
             path = manifests.write_manifest(job_dir, manifest)
             log(f"wrote {len(manifest['trace_files'])} trace(s) and {path}")
         dist.barrier()
+    # After leaving the group: the other ranks are done, and no collective timeout applies to
+    # the report, which takes as long as the traces are big.
+    if identity.is_main and config.report and any(r["trace_files"] for r in records):
+        _report(trace_dir, log)
     return record
+
+
+def _report(trace_dir: Path, log: Callable[[str], None]) -> None:
+    from profiling.report import build_report
+
+    try:
+        report = build_report(trace_dir)
+    except Exception as error:  # the traces are what the job is for; a report can be redone
+        log(f"report failed ({type(error).__name__}: {error}); rerun: python -m profiling.report {trace_dir}")
+        return
+    straggler = report["straggler"]
+    log(
+        f"report in {trace_dir / 'meta'} ({report['seconds']:.1f}s): straggler rank {straggler['rank']} "
+        f"({straggler['over_median_pct']:+.1f}% compute over the median)"
+    )
 
 
 def main(argv: Sequence[str] | None = None) -> int:

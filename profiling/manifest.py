@@ -1,4 +1,8 @@
-"""``manifest.json``: what a job folder holds and how it was made, written once by rank 0."""
+"""``meta/manifest.json``: what a job folder holds and how it was made, written by rank 0.
+
+It lives in ``<job>/meta/``, not beside the traces: HTA's ``TraceAnalysis`` reads every
+``.json``/``.gz`` file of the folder it is given as a trace, so the job folder holds traces only.
+"""
 
 from __future__ import annotations
 
@@ -14,7 +18,12 @@ from typing import Any, Sequence
 from profiling.config import ProfilerConfig
 from profiling.traces import list_traces, write_json_atomically
 
+META_DIR = "meta"  # manifest, report, merged trace: everything about the job that is not a trace
 MANIFEST_NAME = "manifest.json"
+
+
+def manifest_path(job_dir: Path) -> Path:
+    return job_dir / META_DIR / MANIFEST_NAME
 
 
 def utc_now() -> str:
@@ -82,7 +91,7 @@ def attempt_record(
 
 def read_manifest(job_dir: Path) -> dict[str, Any] | None:
     try:
-        return json.loads((job_dir / MANIFEST_NAME).read_text())
+        return json.loads(manifest_path(job_dir).read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 
@@ -141,6 +150,7 @@ def build_manifest(
 
 
 def write_manifest(job_dir: Path, manifest: dict[str, Any]) -> Path:
-    path = job_dir / MANIFEST_NAME
+    path = manifest_path(job_dir)
+    path.parent.mkdir(parents=True, exist_ok=True)
     write_json_atomically(path, manifest)
     return path

@@ -44,7 +44,7 @@ def profiler_steps(trace: dict[str, Any]) -> list[int]:
 
 
 def load_manifest(job_dir: Path) -> dict[str, Any]:
-    return json.loads((job_dir / "manifest.json").read_text())
+    return json.loads((job_dir / "meta" / "manifest.json").read_text())
 
 
 def check_job_folder(job_dir: Path, *, job_id: str, world_size: int, profiled: set[int]) -> dict[str, Any]:
@@ -60,6 +60,9 @@ def check_job_folder(job_dir: Path, *, job_id: str, world_size: int, profiled: s
         assert info["world_size"] == world_size
         assert profiler_steps(trace) == list(range(trace_file.first_step, trace_file.last_step + 1))
     assert not [p for p in job_dir.iterdir() if p.name.endswith(".tmp")], "temporary files left behind"
+    # HTA reads every .json/.gz of the folder as a trace: nothing else may sit there
+    loose = {p.name for p in job_dir.iterdir() if p.name.endswith((".json", ".gz"))}
+    assert loose == {t.path.name for t in traces}, loose
 
     manifest = load_manifest(job_dir)
     assert manifest["job_id"] == job_id

@@ -1,0 +1,249 @@
+"""Cross-rank report of a job folder: ``python -m profiling.report <job folder>``.
+
+Reads the folder's traces one at a time (plain or gzipped), and writes to ``<folder>/meta/``:
+
+``report.json``
+    ``ranks``: per rank (sorted), ``rank``, ``host``, ``trace_files``, ``steps`` (the
+    ``ProfilerStep#`` numbers), ``step_ms`` (each step's duration), ``step_time_ms``
+    (``mean``/``min``/``max``), ``breakdown_ms`` (mean per step of ``forward``, ``backward``,
+    ``optimizer``, ``communication`` — time spent waiting in collectives, nothing computing —
+    and ``other``), ``compute_ms`` (forward + backward + optimizer), ``communication_total_ms``
+    (all collective time in the window, overlapped or not), ``gpu`` (``busy_ms`` and
+    ``idle_ms`` per step, or null on CPU) and ``clock_shift_us`` (applied in the merged trace).
+    ``straggler``: the rank with the most compute per step, its ``compute_ms``, the median
+    over ranks and ``over_median_pct``. ``step_time_spread_ms``: ``min``/``median``/``max``
+    of the ranks' mean step times and ``max_minus_min``. ``communication_wait_ms``: rank ->
+    mean communication wait per step (the fastest ranks wait longest). ``merged_trace``,
+    ``clock_alignment``, ``generated_at``, ``seconds`` (time this report took).
+``report.md``
+    The same as tables.
+``report.png``
+    A stacked bar of the breakdown per rank, and each rank's step times.
+``merged_trace.json.gz``
+    Every rank in one timeline, a process lane per rank named ``rank N (host)``, clocks
+    aligned (see :mod:`profiling.merge`). Opens in Perfetto.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+from profiling.analysis import PHASES, RankAnalysis, analyse
+from profiling.manifest import META_DIR, utc_now
+from profiling.merge import ALIGNMENT_METHOD, MergedTraceWriter
+from profiling.traces import TraceFile, atomic_path, list_traces, open_trace, write_json_atomically
+
+try:
+    import orjson
+
+    def _load(handle: Any) -> dict[str, Any]:
+        return orjson.loads(handle.read())
+
+except ImportError:  # pragma: no cover
+
+    def _load(handle: Any) -> dict[str, Any]:
+        return json.load(handle)
+
+
+MERGED_NAME = "merged_trace.json.gz"
+
+
+class ReportError(ValueError):
+    """A folder that cannot be reported on."""
+
+
+def build_report(folder: Path, out_dir: Path | None = None, *, merged: bool = True, plot: bool = True) -> dict[str, Any]:
+    """Analyse every trace in ``folder`` and write the report files; returns ``report.json``'s content."""
+    started = time.perf_counter()
+    traces = list_traces(folder)
+    if not traces:
+        raise ReportError(f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder")
+    out_dir = out_dir or folder / META_DIR
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    shifts: dict[int, float] = {}
+    if merged:
+        with atomic_path(out_dir / MERGED_NAME) as merged_path:
+            writer = MergedTraceWriter(merged_path, gzipped=True)
+            per_rank = _read_traces(traces, writer)
+            writer.close({"clock_alignment": ALIGNMENT_METHOD, "ranks": sorted(per_rank)})
+        shifts = writer.shifts_us
+    else:
+        per_rank = _read_traces(traces, None)
+
+    report = _summarise(folder, per_rank, shifts)
+    report["merged_trace"] = MERGED_NAME if merged else None
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    write_json_atomically(out_dir / "report.json", report)
+    (out_dir / "report.md").write_text(render_markdown(report))
+    if plot:
+        plot_report(report, out_dir / "report.png")
+    return report
+
+
+def _read_traces(
+    traces: Sequence[TraceFile], writer: MergedTraceWriter | None
+) -> dict[int, list[tuple[TraceFile, RankAnalysis]]]:
+    """Analyse (and merge) the traces one at a time, by rank then window, as listed."""
+    per_rank: dict[int, list[tuple[TraceFile, RankAnalysis]]] = {}
+    for trace_file in traces:
+        with open_trace(trace_file.path) as handle:
+            trace = _load(handle)
+        analysis = analyse(trace)
+        if analysis.rank != trace_file.rank:
+            raise ReportError(
+                f"{trace_file.path.name} says distributedInfo.rank={analysis.rank}; its name says "
+                f"{trace_file.rank}. HINT: do not rename trace files"
+            )
+        per_rank.setdefault(trace_file.rank, []).append((trace_file, analysis))
+        if writer:
+            writer.add(trace, analysis)
+        del trace  # only one trace's events are ever held
+    return per_rank
+
+
+def _summarise(folder: Path, per_rank: dict[int, list[tuple[TraceFile, RankAnalysis]]], shifts: dict[int, float]) -> dict[str, Any]:
+    ranks = []
+    for rank, items in sorted(per_rank.items()):
+        steps = [step for _, analysis in items for step in analysis.steps]
+        step_ms = [s.duration_us / 1e3 for s in steps]
+        breakdown = {p: _mean([s.phases_us[p] / 1e3 for s in steps]) for p in PHASES}
+        gpu_busy = [s.gpu_busy_us for s in steps if s.gpu_busy_us is not None]
+        ranks.append(
+            {
+                "rank": rank,
+                "host": items[0][1].host,
+                "trace_files": [trace_file.path.name for trace_file, _ in items],
+                "steps": [s.step for s in steps],
+                "step_ms": step_ms,
+                "step_time_ms": {"mean": _mean(step_ms), "min": min(step_ms, default=0.0), "max": max(step_ms, default=0.0)},
+                "breakdown_ms": breakdown,
+                "compute_ms": breakdown["forward"] + breakdown["backward"] + breakdown["optimizer"],
+                "communication_total_ms": sum(a.comm_total_us for _, a in items) / 1e3 / max(len(steps), 1),
+                "gpu": (
+                    {"busy_ms": _mean([b / 1e3 for b in gpu_busy]), "idle_ms": _mean([(s.duration_us - s.gpu_busy_us) / 1e3 for s in steps])}
+                    if gpu_busy
+                    else None
+                ),
+                "clock_shift_us": shifts.get(rank),
+            }
+        )
+    compute = [r["compute_ms"] for r in ranks]
+    means = [r["step_time_ms"]["mean"] for r in ranks]
+    slowest = max(ranks, key=lambda r: r["compute_ms"])
+    median_compute = statistics.median(compute)
+    return {
+        "folder": str(folder),
+        "generated_at": utc_now(),
+        "ranks": ranks,
+        "straggler": {
+            "rank": slowest["rank"],
+            "compute_ms": slowest["compute_ms"],
+            "median_compute_ms": median_compute,
+            "over_median_pct": 100.0 * (slowest["compute_ms"] - median_compute) / median_compute if median_compute else 0.0,
+        },
+        "step_time_spread_ms": {
+            "min": min(means),
+            "median": statistics.median(means),
+            "max": max(means),
+            "max_minus_min": max(means) - min(means),
+        },
+        "communication_wait_ms": {str(r["rank"]): r["breakdown_ms"]["communication"] for r in ranks},
+        "clock_alignment": ALIGNMENT_METHOD,
+    }
+
+
+def _mean(values: Sequence[float]) -> float:
+    return statistics.fmean(values) if values else 0.0
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Trace report: {report['folder']}", ""]
+    straggler = report["straggler"]
+    lines += [
+        f"**Straggler: rank {straggler['rank']}**, {straggler['compute_ms']:.2f} ms of compute per step, "
+        f"{straggler['over_median_pct']:+.1f}% over the median rank ({straggler['median_compute_ms']:.2f} ms).",
+        "",
+        "## Step time (ms)",
+        "",
+        "| rank | host | steps | mean | min | max |",
+        "|---:|---|---|---:|---:|---:|",
+    ]
+    for r in report["ranks"]:
+        t = r["step_time_ms"]
+        steps = f"{r['steps'][0]}-{r['steps'][-1]}" if r["steps"] else "-"
+        lines.append(f"| {r['rank']} | {r['host']} | {steps} | {t['mean']:.2f} | {t['min']:.2f} | {t['max']:.2f} |")
+    spread = report["step_time_spread_ms"]
+    lines += ["", f"Spread of the ranks' mean step times: {spread['min']:.2f} to {spread['max']:.2f} ms "
+              f"(median {spread['median']:.2f}, max - min {spread['max_minus_min']:.2f}).", ""]
+    lines += ["## Where a step's time goes (mean ms per step)", "",
+              "| rank | " + " | ".join(PHASES) + " | compute | all collectives | GPU busy | GPU idle |",
+              "|---:|" + "---:|" * (len(PHASES) + 4)]
+    for r in report["ranks"]:
+        b, gpu = r["breakdown_ms"], r["gpu"]
+        gpu_cells = f"{gpu['busy_ms']:.2f} | {gpu['idle_ms']:.2f}" if gpu else "- | -"
+        lines.append(
+            f"| {r['rank']} | " + " | ".join(f"{b[p]:.2f}" for p in PHASES)
+            + f" | {r['compute_ms']:.2f} | {r['communication_total_ms']:.2f} | {gpu_cells} |"
+        )
+    lines += ["", "*communication* is time waiting in collectives with nothing computing; *all collectives* "
+              "also counts the part hidden behind compute.", ""]
+    if report.get("merged_trace"):
+        lines += [f"Merged timeline: `{report['merged_trace']}` (open in Perfetto). {report['clock_alignment']}", ""]
+    return "\n".join(lines)
+
+
+def plot_report(report: dict[str, Any], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    ranks = report["ranks"]
+    labels = [str(r["rank"]) for r in ranks]
+    fig, (bars, lines) = plt.subplots(1, 2, figsize=(12, 4.5))
+    bottom = [0.0] * len(ranks)
+    for phase in PHASES:
+        values = [r["breakdown_ms"][phase] for r in ranks]
+        bars.bar(labels, values, bottom=bottom, label=phase)
+        bottom = [b + v for b, v in zip(bottom, values)]
+    bars.set(title="Mean step breakdown per rank", xlabel="rank", ylabel="ms per step")
+    bars.legend(fontsize="small")
+    for r in ranks:
+        lines.plot(r["steps"], r["step_ms"], marker="o", label=f"rank {r['rank']}")
+    lines.set(title="Step time per rank", xlabel="step (ProfilerStep#)", ylabel="ms")
+    lines.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(ranks) <= 16:
+        lines.legend(fontsize="small")
+    fig.suptitle(f"straggler: rank {report['straggler']['rank']} "
+                 f"({report['straggler']['over_median_pct']:+.1f}% compute over median)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m profiling.report", description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="a job folder (or a restart<k>/ folder) of rank<r>_iter<a>_<b>.json traces")
+    parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta)")
+    parser.add_argument("--no-merged-trace", action="store_true", help="skip merged_trace.json.gz")
+    parser.add_argument("--no-plot", action="store_true", help="skip report.png")
+    args = parser.parse_args(argv)
+    try:
+        report = build_report(args.folder, args.out, merged=not args.no_merged_trace, plot=not args.no_plot)
+    except (ReportError, OSError) as error:
+        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        return 2
+    print(render_markdown(report))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
