@@ -16,6 +16,7 @@ straggler and the ranks that wait for it.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import statistics
 from typing import Any, Iterable, Sequence
@@ -103,11 +104,11 @@ def analyse(trace: dict[str, Any]) -> RankAnalysis:
 
 def _within(items: Sequence[tuple[float, float, Any, str]], start: float, end: float) -> Iterable[tuple]:
     """Items (sorted by start) that start inside [start, end)."""
-    for item in items:
+    for index in range(bisect.bisect_left(items, (start,)), len(items)):
+        item = items[index]
         if item[0] >= end:
             break
-        if item[0] >= start:
-            yield item
+        yield item
 
 
 def _step_breakdown(

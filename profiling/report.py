@@ -27,16 +27,20 @@ Reads the folder's traces one at a time (plain or gzipped), and writes to ``<fol
 from __future__ import annotations
 
 import argparse
+import collections
 import json
+import multiprocessing
+import os
 import statistics
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Sequence
 
 from profiling.analysis import PHASES, RankAnalysis, analyse
 from profiling.manifest import META_DIR, utc_now
-from profiling.merge import ALIGNMENT_METHOD, MergedTraceWriter
+from profiling.merge import ALIGNMENT_METHOD, MergedTraceWriter, Reference, lane_metadata, merged_events, shift_us
 from profiling.traces import TraceFile, atomic_path, list_traces, open_trace, write_json_atomically
 
 try:
@@ -58,54 +62,128 @@ class ReportError(ValueError):
     """A folder that cannot be reported on."""
 
 
-def build_report(folder: Path, out_dir: Path | None = None, *, merged: bool = True, plot: bool = True) -> dict[str, Any]:
-    """Analyse every trace in ``folder`` and write the report files; returns ``report.json``'s content."""
+def build_report(
+    folder: Path, out_dir: Path | None = None, *, merged: bool = True, plot: bool = True, jobs: int | None = None
+) -> dict[str, Any]:
+    """Analyse every trace in ``folder`` and write the report files; returns ``report.json``'s content.
+
+    ``jobs`` processes read the traces (default: this process's CPUs, at most 8); each holds
+    one trace's events at a time.
+    """
     started = time.perf_counter()
     traces = list_traces(folder)
     if not traces:
         raise ReportError(f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder")
     out_dir = out_dir or folder / META_DIR
     out_dir.mkdir(parents=True, exist_ok=True)
+    jobs = jobs or min(8, len(os.sched_getaffinity(0)))
 
-    shifts: dict[int, float] = {}
     if merged:
         with atomic_path(out_dir / MERGED_NAME) as merged_path:
-            writer = MergedTraceWriter(merged_path, gzipped=True)
-            per_rank = _read_traces(traces, writer)
+            writer = _LazyWriter(merged_path)
+            per_rank, shifts = _read_traces(traces, writer, jobs)
             writer.close({"clock_alignment": ALIGNMENT_METHOD, "ranks": sorted(per_rank)})
-        shifts = writer.shifts_us
     else:
-        per_rank = _read_traces(traces, None)
+        per_rank, shifts = _read_traces(traces, None, jobs)
 
     report = _summarise(folder, per_rank, shifts)
     report["merged_trace"] = MERGED_NAME if merged else None
+    if plot:
+        plot_report(report, out_dir / "report.png")
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomically(out_dir / "report.json", report)
     (out_dir / "report.md").write_text(render_markdown(report))
-    if plot:
-        plot_report(report, out_dir / "report.png")
     return report
 
 
+class _LazyWriter:
+    """A MergedTraceWriter opened once the first trace tells the reference clock."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.writer: MergedTraceWriter | None = None
+
+    def write(self, chunk: bytes, reference: Reference) -> None:
+        if self.writer is None:
+            self.writer = MergedTraceWriter(self.path, gzipped=True, base_time_ns=reference.base_time_ns)
+        self.writer.write(chunk)
+
+    def close(self, other_data: dict[str, Any]) -> None:
+        if self.writer is not None:
+            self.writer.close(other_data)
+
+
+def _load_and_analyse(trace_file: TraceFile) -> tuple[dict[str, Any], RankAnalysis]:
+    with open_trace(trace_file.path) as handle:
+        trace = _load(handle)
+    analysis = analyse(trace)
+    if analysis.rank != trace_file.rank:
+        raise ReportError(
+            f"{trace_file.path.name} says distributedInfo.rank={analysis.rank}; its name says "
+            f"{trace_file.rank}. HINT: do not rename trace files"
+        )
+    return trace, analysis
+
+
+def _analyse_and_merge(trace_file: TraceFile, reference: Reference | None) -> tuple[RankAnalysis, bytes, float]:
+    """One trace, start to end (in a worker process): its analysis and its merged events."""
+    trace, analysis = _load_and_analyse(trace_file)
+    if reference is None:
+        return analysis, b"", 0.0
+    shift = shift_us(analysis, reference)
+    return analysis, merged_events(trace, analysis.rank, shift), shift
+
+
 def _read_traces(
-    traces: Sequence[TraceFile], writer: MergedTraceWriter | None
-) -> dict[int, list[tuple[TraceFile, RankAnalysis]]]:
-    """Analyse (and merge) the traces one at a time, by rank then window, as listed."""
+    traces: Sequence[TraceFile], writer: _LazyWriter | None, jobs: int
+) -> tuple[dict[int, list[tuple[TraceFile, RankAnalysis]]], dict[int, float]]:
+    """Analyse (and merge) the traces, written in the listed order: by rank, then window.
+
+    The first rank is read here first: its all-reduces define the merged clock. The others
+    are read by ``jobs`` worker processes, a bounded number in flight, so that memory holds a
+    few traces whatever their number.
+    """
     per_rank: dict[int, list[tuple[TraceFile, RankAnalysis]]] = {}
-    for trace_file in traces:
-        with open_trace(trace_file.path) as handle:
-            trace = _load(handle)
-        analysis = analyse(trace)
-        if analysis.rank != trace_file.rank:
-            raise ReportError(
-                f"{trace_file.path.name} says distributedInfo.rank={analysis.rank}; its name says "
-                f"{trace_file.rank}. HINT: do not rename trace files"
-            )
+    shifts: dict[int, float] = {}
+    first_rank = traces[0].rank
+    reference = Reference(base_time_ns=0, anchors_us={})
+
+    def record(trace_file: TraceFile, analysis: RankAnalysis, chunk: bytes, shift: float) -> None:
+        if writer is not None:
+            if trace_file.rank not in per_rank:
+                writer.write(lane_metadata(trace_file.rank, analysis.host), reference)
+            writer.write(chunk, reference)
+        shifts.setdefault(trace_file.rank, shift)
         per_rank.setdefault(trace_file.rank, []).append((trace_file, analysis))
-        if writer:
-            writer.add(trace, analysis)
-        del trace  # only one trace's events are ever held
-    return per_rank
+
+    for trace_file in (t for t in traces if t.rank == first_rank):
+        trace, analysis = _load_and_analyse(trace_file)
+        if not per_rank:
+            reference = Reference(base_time_ns=analysis.base_time_ns, anchors_us={})
+        if analysis.steps and analysis.comm_anchor_us is not None:
+            reference.anchors_us[analysis.steps[0].step] = analysis.comm_anchor_us
+        chunk = merged_events(trace, first_rank, 0.0) if writer is not None else b""
+        del trace  # only one trace's events are held here
+        record(trace_file, analysis, chunk, 0.0)
+
+    rest = [t for t in traces if t.rank != first_rank]
+    wanted = reference if writer is not None else None
+    if jobs <= 1 or len(rest) <= 1:
+        for trace_file in rest:
+            record(trace_file, *_analyse_and_merge(trace_file, wanted))
+        return per_rank, shifts
+    # spawn: rank 0 calls this at the end of a job, with torch's threads around; forking those is unsafe
+    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pending: collections.deque = collections.deque()
+        for trace_file in rest:
+            pending.append((trace_file, pool.submit(_analyse_and_merge, trace_file, wanted)))
+            if len(pending) >= 2 * jobs:
+                done_file, future = pending.popleft()
+                record(done_file, *future.result())
+        while pending:
+            done_file, future = pending.popleft()
+            record(done_file, *future.result())
+    return per_rank, shifts
 
 
 def _summarise(folder: Path, per_rank: dict[int, list[tuple[TraceFile, RankAnalysis]]], shifts: dict[int, float]) -> dict[str, Any]:
@@ -235,9 +313,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta)")
     parser.add_argument("--no-merged-trace", action="store_true", help="skip merged_trace.json.gz")
     parser.add_argument("--no-plot", action="store_true", help="skip report.png")
+    parser.add_argument("--jobs", type=int, help="processes reading traces (default: CPUs available, at most 8)")
     args = parser.parse_args(argv)
     try:
-        report = build_report(args.folder, args.out, merged=not args.no_merged_trace, plot=not args.no_plot)
+        report = build_report(
+            args.folder, args.out, merged=not args.no_merged_trace, plot=not args.no_plot, jobs=args.jobs
+        )
     except (ReportError, OSError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)
         return 2

@@ -172,3 +172,15 @@ def test_report_command_line(real_job: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main([str(real_job), "--out", str(out), "--no-merged-trace", "--no-plot"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["report.json", "report.md"]
+
+
+def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
+    for rank in range(4):
+        write_trace(tmp_path / "traces", cpu_trace(rank, offset=rank * 3, slow=rank * 5), f"rank{rank}_iter5_5.json")
+    serial = build_report(tmp_path / "traces", tmp_path / "serial", plot=False, jobs=1)
+    parallel = build_report(tmp_path / "traces", tmp_path / "parallel", plot=False, jobs=2)
+    for key in ("ranks", "straggler", "step_time_spread_ms", "communication_wait_ms"):
+        assert serial[key] == parallel[key]
+    assert parallel["straggler"]["rank"] == 3
+    with gzip.open(tmp_path / "serial" / "merged_trace.json.gz") as a, gzip.open(tmp_path / "parallel" / "merged_trace.json.gz") as b:
+        assert json.load(a) == json.load(b)
