@@ -6,6 +6,7 @@ runs ``python -m jobs.task [options]`` under ``srun`` instead. Both end in :func
 
 from __future__ import annotations
 
+import resource
 import socket
 import sys
 from pathlib import Path
@@ -120,7 +121,13 @@ def run_task(config: TaskConfig, identity: DistributedIdentity, preemption: Pree
             "launcher": identity.source,
             "profiled": profiled,
             "trace_files": [path.name for path in profiler.trace_files],
-            "step_time": manifests.step_time_summary(result.step_seconds),
+            "step_time": manifests.step_time_summary(
+                result.step_seconds,
+                first_step=start_step,
+                windows=profiler.windows if profiled else (),
+            ),
+            "trace_export_s": round(profiler.export_seconds, 4),
+            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
             "started_at": started_at,
         }
         records: list[Any] = [None] * identity.world_size

@@ -30,10 +30,18 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
-def step_time_summary(seconds: Sequence[float]) -> dict[str, float | int]:
+def step_time_summary(
+    seconds: Sequence[float], *, first_step: int = 0, windows: Sequence[tuple[int, int]] = ()
+) -> dict[str, float | int]:
+    """Step times of one rank; with recorded ``windows``, split by what the profiler was doing.
+
+    ``seconds[i]`` is step ``first_step + i``, from the end of the previous step to the end of
+    this one: the profiler's work between two steps (closing a window, writing its trace)
+    lands in the step after it, reported as ``after_window_s``.
+    """
     if not seconds:
         return {"steps": 0}
-    return {
+    summary: dict[str, float | int] = {
         "steps": len(seconds),
         "mean_s": statistics.fmean(seconds),
         "median_s": statistics.median(seconds),
@@ -41,6 +49,19 @@ def step_time_summary(seconds: Sequence[float]) -> dict[str, float | int]:
         "max_s": max(seconds),
         "first_s": seconds[0],
     }
+    if windows:
+        steps = range(first_step, first_step + len(seconds))
+        recorded = {s for first, last in windows for s in range(first, last + 1)}
+        after = {last + 1 for _, last in windows}
+        by_kind = {
+            "recorded_median_s": [t for s, t in zip(steps, seconds) if s in recorded],
+            "after_window_mean_s": [t for s, t in zip(steps, seconds) if s in after],
+            "unrecorded_median_s": [t for s, t in zip(steps, seconds) if s not in recorded and s not in after and s != first_step],
+        }
+        for key, values in by_kind.items():
+            if values:
+                summary[key] = statistics.fmean(values) if key.endswith("mean_s") else statistics.median(values)
+    return summary
 
 
 def versions() -> dict[str, str]:

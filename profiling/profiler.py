@@ -7,6 +7,7 @@ so it runs exactly the plain loop.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Protocol
@@ -28,6 +29,8 @@ _ACTIONS = {
 
 class StepProfiler(Protocol):
     trace_files: list[Path]
+    windows: list[tuple[int, int]]  # (first, last) step of each trace written
+    export_seconds: float  # time spent writing traces
 
     def __enter__(self) -> "StepProfiler": ...
 
@@ -41,6 +44,8 @@ class NoProfiler:
 
     def __init__(self) -> None:
         self.trace_files: list[Path] = []
+        self.windows: list[tuple[int, int]] = []
+        self.export_seconds = 0.0
 
     def __enter__(self) -> "NoProfiler":
         return self
@@ -59,6 +64,8 @@ class RankProfiler:
         self, config: ProfilerConfig, *, rank: int, steps: int, trace_dir: Path, cuda: bool, start_step: int = 0
     ) -> None:
         self.trace_files: list[Path] = []
+        self.windows: list[tuple[int, int]] = []
+        self.export_seconds = 0.0
         self._config = config
         self._rank = rank
         self._steps = steps
@@ -94,9 +101,12 @@ class RankProfiler:
         first = last - self._config.schedule.active + 1
         name = trace_file_name(self._rank, first, last, gzipped=self._config.gzip)
         path = self._trace_dir / name
+        started = time.perf_counter()
         self._trace_dir.mkdir(parents=True, exist_ok=True)
         export_trace(prof.export_chrome_trace, path)
+        self.export_seconds += time.perf_counter() - started
         self.trace_files.append(path)
+        self.windows.append((first, last))
 
     def __enter__(self) -> "RankProfiler":
         self._profile.__enter__()
