@@ -1,0 +1,142 @@
+"""Benchmark: what the toolkit costs the training loop, against a plain DDP loop.
+
+    .venv/bin/python tests/bench/bench_overhead.py [--ranks 2] [--steps 200] [--rounds 3]
+
+Interleaved, ``--rounds`` times, on submitit's local executor (``--ranks`` processes, one
+thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
+
+- the toolkit's job, rank 1 profiled with the tutorial's schedule, rank 0 not;
+- a plain DDP loop of the same model, batch, dtype and world size, written below.
+
+Prints the median step time of a non-profiled rank and of the profiled rank outside its
+window over the plain loop's (target <= 1.01), the profiled window's cost (steps inside it,
+the step after it, which closes the window and writes the trace, and the export itself),
+and trace bytes per recorded step, plain JSON and ``--gzip-traces`` (target gz <= 0.2 x).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import submitit
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def plain_ddp(steps: int, image_size: int, batch_size: int) -> float:
+    """The tutorial's loop and nothing else; returns this rank's median step time."""
+    import time
+
+    import torch
+    import torch.distributed as dist
+    import torch.nn.functional as F
+    import torchvision
+    from torch.nn.parallel import DistributedDataParallel
+
+    env = submitit.JobEnvironment()
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda", env.local_rank) if cuda else torch.device("cpu")
+    torch.set_num_threads(1)
+    dist.init_process_group(
+        "nccl" if cuda else "gloo",
+        init_method=f"tcp://127.0.0.1:{20000 + int(env.job_id) % 10000}",
+        rank=env.global_rank,
+        world_size=env.num_tasks,
+    )
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18().to(device=device, dtype=torch.bfloat16)
+    model = DistributedDataParallel(model, device_ids=[env.local_rank] if cuda else None)
+    optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
+    inputs = torch.randn(batch_size, 3, image_size, image_size, device=device, dtype=torch.bfloat16)
+    target = torch.randn(batch_size, 1000, device=device, dtype=torch.bfloat16)
+    times, last = [], time.perf_counter()
+    for _ in range(steps):
+        optimizer.zero_grad(set_to_none=True)
+        F.mse_loss(model(inputs), target).backward()
+        optimizer.step()
+        if cuda:
+            torch.cuda.synchronize()
+        now = time.perf_counter()
+        times.append(now - last)
+        last = now
+    dist.destroy_process_group()
+    return statistics.median(times[1:])
+
+
+def toolkit_job(root: Path, args: argparse.Namespace, *extra: str) -> dict:
+    command = [
+        sys.executable, str(REPO / "submit.py"), "--cluster", "local", "--gpus", str(args.ranks),
+        "--profile-ranks", "1", "--steps", str(args.steps), "--image-size", str(args.image_size),
+        "--batch-size", str(args.batch_size), "--threads-per-rank", "1", "--no-report", "--wait",
+        "--traces-root", str(root), *extra,
+    ]
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=3600)
+    if out.returncode:
+        raise RuntimeError(out.stdout + out.stderr)
+    job_dir = root / re.search(r"^submitted job (\S+)", out.stdout, re.MULTILINE).group(1)
+    manifest = json.loads((job_dir / "meta" / "manifest.json").read_text())
+    manifest["trace_bytes"] = sum(p.stat().st_size for p in job_dir.glob("rank*.json*"))
+    return manifest
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ranks", type=int, default=2)
+    parser.add_argument("--steps", type=int, default=200)
+    parser.add_argument("--image-size", type=int, default=32)
+    parser.add_argument("--batch-size", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+    try:
+        executor = submitit.LocalExecutor(work / "plain")
+        executor.update_parameters(tasks_per_node=args.ranks, nodes=1, timeout_min=60)
+        toolkit, plain = [], []
+        for _ in range(args.rounds):
+            toolkit.append(toolkit_job(work / "traces", args))
+            job = executor.submit(plain_ddp, args.steps, args.image_size, args.batch_size)
+            plain.append(statistics.median(job.results()))
+        gzipped = toolkit_job(work / "traces", args, "--gzip-traces")
+
+        def median_of(key: str, rank: int, runs: list[dict]) -> float:
+            return statistics.median(run["ranks"][rank]["step_time"][key] for run in runs)
+
+        plain_s = statistics.median(plain)
+        not_profiled = median_of("median_s", 0, toolkit)
+        outside = median_of("unrecorded_median_s", 1, toolkit)
+        inside = median_of("recorded_median_s", 1, toolkit)
+        after = median_of("after_window_mean_s", 1, toolkit)
+        export = statistics.median(run["ranks"][1]["trace_export_s"] for run in toolkit)
+        active = toolkit[0]["schedule"]["active"]
+        plain_bytes = statistics.median(run["trace_bytes"] for run in toolkit) / active
+        gz_bytes = gzipped["trace_bytes"] / active
+
+        print(f"{args.ranks} ranks, {args.steps} steps, image {args.image_size}, batch {args.batch_size}, "
+              f"{args.rounds} interleaved rounds, backend {toolkit[0]['backend']}")
+        rows = [
+            ("plain DDP loop, median step", plain_s * 1e3, "ms", 1.0),
+            ("toolkit, rank not profiled", not_profiled * 1e3, "ms", not_profiled / plain_s),
+            ("toolkit, profiled rank outside window", outside * 1e3, "ms", outside / plain_s),
+            ("profiled rank inside window", inside * 1e3, "ms", inside / outside),
+            ("profiled rank, step after window", after * 1e3, "ms", after / outside),
+            ("trace export (write + rename)", export * 1e3, "ms", None),
+            ("trace bytes per recorded step, JSON", plain_bytes / 2**20, "MiB", None),
+            ("trace bytes per recorded step, gzip", gz_bytes / 2**20, "MiB", gz_bytes / plain_bytes),
+        ]
+        for name, value, unit, ratio in rows:
+            print(f"{name:40}{value:10.2f} {unit:4}" + (f"  x{ratio:.3f}" if ratio is not None else ""))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
