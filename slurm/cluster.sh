@@ -13,6 +13,7 @@
 # without device files, so `--nodes 4 --gpus 8` schedules here; tasks then run on the CPU.
 # `start` is idempotent: a running cluster of the same shape is left alone.
 set -euo pipefail
+export PATH="$PATH:/usr/sbin:/sbin"  # the daemons live there; a non-login root shell may lack it
 
 CLUSTER=profiling-test
 NAME_PREFIX=node
