@@ -255,3 +255,32 @@ def test_task_with_inconsistent_slurm_variables(overrides: dict, message: str, t
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("jobs.task: error: ") and message in lines[0], result.stderr
+
+
+@pytest.mark.slurm
+def test_plain_sbatch_job_is_requeued_and_resumes(slurm_cluster: int, traces_root: Path, tmp_path: Path) -> None:
+    log = tmp_path / "job.out"
+    submitted = subprocess.run(
+        ["sbatch", "--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=1", f"--output={log}",
+         "slurm/profile_resnet18.sbatch", "--steps", "100", "--image-size", "32", "--threads-per-rank", "1",
+         "--profile-ranks", "all", "--traces-root", str(traces_root)],
+        cwd=REPO, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable},
+    )
+    job_id = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
+    try:
+        deadline = time.monotonic() + 120
+        while not (log.exists() and "step 30/" in log.read_text()):
+            assert time.monotonic() < deadline, log.read_text() if log.exists() else "no output"
+            time.sleep(0.5)
+        subprocess.run(["scancel", "--signal=USR2", job_id], check=True, timeout=30)
+        assert sacct_state(job_id, timeout=240) == "COMPLETED", log.read_text()
+    finally:
+        subprocess.run(["scancel", job_id], timeout=30)
+    out = log.read_text()
+    saved = int(re.search(r"preempted: saved the state of step (\d+)", out).group(1))
+    assert f"restart 1 resuming at step {saved}" in out
+    attempts = load_manifest(traces_root / job_id)["attempts"]
+    assert [(a["outcome"], a["next_step"]) for a in attempts] == [("preempted", saved), ("completed", 100)]
+    # the tutorial's window (15-17) was recorded by the first attempt, and only there
+    assert sorted(p.name for p in (traces_root / job_id).glob("rank*.json")) == ["rank0_iter15_17.json", "rank1_iter15_17.json"]
+    assert not list((traces_root / job_id / "restart1").glob("rank*.json"))
