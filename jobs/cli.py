@@ -63,6 +63,7 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
         "--no-report", action="store_true", help="skip the cross-rank report rank 0 writes at the end (meta/report.*)"
     )
 
+    task_defaults = TaskConfig()
     out = parser.add_argument_group("output")
     out.add_argument(
         "--traces-root",
@@ -74,14 +75,14 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     out.add_argument(
         "--dist-timeout",
         type=float,
-        default=TaskConfig().dist_timeout_s,
+        default=task_defaults.dist_timeout_s,
         metavar="SECONDS",
         help="bound on rendezvous and every collective: a dead or unreachable rank ends the job (default: %(default)s)",
     )
     out.add_argument(
         "--max-restarts",
         type=int,
-        default=TaskConfig().max_restarts,
+        default=task_defaults.max_restarts,
         metavar="N",
         help="requeues after preemption or the time limit, resuming from the saved step (default: %(default)s)",
     )

@@ -57,9 +57,9 @@ def wait_for(
     failures = [(task, error) for task, error in failures if error is not None]
     if failures:
         ranks = ", ".join(str(task) for task, _ in failures)
-        first = _first_failure(job, failures)
-        print(f"job {job.job_id} FAILED on rank(s) {ranks}; rank {first} failed first", file=out)
         srun_report = _srun_task_errors(job)
+        first = _first_failure(job, failures, srun_report)
+        print(f"job {job.job_id} FAILED on rank(s) {ranks}; rank {first} failed first", file=out)
         if srun_report:
             print("--- what srun saw ---", file=out)
             print("\n".join(line for _, line in srun_report[:ERROR_TAIL_LINES]), file=out)
@@ -83,11 +83,12 @@ def _srun_task_errors(job: submitit.Job) -> list[tuple[int, str]]:
     return [(int(re.split(r"[,-]", m["tasks"])[0]), m.group(0)) for m in _SRUN_TASK_ERROR.finditer(text)]
 
 
-def _first_failure(job: submitit.Job, failures: list[tuple[int, Exception]]) -> int:
+def _first_failure(
+    job: submitit.Job, failures: list[tuple[int, Exception]], srun_report: list[tuple[int, str]]
+) -> int:
     """The rank that died first: as srun saw it; else a rank that raised, the earliest one."""
-    reported = _srun_task_errors(job)
-    if reported:
-        return reported[0][0]
+    if srun_report:
+        return srun_report[0][0]
 
     def order(failure: tuple[int, Exception]) -> tuple[int, float]:
         task, error = failure

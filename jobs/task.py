@@ -124,7 +124,7 @@ def run_task(config: TaskConfig, identity: DistributedIdentity, preemption: Pree
             "step_time": manifests.step_time_summary(
                 result.step_seconds,
                 first_step=start_step,
-                windows=profiler.windows if profiled else (),
+                windows=profiler.windows,
             ),
             "trace_export_s": round(profiler.export_seconds, 4),
             "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

@@ -37,7 +37,7 @@ def step_time_summary(
 
     ``seconds[i]`` is step ``first_step + i``, from the end of the previous step to the end of
     this one: the profiler's work between two steps (closing a window, writing its trace)
-    lands in the step after it, reported as ``after_window_s``.
+    lands in the step after it, reported as ``after_window_mean_s``.
     """
     if not seconds:
         return {"steps": 0}
@@ -117,17 +117,18 @@ def read_manifest(job_dir: Path) -> dict[str, Any] | None:
         return None
 
 
-def with_attempt(job_dir: Path, attempt: dict[str, Any]) -> list[dict[str, Any]]:
-    """Earlier attempts, as the manifest on disk lists them, plus (or replaced by) ``attempt``."""
-    earlier = (read_manifest(job_dir) or {}).get("attempts", [])
+def with_attempt(job_dir: Path, attempt: dict[str, Any], manifest: dict[str, Any] | None = None) -> list[dict[str, Any]]:
+    """Earlier attempts, as the manifest on disk (or ``manifest``) lists them, plus (or replaced by) ``attempt``."""
+    earlier = (manifest if manifest is not None else read_manifest(job_dir) or {}).get("attempts", [])
     others = [a for a in earlier if a["restart_count"] != attempt["restart_count"]]
     return sorted(others + [attempt], key=lambda a: a["restart_count"])
 
 
 def record_attempt(job_dir: Path, job: dict[str, Any], attempt: dict[str, Any]) -> Path:
     """Rank 0, when an attempt ends early (preempted, failed): keep the manifest up to date."""
-    manifest = {**(read_manifest(job_dir) or {}), **job}
-    manifest["attempts"] = with_attempt(job_dir, attempt)
+    on_disk = read_manifest(job_dir) or {}
+    manifest = {**on_disk, **job}
+    manifest["attempts"] = with_attempt(job_dir, attempt, on_disk)
     manifest["trace_files"] = [name for a in manifest["attempts"] for name in a["trace_files"]]
     return write_manifest(job_dir, manifest)
 
