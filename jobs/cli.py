@@ -1,134 +1,31 @@
-"""The command line: ``python submit.py [options]``, and the task options ``jobs.task`` shares.
+"""The command line: ``python submit.py [options]``.
 
-The only module that parses arguments. It builds a validated :class:`~jobs.spec.JobSpec`
-before anything is submitted; every mistake is one line naming the option and the fix.
+It builds a validated :class:`~jobs.spec.JobSpec` before anything is submitted; every mistake
+is one line naming the option and the fix. The task options it shares with
+``python -m jobs.task`` are in :mod:`jobs.options`.
 """
 
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import sys
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
-from jobs.spec import JobSpec, SlurmResources, SpecError, TaskConfig
-from profiling.config import ProfilerConfig
-from profiling.ranks import RankSelection
-from profiling.schedule import ScheduleConfig
-from workload.config import DTYPES, WorkloadConfig
-
-TRACES_ROOT_ENV = "TRACES_ROOT"
-
-
-def add_task_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of the work each task does; shared by ``submit.py`` and ``python -m jobs.task``."""
-    defaults = WorkloadConfig()
-    work = parser.add_argument_group("workload (the tutorial's ResNet18 DDP loop)")
-    work.add_argument("--steps", type=int, default=defaults.steps, help="training steps (default: %(default)s)")
-    work.add_argument("--batch-size", type=int, default=defaults.batch_size, help="(default: %(default)s)")
-    work.add_argument("--image-size", type=int, default=defaults.image_size, help="(default: %(default)s)")
-    work.add_argument("--num-classes", type=int, default=defaults.num_classes, help="(default: %(default)s)")
-    work.add_argument("--dtype", choices=DTYPES, default=defaults.dtype, help="(default: %(default)s)")
-    work.add_argument(
-        "--threads-per-rank", type=int, default=None, help="CPU threads per rank (default: the rank's share of the node)"
-    )
-    work.add_argument(
-        "--inject-failure",
-        metavar="RANK:STEP",
-        type=_rank_and_step,
-        help="make RANK raise at STEP, to test how a job with a dead rank ends",
-    )
-
-    schedule = ScheduleConfig()
-    prof = parser.add_argument_group("profiler")
-    prof.add_argument(
-        "--profile-ranks", default="0", metavar="SPEC", help="ranks that record: 'all', '0,3', '0-3,8' (default: 0)"
-    )
-    prof.add_argument(
-        "--schedule-wait",
-        dest="schedule_wait",
-        type=int,
-        default=schedule.wait,
-        metavar="N",
-        help="steps skipped before warm-up (default: %(default)s; --wait blocks on the job instead)",
-    )
-    prof.add_argument("--warmup", type=int, default=schedule.warmup, metavar="N", help="(default: %(default)s)")
-    prof.add_argument("--active", type=int, default=schedule.active, metavar="N", help="recorded steps per window (default: %(default)s)")
-    prof.add_argument("--repeat", type=int, default=schedule.repeat, metavar="N", help="windows, 0 = until the end (default: %(default)s)")
-    prof.add_argument("--gzip-traces", action="store_true", help="write rank<r>_iter<a>_<b>.json.gz")
-    prof.add_argument(
-        "--no-report", action="store_true", help="skip the cross-rank report rank 0 writes at the end (meta/report.*)"
-    )
-
-    task_defaults = TaskConfig()
-    out = parser.add_argument_group("output")
-    out.add_argument(
-        "--traces-root",
-        type=Path,
-        default=Path(os.environ.get(TRACES_ROOT_ENV, "traces")),
-        metavar="PATH",
-        help=f"shared folder; traces go to PATH/<job id>/ (default: ${TRACES_ROOT_ENV} or ./traces)",
-    )
-    out.add_argument(
-        "--dist-timeout",
-        type=float,
-        default=task_defaults.dist_timeout_s,
-        metavar="SECONDS",
-        help="bound on rendezvous and every collective: a dead or unreachable rank ends the job (default: %(default)s)",
-    )
-    out.add_argument(
-        "--max-restarts",
-        type=int,
-        default=task_defaults.max_restarts,
-        metavar="N",
-        help="requeues after preemption or the time limit, resuming from the saved step (default: %(default)s)",
-    )
-
-
-def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
-    return TaskConfig(
-        workload=WorkloadConfig(
-            steps=args.steps,
-            batch_size=args.batch_size,
-            image_size=args.image_size,
-            num_classes=args.num_classes,
-            dtype=args.dtype,
-            threads=args.threads_per_rank,
-            fail_rank=args.inject_failure[0] if args.inject_failure else None,
-            fail_step=args.inject_failure[1] if args.inject_failure else 0,
-        ),
-        profiler=ProfilerConfig(
-            ranks=RankSelection.parse(args.profile_ranks),
-            schedule=ScheduleConfig(
-                wait=args.schedule_wait, warmup=args.warmup, active=args.active, repeat=args.repeat
-            ),
-            gzip=args.gzip_traces,
-        ),
-        traces_root=args.traces_root.expanduser().absolute(),
-        dist_timeout_s=args.dist_timeout,
-        max_restarts=args.max_restarts,
-        report=not args.no_report,
-    )
-
-
-def task_config_from_argv(argv: Sequence[str] | None, prog: str) -> TaskConfig:
-    """For ``python -m jobs.task``: exits with status 2 and one line on a bad option."""
-    parser = argparse.ArgumentParser(prog=prog, description="One task of the profiled ResNet18 DDP job.")
-    add_task_arguments(parser)
-    args = parser.parse_args(argv)
-    try:
-        return task_config_from_args(args)
-    except ValueError as error:
-        parser.exit(2, f"{prog}: error: {error}\n")
+from jobs.options import add_task_arguments, describe, task_config_from_args
+from jobs.spec import JobSpec, SlurmResources, SpecError
+from profiling.job_folder import JobFolder
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="submit.py",
-        description="Submit a profiled ResNet18 DDP job; one Chrome trace per profiled rank lands in <traces root>/<job id>/.",
+        description=(
+            "Submit a profiled ResNet18 DDP job; one Chrome trace per profiled rank lands in "
+            "<traces root>/<job id>/."
+        ),
     )
     where = parser.add_argument_group("where")
     where.add_argument(
@@ -139,7 +36,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     where.add_argument("--nodes", type=int, default=1, help="(default: %(default)s)")
     where.add_argument(
-        "--gpus", type=int, default=1, help="GPUs, and so tasks, per node; CPU processes where there is no GPU (default: 1)"
+        "--gpus",
+        type=int,
+        default=1,
+        help="GPUs, and so tasks, per node; CPU processes where there is no GPU (default: 1)",
     )
     add_task_arguments(parser)
 
@@ -147,7 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
     slurm.add_argument("--partition")
     slurm.add_argument("--account")
     slurm.add_argument("--qos")
-    slurm.add_argument("--time", type=int, default=60, metavar="MINUTES", help="time limit (default: %(default)s)")
+    slurm.add_argument(
+        "--time", type=int, default=60, metavar="MINUTES", help="time limit (default: %(default)s)"
+    )
     slurm.add_argument("--cpus-per-task", type=int)
     slurm.add_argument("--job-name", default=SlurmResources().job_name, help="(default: %(default)s)")
     slurm.add_argument(
@@ -196,15 +98,9 @@ def check_writable(folder: Path) -> None:
             pass
     except OSError as error:
         raise SpecError(
-            f"--traces-root {folder} is not writable ({error.strerror}). HINT: pass a shared folder you can write"
+            f"--traces-root {folder} is not writable ({error.strerror}). "
+            "HINT: pass a shared folder you can write"
         ) from None
-
-
-def _rank_and_step(text: str) -> tuple[int, int]:
-    rank, colon, step = text.partition(":")
-    if not (colon and rank.strip().isdigit() and step.strip().isdigit()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not RANK:STEP, e.g. 1:5")
-    return int(rank), int(step)
 
 
 def _sbatch_option(item: str) -> tuple[str, str]:
@@ -227,7 +123,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "or run here with --cluster local"
                 )
     except ValueError as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
+        print(f"{parser.prog}: error: {describe(error)}", file=sys.stderr)
         return 2
 
     from jobs import executors  # submitit is only needed past validation
@@ -240,9 +136,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except Exception as error:  # sbatch's own refusal, say: show it as one line, not a traceback
         print(f"{parser.prog}: error: submission failed: {error}", file=sys.stderr)
         return 1
-    job_dir = spec.task.traces_root / str(job.job_id)
+    job_dir = JobFolder(spec.task.traces_root, str(job.job_id))
     print(f"submitted job {job.job_id} ({spec.cluster}: {spec.nodes} node(s) x {spec.gpus_per_node} task(s))")
-    print(f"traces will be written to {job_dir}", flush=True)
+    print(f"traces will be written to {job_dir.path}", flush=True)
     if spec.cluster == "debug":
         return _run_debug(job, job_dir)
     if args.wait:
@@ -252,12 +148,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def _run_debug(job, job_dir: Path) -> int:
+def _run_debug(job, job_dir: JobFolder) -> int:
     """The debug executor runs the task in this process, when its result is asked for."""
     try:
         job.result()
     except Exception as error:
         print(f"job {job.job_id} FAILED: {error}", file=sys.stderr)
         return 1
-    print(f"job {job.job_id} done; traces in {job_dir}")
+    print(f"job {job.job_id} done; traces in {job_dir.path}")
     return 0

@@ -6,25 +6,15 @@ heavy imports happen on the compute node only.
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import submitit
 
 from jobs.spec import JobSpec
 from jobs.task import ProfiledTraining
+from profiling.job_folder import logs_folder
 
 # Seconds between the preemption signal and SIGKILL at the time limit: room to write a
 # checkpoint on a shared filesystem.
 SIGNAL_DELAY_S = 120
-
-
-def submitit_folder(spec: JobSpec) -> Path:
-    """submitit's logs and pickles: ``<traces root>/logs/<job id>_<task>_log.out``.
-
-    One flat folder that exists before submission: Slurm does not create the folder of
-    ``--output``, so a per-job folder (submitit's ``%j``) would lose the logs.
-    """
-    return spec.task.traces_root / "logs"
 
 
 class _ScriptOnlySlurmExecutor(submitit.SlurmExecutor):
@@ -40,7 +30,7 @@ class _ScriptOnlySlurmExecutor(submitit.SlurmExecutor):
 
 
 def make_executor(spec: JobSpec, *, script_only: bool = False) -> submitit.Executor:
-    folder = submitit_folder(spec)
+    folder = logs_folder(spec.task.traces_root)
     if spec.cluster == "debug":
         return submitit.DebugExecutor(folder)
     if spec.cluster == "local":
@@ -54,6 +44,7 @@ def make_executor(spec: JobSpec, *, script_only: bool = False) -> submitit.Execu
         )
         return executor
     slurm_executor = _ScriptOnlySlurmExecutor if script_only else submitit.SlurmExecutor
+    # submitit counts time-limit requeues itself; it gets the same limit as preemptions.
     executor = slurm_executor(folder, max_num_timeout=spec.task.max_restarts)
     resources = spec.slurm
     executor.update_parameters(
@@ -84,7 +75,9 @@ def submission_script(spec: JobSpec) -> str:
     """The exact sbatch script ``submit`` would hand to sbatch; submits nothing."""
     executor = make_executor(spec, script_only=True)
     if not isinstance(executor, submitit.SlurmExecutor):
-        raise ValueError(f"--dry-run shows an sbatch script; --cluster {spec.cluster} has none. HINT: use --cluster slurm")
+        raise ValueError(
+            f"--dry-run shows an sbatch script; --cluster {spec.cluster} has none. HINT: use --cluster slurm"
+        )
     return executor._make_submission_file_text(executor._submitit_command_str, "dry-run")
 
 

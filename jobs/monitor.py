@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 from pathlib import Path
@@ -10,7 +11,7 @@ from typing import TextIO
 import submitit
 from submitit.core.utils import FailedJobError
 
-from profiling.manifest import META_DIR
+from profiling.job_folder import JobFolder
 
 ERROR_TAIL_LINES = 20
 
@@ -39,7 +40,7 @@ class LogFollower:
 
 
 def wait_for(
-    job: submitit.Job, job_dir: Path, out: TextIO, poll_s: float = 1.0, scheduler_poll_s: float = 15.0
+    job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float = 1.0, scheduler_poll_s: float = 15.0
 ) -> int:
     """Block until ``job`` ends; exit status 0 if every task succeeded, else 1."""
     follower = LogFollower(job.task(0).paths.stdout, out, prefix="[rank 0] ")
@@ -53,49 +54,73 @@ def wait_for(
             job.get_info(mode="force")
             last_scheduler_poll = time.monotonic()
     follower.poll()
-    failures = [(task, job.task(task).exception()) for task in range(job.num_tasks)]
-    failures = [(task, error) for task, error in failures if error is not None]
+    failures = [_task_failure(job, task) for task in range(job.num_tasks)]
+    failures = [failure for failure in failures if failure is not None]
     if failures:
-        ranks = ", ".join(str(task) for task, _ in failures)
-        srun_report = _srun_task_errors(job)
-        first = _first_failure(job, failures, srun_report)
-        print(f"job {job.job_id} FAILED on rank(s) {ranks}; rank {first} failed first", file=out)
+        srun_report = _read_srun_report(job)
+        first = first_failed_rank(failures, srun_report)
+        ranks = ", ".join(str(failure.rank) for failure in failures)
+        print(f"job {job.job_id} FAILED on rank(s) {ranks}; rank {first.rank} failed first", file=out)
         if srun_report:
             print("--- what srun saw ---", file=out)
             print("\n".join(line for _, line in srun_report[:ERROR_TAIL_LINES]), file=out)
-        print(f"--- rank {first}: last lines of its error ---", file=out)
-        print(_tail(str(dict(failures)[first]), ERROR_TAIL_LINES), file=out)
+        print(f"--- rank {first.rank}: last lines of its error ---", file=out)
+        print(_tail(first.error, ERROR_TAIL_LINES), file=out)
         return 1
-    print(f"job {job.job_id} done; traces in {job_dir}, manifest and report in {job_dir / META_DIR}", file=out)
+    print(f"job {job.job_id} done; traces in {job_dir.path}, manifest and report in {job_dir.meta}", file=out)
     return 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TaskFailure:
+    rank: int
+    error: str
+    raised: bool  # the task raised (and left a result); False: it was killed, or ended without one
+    ended_at: float  # when its result was written; inf where there is none
+
+
+def _task_failure(job: submitit.Job, task: int) -> TaskFailure | None:
+    error = job.task(task).exception()
+    if error is None:
+        return None
+    result = job.task(task).paths.result_pickle
+    return TaskFailure(
+        rank=task,
+        error=str(error),
+        raised=not isinstance(error, FailedJobError),
+        ended_at=result.stat().st_mtime if result.exists() else float("inf"),
+    )
 
 
 # srun's own report of a task's end, in the order it saw them: "srun: error: node2: task 1: Killed"
 _SRUN_TASK_ERROR = re.compile(r"^srun: error: \S+: tasks? (?P<tasks>[\d,-]+): .*$", re.MULTILINE)
 
 
-def _srun_task_errors(job: submitit.Job) -> list[tuple[int, str]]:
-    """(first task, line) for each task failure srun reported in the job's batch log."""
+def srun_task_errors(log: str) -> list[tuple[int, str]]:
+    """(first task, line) for each task failure srun reported in a batch log, in srun's order."""
+    return [(int(re.split(r"[,-]", m["tasks"])[0]), m.group(0)) for m in _SRUN_TASK_ERROR.finditer(log)]
+
+
+def _read_srun_report(job: submitit.Job) -> list[tuple[int, str]]:
     try:
-        text = job.paths.stderr.read_text(errors="replace")  # the batch script's stderr: srun's
+        return srun_task_errors(
+            job.paths.stderr.read_text(errors="replace")
+        )  # the batch script's stderr: srun's
     except OSError:
         return []
-    return [(int(re.split(r"[,-]", m["tasks"])[0]), m.group(0)) for m in _SRUN_TASK_ERROR.finditer(text)]
 
 
-def _first_failure(
-    job: submitit.Job, failures: list[tuple[int, Exception]], srun_report: list[tuple[int, str]]
-) -> int:
-    """The rank that died first: as srun saw it; else a rank that raised, the earliest one."""
-    if srun_report:
-        return srun_report[0][0]
+def first_failed_rank(failures: list[TaskFailure], srun_report: list[tuple[int, str]]) -> TaskFailure:
+    """The rank that died first: as srun saw it; else one killed without a result; else the earliest to raise.
 
-    def order(failure: tuple[int, Exception]) -> tuple[int, float]:
-        task, error = failure
-        result = job.task(task).paths.result_pickle
-        return (0 if isinstance(error, FailedJobError) else 1, result.stat().st_mtime if result.exists() else float("inf"))
-
-    return min(failures, key=order)[0]
+    A killed rank makes the others fail in their next collective, so the raised errors come
+    after it and say little about the cause.
+    """
+    by_rank = {failure.rank: failure for failure in failures}
+    for rank, _ in srun_report:
+        if rank in by_rank:
+            return by_rank[rank]
+    return min(failures, key=lambda failure: (failure.raised, failure.ended_at))
 
 
 def _tail(text: str, lines: int) -> str:

@@ -14,11 +14,13 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from types import FrameType
-from typing import Any, Callable
+from typing import Any
 
 from submitit import JobEnvironment
 
+from jobs.spec import TaskConfig
 from slurm.env import DistributedIdentity
 
 # How long a rank that is not rank 0 waits, after saving its state, for the requeue to end it.
@@ -37,7 +39,7 @@ class Preemption:
         self.signum = getattr(signal, "SIG" + JobEnvironment.USR_SIG)
         self._chained: Callable[[int, FrameType | None], Any] | int | None = None
 
-    def install(self) -> "Preemption":
+    def install(self) -> Preemption:
         """Take over the signal; whatever handled it before (submitit) runs at :meth:`hand_over`."""
         self._chained = signal.signal(self.signum, self._on_signal)
         return self
@@ -45,7 +47,7 @@ class Preemption:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
 
-    def hand_over(self, identity: DistributedIdentity, max_restarts: int) -> None:
+    def hand_over(self, identity: DistributedIdentity, config: TaskConfig) -> None:
         """Requeue the job (rank 0) or wait to be ended by the requeue (other ranks).
 
         Called once this rank's state is saved. Returns only if no requeue came.
@@ -54,9 +56,10 @@ class Preemption:
             # submitit: on rank 0 it checkpoints, requeues and exits; elsewhere it returns.
             self._chained(self.signum, None)
         elif identity.is_main and identity.source == "slurm":
-            if identity.restart_count >= max_restarts:
+            if not config.can_requeue(identity.restart_count):
                 raise PreemptedWithoutRequeue(
-                    f"preempted after {identity.restart_count} restarts, the most --max-restarts {max_restarts} allows"
+                    f"preempted after {identity.restart_count} restarts, the most --max-restarts "
+                    f"{config.max_restarts} allows"
                 )
             subprocess.run(["scontrol", "requeue", identity.job_id], check=True, timeout=60)
             sys.exit(f"job {identity.job_id} requeued after preemption")

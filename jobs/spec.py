@@ -10,14 +10,15 @@ import re
 from pathlib import Path
 
 from profiling.config import ProfilerConfig
+from profiling.setting_error import SettingError
 from workload.config import WorkloadConfig
 
 CLUSTERS = ("slurm", "local", "debug")
 _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
-class SpecError(ValueError):
-    """A job that must not be submitted; the message names the option and the fix."""
+class SpecError(SettingError):
+    """A job that must not be submitted; the message names the setting and the fix."""
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -33,12 +34,18 @@ class TaskConfig:
 
     def __post_init__(self) -> None:
         if not self.traces_root.is_absolute():
-            raise SpecError(f"traces root {self.traces_root} must be absolute: tasks may start in another folder")
+            raise SpecError(
+                f"{{traces_root}} {self.traces_root} must be absolute: tasks may start in another folder"
+            )
         if not self.dist_timeout_s > 0:
-            raise SpecError(f"--dist-timeout {self.dist_timeout_s} must be a positive number of seconds")
+            raise SpecError(f"{{dist_timeout_s}} {self.dist_timeout_s} must be a positive number of seconds")
         if self.max_restarts < 0:
-            raise SpecError(f"--max-restarts {self.max_restarts} must be 0 or more")
+            raise SpecError(f"{{max_restarts}} {self.max_restarts} must be 0 or more")
         self.profiler.schedule.check_fits(self.workload.steps)
+
+    def can_requeue(self, restart_count: int) -> bool:
+        """Whether attempt ``restart_count`` may be requeued after a preemption or the time limit."""
+        return restart_count < self.max_restarts
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -53,27 +60,29 @@ class SlurmResources:
 
     def __post_init__(self) -> None:
         if self.time_min < 1:
-            raise SpecError(f"--time {self.time_min} must be at least 1 minute")
+            raise SpecError(f"{{time_min}} {self.time_min} must be at least 1 minute")
         if self.cpus_per_task is not None and self.cpus_per_task < 1:
-            raise SpecError(f"--cpus-per-task {self.cpus_per_task} must be at least 1")
+            raise SpecError(f"{{cpus_per_task}} {self.cpus_per_task} must be at least 1")
         if not self.job_name.strip():
-            raise SpecError("--job-name is empty")
-        for option, value in (
-            ("--partition", self.partition),
-            ("--account", self.account),
-            ("--qos", self.qos),
-            ("--job-name", self.job_name),
-            *((f"--sbatch {key}", value) for key, value in self.extra),
+            raise SpecError("{job_name} is empty")
+        for setting, value in (
+            ("{partition}", self.partition),
+            ("{account}", self.account),
+            ("{qos}", self.qos),
+            ("{job_name}", self.job_name),
+            *((f"{{extra}} {key}", value) for key, value in self.extra),
         ):
             # sbatch reads '#SBATCH' lines one by one: a newline in a value would end the
             # comment and run the rest as shell, whatever the quoting.
             if value is not None and any(ord(char) < 32 or ord(char) == 127 for char in value):
-                raise SpecError(f"{option} {value!r} contains a control character (newline, tab...); remove it")
+                raise SpecError(
+                    f"{setting} {value!r} contains a control character (newline, tab...); remove it"
+                )
         for key, _ in self.extra:
             if not _SBATCH_KEY.match(key):
                 raise SpecError(
-                    f"--sbatch {key!r} is not an sbatch option name. HINT: write it as in "
-                    "`sbatch --help` without the dashes, e.g. --sbatch constraint=a100"
+                    f"{{extra}} {key!r} is not an sbatch option name. HINT: write it as in "
+                    "`sbatch --help` without the dashes, e.g. {extra} constraint=a100"
                 )
 
 
@@ -87,20 +96,21 @@ class JobSpec:
 
     def __post_init__(self) -> None:
         if self.cluster not in CLUSTERS:
-            raise SpecError(f"--cluster {self.cluster!r} is not one of {', '.join(CLUSTERS)}")
+            raise SpecError(f"{{cluster}} {self.cluster!r} is not one of {', '.join(CLUSTERS)}")
         if self.nodes < 1:
-            raise SpecError(f"--nodes {self.nodes} must be at least 1")
+            raise SpecError(f"{{nodes}} {self.nodes} must be at least 1")
         if self.gpus_per_node < 1:
-            raise SpecError(f"--gpus {self.gpus_per_node} must be at least 1")
+            raise SpecError(f"{{gpus_per_node}} {self.gpus_per_node} must be at least 1")
         if self.cluster in ("local", "debug") and self.nodes > 1:
             raise SpecError(
-                f"--cluster {self.cluster} runs on this machine only, but --nodes is {self.nodes}. "
-                "HINT: use --nodes 1, or --cluster slurm"
+                f"{{cluster}} {self.cluster} runs on this machine only, but {{nodes}} is {self.nodes}. "
+                "HINT: use {nodes} 1, or {cluster} slurm"
             )
         if self.cluster == "debug" and self.gpus_per_node > 1:
             raise SpecError(
-                f"--cluster debug runs one task in this process, but --gpus is {self.gpus_per_node}. "
-                "HINT: use --gpus 1, or --cluster local for several processes"
+                "{cluster} debug runs one task in this process, "
+                f"but {{gpus_per_node}} is {self.gpus_per_node}. "
+                "HINT: use {gpus_per_node} 1, or {cluster} local for several processes"
             )
         self.task.profiler.ranks.resolve(self.world_size)
 

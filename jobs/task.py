@@ -6,16 +6,20 @@ runs ``python -m jobs.task [options]`` under ``srun`` instead. Both end in :func
 
 from __future__ import annotations
 
+import dataclasses
 import resource
 import socket
 import sys
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from jobs.preemption import Preemption
 from jobs.spec import TaskConfig
+from profiling.job_folder import JobFolder, meta_of
+from profiling.setting_error import SettingError
 from slurm.env import DistributedEnvError, DistributedIdentity, from_environment
 
 
@@ -32,156 +36,224 @@ class ProfiledTraining(Checkpointable):
         # submitit calls this on rank 0 when the job is preempted, after run_task has saved the
         # training state to the job folder: the requeued job is this same callable, which
         # resumes from that state. None (no requeue) once --max-restarts is used up.
-        if from_environment().restart_count >= self.config.max_restarts:
+        if not self.config.can_requeue(from_environment().restart_count):
             return None
         return DelayedSubmission(self, *args, **kwargs)
 
 
-def run_task(config: TaskConfig, identity: DistributedIdentity, preemption: Preemption | None = None) -> dict[str, Any]:
+def _log(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """One run of the job on this rank (``SLURM_RESTART_COUNT`` = k): where it writes, what it did."""
+
+    config: TaskConfig
+    identity: DistributedIdentity
+    folder: JobFolder
+    started_at: str
+    start_step: int = 0
+
+    @property
+    def trace_dir(self) -> Path:
+        return self.folder.attempt(self.identity.restart_count)
+
+    def facts(self, backend: str) -> dict[str, Any]:
+        """What the manifest says about the job as a whole."""
+        identity = self.identity
+        return {
+            "job_id": identity.job_id,
+            "launcher": identity.source,
+            "nodes": identity.num_nodes,
+            "master": f"{identity.master_addr}:{identity.master_port}",
+            "backend": backend,
+        }
+
+    def record(self, outcome: str, next_step: int, error: str | None = None) -> dict[str, Any]:
+        from profiling.manifest import attempt_record
+
+        return attempt_record(
+            self.folder,
+            restart_count=self.identity.restart_count,
+            resumed_from_step=self.start_step,
+            next_step=next_step,
+            outcome=outcome,
+            started_at=self.started_at,
+            error=error,
+        )
+
+
+def run_task(
+    config: TaskConfig, identity: DistributedIdentity, preemption: Preemption | None = None
+) -> dict[str, Any]:
     """Run one rank of the job; returns that rank's record (also gathered into the manifest)."""
     # Imported here so that ``submit.py`` (which imports this module to pickle the task)
     # never loads torch on a login node.
-    import torch.distributed as dist
-
-    from profiling import manifest as manifests
+    from profiling.manifest import utc_now
     from profiling.profiler import profiler_for_rank
     from workload.distributed import distributed
     from workload.resnet_ddp import Trainer, has_checkpoint
 
     profiled = identity.rank in config.profiler.ranks.resolve(identity.world_size)  # fails before joining
-    job_dir = config.traces_root / identity.job_id
-    trace_dir = manifests.attempt_folder(job_dir, identity.restart_count)
-    checkpoint_dir = job_dir / "checkpoint"
-    started_at = manifests.utc_now()
-    job = {
-        "job_id": identity.job_id,
-        "launcher": identity.source,
-        "nodes": identity.num_nodes,
-        "master": f"{identity.master_addr}:{identity.master_port}",
-    }
-
-    def log(line: str) -> None:
-        print(line, flush=True)
-
+    folder = JobFolder(config.traces_root, identity.job_id)
+    attempt = Attempt(config, identity, folder, started_at=utc_now())
     with distributed(identity, timeout_s=config.dist_timeout_s, threads=config.workload.threads) as ctx:
-        job["backend"] = ctx.backend
         trainer = Trainer(config.workload, ctx)
-        start_step = 0
-        if identity.restart_count and has_checkpoint(checkpoint_dir):
-            start_step = trainer.restore(checkpoint_dir)
+        if identity.restart_count and has_checkpoint(folder.checkpoint):
+            attempt = dataclasses.replace(attempt, start_step=trainer.restore(folder.checkpoint))
         if identity.is_main:
-            resumed = f", restart {identity.restart_count} resuming at step {start_step}" if identity.restart_count else ""
-            log(
-                f"job {identity.job_id}: {identity.world_size} ranks on {identity.num_nodes} node(s), "
-                f"{ctx.backend} on {ctx.device.type}{resumed}, traces in {trace_dir}"
-            )
+            _log_start(attempt, ctx.backend, ctx.device.type)
         profiler = profiler_for_rank(
             config.profiler,
+            profiled=profiled,
             rank=identity.rank,
-            world_size=identity.world_size,
             steps=config.workload.steps,
-            trace_dir=trace_dir,
-            start_step=start_step,
+            trace_dir=attempt.trace_dir,
+            start_step=attempt.start_step,
         )
-
-        def attempt(outcome: str, next_step: int, error: str | None = None) -> dict[str, Any]:
-            return manifests.attempt_record(
-                job_dir,
-                restart_count=identity.restart_count,
-                resumed_from_step=start_step,
-                next_step=next_step,
-                outcome=outcome,
-                started_at=started_at,
-                error=error,
-            )
-
         try:
-            result = trainer.run(profiler, start_step=start_step, stop=preemption, log=log)
+            result = trainer.run(profiler, start_step=attempt.start_step, stop=preemption, log=_log)
         except Exception as error:
             if identity.is_main:  # what this attempt did write stays listed
-                manifests.record_attempt(job_dir, job, attempt("failed", -1, f"{type(error).__name__}: {error}"))
+                _record_failure(attempt, ctx.backend, error)
             raise
-
         if result.stopped:
             assert preemption is not None
-            trainer.save(checkpoint_dir, result.next_step)
-            if identity.is_main:
-                log(f"preempted: saved the state of step {result.next_step} to {checkpoint_dir}; requeueing")
-                manifests.record_attempt(job_dir, job, attempt("preempted", result.next_step))
-            preemption.hand_over(identity, config.max_restarts)
-
-        record = {
-            "rank": identity.rank,
-            "local_rank": identity.local_rank,
-            "node_rank": identity.node_rank,
-            "node": identity.node_name or socket.gethostname(),
-            "hostname": socket.gethostname(),
-            "device": str(ctx.device),
-            "threads": ctx.threads,
-            "launcher": identity.source,
-            "profiled": profiled,
-            "trace_files": [path.name for path in profiler.trace_files],
-            "step_time": manifests.step_time_summary(
-                result.step_seconds,
-                first_step=start_step,
-                windows=profiler.windows,
-            ),
-            "trace_export_s": round(profiler.export_seconds, 4),
-            "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-            "started_at": started_at,
-        }
-        records: list[Any] = [None] * identity.world_size
-        dist.all_gather_object(records, record)
-        if identity.is_main:
-            attempts = manifests.with_attempt(job_dir, attempt("completed", result.next_step))
-            manifest = manifests.build_manifest(
-                job={**job, "restart_count": identity.restart_count},
-                ranks=records,
-                attempts=attempts,
-                profiler=config.profiler,
-                workload=config.workload,
-                started_at=min([attempts[0]["started_at"], *(r["started_at"] for r in records)]),
-                ended_at=manifests.utc_now(),
-            )
-            path = manifests.write_manifest(job_dir, manifest)
-            log(f"wrote {len(manifest['trace_files'])} trace(s) and {path}")
-        dist.barrier()
+            _stop_for_requeue(attempt, trainer, ctx.backend, result.next_step, preemption)
+        record = _rank_record(attempt, ctx, profiler, result, profiled)
+        records = _gather_and_write_manifest(attempt, ctx.backend, record, result.next_step)
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
     if identity.is_main and config.report and any(r["trace_files"] for r in records):
-        _report(trace_dir, log)
+        _report(attempt, _log)
     return record
 
 
-def _report(trace_dir: Path, log: Callable[[str], None]) -> None:
+def _log_start(attempt: Attempt, backend: str, device_type: str) -> None:
+    identity = attempt.identity
+    resumed = (
+        f", restart {identity.restart_count} resuming at step {attempt.start_step}"
+        if identity.restart_count
+        else ""
+    )
+    _log(
+        f"job {identity.job_id}: {identity.world_size} ranks on {identity.num_nodes} node(s), "
+        f"{backend} on {device_type}{resumed}, traces in {attempt.trace_dir}"
+    )
+
+
+def _record_failure(attempt: Attempt, backend: str, error: Exception) -> None:
+    from profiling.manifest import record_attempt
+
+    record_attempt(
+        attempt.folder,
+        attempt.facts(backend),
+        attempt.record("failed", -1, f"{type(error).__name__}: {error}"),
+    )
+
+
+def _stop_for_requeue(
+    attempt: Attempt, trainer: Any, backend: str, next_step: int, preemption: Preemption
+) -> None:
+    """Preempted: save the state to resume from, then requeue (or wait to be ended by the requeue)."""
+    from profiling.manifest import record_attempt
+
+    trainer.save(attempt.folder.checkpoint, next_step)
+    if attempt.identity.is_main:
+        _log(f"preempted: saved the state of step {next_step} to {attempt.folder.checkpoint}; requeueing")
+        record_attempt(attempt.folder, attempt.facts(backend), attempt.record("preempted", next_step))
+    preemption.hand_over(attempt.identity, attempt.config)
+
+
+def _rank_record(attempt: Attempt, ctx: Any, profiler: Any, result: Any, profiled: bool) -> dict[str, Any]:
+    """What this rank did, as the manifest lists it under ``ranks``."""
+    from profiling.manifest import step_time_summary
+
+    identity = attempt.identity
+    return {
+        "rank": identity.rank,
+        "local_rank": identity.local_rank,
+        "node_rank": identity.node_rank,
+        "node": identity.node_name or socket.gethostname(),
+        "hostname": socket.gethostname(),
+        "device": str(ctx.device),
+        "threads": ctx.threads,
+        "launcher": identity.source,
+        "profiled": profiled,
+        "trace_files": [path.name for path in profiler.trace_files],
+        "step_time": step_time_summary(
+            result.step_seconds, first_step=attempt.start_step, windows=profiler.windows
+        ),
+        "trace_export_s": round(profiler.export_seconds, 4),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "started_at": attempt.started_at,
+    }
+
+
+def _gather_and_write_manifest(
+    attempt: Attempt, backend: str, record: dict[str, Any], next_step: int
+) -> list[dict[str, Any]]:
+    """Every rank's record to rank 0, which writes the manifest; returns the records."""
+    import torch.distributed as dist
+
+    from profiling.manifest import build_manifest, utc_now, with_attempt, write_manifest
+
+    identity = attempt.identity
+    records: list[Any] = [None] * identity.world_size
+    dist.all_gather_object(records, record)
+    if identity.is_main:
+        attempts = with_attempt(attempt.folder, attempt.record("completed", next_step))
+        manifest = build_manifest(
+            facts={**attempt.facts(backend), "restart_count": identity.restart_count},
+            ranks=records,
+            attempts=attempts,
+            profiler=attempt.config.profiler,
+            workload=attempt.config.workload,
+            started_at=min([attempts[0]["started_at"], *(r["started_at"] for r in records)]),
+            ended_at=utc_now(),
+        )
+        path = write_manifest(attempt.folder, manifest)
+        _log(f"wrote {len(manifest['trace_files'])} trace(s) and {path}")
+    dist.barrier()
+    return records
+
+
+def _report(attempt: Attempt, log: Callable[[str], None]) -> None:
     from profiling.report import build_report
 
     try:
-        report = build_report(trace_dir)
+        report = build_report(attempt.trace_dir)
     except Exception as error:  # the traces are what the job is for; a report can be redone
-        log(f"report failed ({type(error).__name__}: {error}); rerun: python -m profiling.report {trace_dir}")
+        log(
+            f"report failed ({type(error).__name__}: {error}); "
+            f"rerun: python -m profiling.report {attempt.trace_dir}"
+        )
         return
     straggler = report["straggler"]
     log(
-        f"report in {trace_dir / 'meta'} ({report['seconds']:.1f}s): straggler rank {straggler['rank']} "
+        f"report in {meta_of(attempt.trace_dir)} ({report['seconds']:.1f}s): "
+        f"straggler rank {straggler['rank']} "
         f"({straggler['over_median_pct']:+.1f}% compute over the median)"
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m jobs.task [workload and profiler options]``, one per task under ``srun``."""
-    from jobs.cli import task_config_from_argv
+    from jobs.options import describe, parse_task_argv
     from workload.distributed import RendezvousError
 
-    config = task_config_from_argv(argv, prog="python -m jobs.task")
+    config = parse_task_argv(argv, prog="python -m jobs.task")
     try:
         identity = from_environment()
-        config.profiler.ranks.resolve(identity.world_size)
-    except (DistributedEnvError, ValueError) as error:
+    except DistributedEnvError as error:
         print(f"jobs.task: error: {error}", file=sys.stderr)
         return 2
     try:
         run_task(config, identity, Preemption().install())
+    except SettingError as error:  # checked against the job's world size before joining it
+        print(f"jobs.task: error: {describe(error)}", file=sys.stderr)
+        return 2
     except RendezvousError as error:
         print(f"jobs.task: error: {error}", file=sys.stderr)
         return 1

@@ -19,7 +19,8 @@ from __future__ import annotations
 import bisect
 import dataclasses
 import statistics
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 PHASES = ("forward", "backward", "optimizer", "communication", "other")
 _PRIORITY = {"backward": 0, "forward": 1, "optimizer": 2, "communication": 3}
@@ -49,7 +50,11 @@ class RankAnalysis:
     comm_total_us: float  # all collective time, overlapped or not
 
     def mean_phases_ms(self) -> dict[str, float]:
-        return {p: statistics.fmean(s.phases_us[p] for s in self.steps) / 1e3 for p in PHASES} if self.steps else {}
+        return (
+            {p: statistics.fmean(s.phases_us[p] for s in self.steps) / 1e3 for p in PHASES}
+            if self.steps
+            else {}
+        )
 
     def step_ms(self) -> list[float]:
         return [s.duration_us / 1e3 for s in self.steps]
@@ -89,7 +94,8 @@ def analyse(trace: dict[str, Any]) -> RankAnalysis:
     kernels.sort(key=lambda kernel: (kernel[0], -kernel[1]))
     main_tid = steps[0][3] if steps else None
     breakdowns = [
-        _step_breakdown(number, start, end, main_tid, cpu, kernels, launches) for number, start, end, _ in steps
+        _step_breakdown(number, start, end, main_tid, cpu, kernels, launches)
+        for number, start, end, _ in steps
     ]
     return RankAnalysis(
         rank=int(info.get("rank", 0)),
@@ -126,7 +132,7 @@ def _step_breakdown(
     first_backward = min((s for s, _ in backward), default=end)
     forward = [
         (s, e)
-        for s, e, tid, n in _top_level((op for op in ops if op[2] == main_tid))
+        for s, e, tid, n in _top_level(op for op in ops if op[2] == main_tid)
         if s < first_backward and not n.startswith("Optimizer.") and not is_comm(n)
     ]
     if kernels:
@@ -148,7 +154,9 @@ def _step_breakdown(
     return StepBreakdown(number, start, end - start, phases, None)
 
 
-def _label_kernels(start, end, kernels, launches, backward, optimizer, first_backward) -> list[tuple[float, float, str]]:
+def _label_kernels(
+    start, end, kernels, launches, backward, optimizer, first_backward
+) -> list[tuple[float, float, str]]:
     labelled = []
     for k_start, k_end, correlation, name in kernels:
         launch = launches.get(correlation)
@@ -183,7 +191,8 @@ def _exclusive(labelled: Sequence[tuple[float, float, str]]) -> dict[str, float]
     """Time covered by each label, where overlaps go to the label of highest priority."""
     totals = {phase: 0.0 for phase in _PRIORITY}
     points = sorted(
-        [(s, 1, label) for s, e, label in labelled if e > s] + [(e, -1, label) for s, e, label in labelled if e > s]
+        [(s, 1, label) for s, e, label in labelled if e > s]
+        + [(e, -1, label) for s, e, label in labelled if e > s]
     )
     active = {phase: 0 for phase in _PRIORITY}
     previous = None
@@ -212,9 +221,13 @@ def _comm_anchor(first_step, cpu, kernels) -> float | None:
     if first_step is None:
         return None
     _, start, end, _ = first_step
-    candidates = [(s, e, n) for s, e, _, n in _within(kernels, start, end + (end - start)) if "nccl" in n.lower()]
+    candidates = [
+        (s, e, n) for s, e, _, n in _within(kernels, start, end + (end - start)) if "nccl" in n.lower()
+    ]
     if not candidates:
-        candidates = [(s, e, n) for s, e, _, n in _within(cpu, start, end) if n.startswith(("gloo:", "nccl:"))]
+        candidates = [
+            (s, e, n) for s, e, _, n in _within(cpu, start, end) if n.startswith(("gloo:", "nccl:"))
+        ]
     reduces = [c for c in candidates if "reduce" in c[2].lower()] or candidates
     return min(reduces, key=lambda c: c[0])[1] if reduces else None
 

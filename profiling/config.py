@@ -18,4 +18,6 @@ class ProfilerConfig:
 
     def __post_init__(self) -> None:
         if not isinstance(self.ranks, RankSelection):
-            raise TypeError(f"ranks must be a RankSelection, got {self.ranks!r}; use RankSelection.parse('0,3')")
+            raise TypeError(
+                f"ranks must be a RankSelection, got {self.ranks!r}; use RankSelection.parse('0,3')"
+            )

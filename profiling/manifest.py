@@ -1,7 +1,6 @@
-"""``meta/manifest.json``: what a job folder holds and how it was made, written by rank 0.
+"""The manifest (:attr:`JobFolder.manifest`): what a job folder holds and how it was made.
 
-It lives in ``<job>/meta/``, not beside the traces: HTA's ``TraceAnalysis`` reads every
-``.json``/``.gz`` file of the folder it is given as a trace, so the job folder holds traces only.
+Rank 0 writes it when an attempt ends (completed, preempted or failed).
 """
 
 from __future__ import annotations
@@ -12,18 +11,13 @@ import importlib.metadata
 import json
 import platform
 import statistics
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from profiling.config import ProfilerConfig
+from profiling.job_folder import JobFolder
 from profiling.traces import list_traces, write_json_atomically
-
-META_DIR = "meta"  # manifest, report, merged trace: everything about the job that is not a trace
-MANIFEST_NAME = "manifest.json"
-
-
-def manifest_path(job_dir: Path) -> Path:
-    return job_dir / META_DIR / MANIFEST_NAME
 
 
 def utc_now() -> str:
@@ -54,13 +48,19 @@ def step_time_summary(
         recorded = {s for first, last in windows for s in range(first, last + 1)}
         after = {last + 1 for _, last in windows}
         by_kind = {
-            "recorded_median_s": [t for s, t in zip(steps, seconds) if s in recorded],
-            "after_window_mean_s": [t for s, t in zip(steps, seconds) if s in after],
-            "unrecorded_median_s": [t for s, t in zip(steps, seconds) if s not in recorded and s not in after and s != first_step],
+            "recorded_median_s": [t for s, t in zip(steps, seconds, strict=True) if s in recorded],
+            "after_window_mean_s": [t for s, t in zip(steps, seconds, strict=True) if s in after],
+            "unrecorded_median_s": [
+                t
+                for s, t in zip(steps, seconds, strict=True)
+                if s not in recorded and s not in after and s != first_step
+            ],
         }
         for key, values in by_kind.items():
             if values:
-                summary[key] = statistics.fmean(values) if key.endswith("mean_s") else statistics.median(values)
+                summary[key] = (
+                    statistics.fmean(values) if key.endswith("mean_s") else statistics.median(values)
+                )
     return summary
 
 
@@ -74,17 +74,8 @@ def versions() -> dict[str, str]:
     return found
 
 
-def attempt_folder(job_dir: Path, restart_count: int) -> Path:
-    """Where an attempt writes its traces: the job folder, then ``restart<k>/`` after each requeue.
-
-    SLURM keeps the job id across a requeue; separate folders keep the first attempt's traces,
-    and keep one trace per rank and window in each folder, as trace viewers and HTA expect.
-    """
-    return job_dir if restart_count == 0 else job_dir / f"restart{restart_count}"
-
-
 def attempt_record(
-    job_dir: Path,
+    job: JobFolder,
     *,
     restart_count: int,
     resumed_from_step: int,
@@ -94,14 +85,13 @@ def attempt_record(
     error: str | None = None,
 ) -> dict[str, Any]:
     """One attempt (one run of the job, SLURM_RESTART_COUNT=k): what it ran and what it wrote."""
-    folder = attempt_folder(job_dir, restart_count)
     record = {
         "restart_count": restart_count,
-        "folder": str(folder.relative_to(job_dir)),
+        "folder": job.attempt_name(restart_count),
         "resumed_from_step": resumed_from_step,
         "next_step": next_step,
         "outcome": outcome,  # "completed", "preempted" or "failed"
-        "trace_files": [str(t.path.relative_to(job_dir)) for t in list_traces(folder)],
+        "trace_files": [str(t.path.relative_to(job.path)) for t in list_traces(job.attempt(restart_count))],
         "started_at": started_at,
         "ended_at": utc_now(),
     }
@@ -110,32 +100,37 @@ def attempt_record(
     return record
 
 
-def read_manifest(job_dir: Path) -> dict[str, Any] | None:
+def read_manifest(job: JobFolder) -> dict[str, Any] | None:
     try:
-        return json.loads(manifest_path(job_dir).read_text())
+        return json.loads(job.manifest.read_text())
     except (FileNotFoundError, json.JSONDecodeError):
         return None
 
 
-def with_attempt(job_dir: Path, attempt: dict[str, Any], manifest: dict[str, Any] | None = None) -> list[dict[str, Any]]:
-    """Earlier attempts, as the manifest on disk (or ``manifest``) lists them, plus (or replaced by) ``attempt``."""
-    earlier = (manifest if manifest is not None else read_manifest(job_dir) or {}).get("attempts", [])
+def with_attempt(
+    job: JobFolder, attempt: dict[str, Any], manifest: dict[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Earlier attempts, as the manifest on disk (or ``manifest``) lists them, and ``attempt``.
+
+    ``attempt`` replaces an earlier record of the same restart count (a failed attempt's, say).
+    """
+    earlier = (manifest if manifest is not None else read_manifest(job) or {}).get("attempts", [])
     others = [a for a in earlier if a["restart_count"] != attempt["restart_count"]]
     return sorted(others + [attempt], key=lambda a: a["restart_count"])
 
 
-def record_attempt(job_dir: Path, job: dict[str, Any], attempt: dict[str, Any]) -> Path:
+def record_attempt(job: JobFolder, facts: dict[str, Any], attempt: dict[str, Any]) -> Path:
     """Rank 0, when an attempt ends early (preempted, failed): keep the manifest up to date."""
-    on_disk = read_manifest(job_dir) or {}
-    manifest = {**on_disk, **job}
-    manifest["attempts"] = with_attempt(job_dir, attempt, on_disk)
+    on_disk = read_manifest(job) or {}
+    manifest = {**on_disk, **facts}
+    manifest["attempts"] = with_attempt(job, attempt, on_disk)
     manifest["trace_files"] = [name for a in manifest["attempts"] for name in a["trace_files"]]
-    return write_manifest(job_dir, manifest)
+    return write_manifest(job, manifest)
 
 
 def build_manifest(
     *,
-    job: dict[str, Any],
+    facts: dict[str, Any],
     ranks: Sequence[dict[str, Any]],
     attempts: Sequence[dict[str, Any]],
     profiler: ProfilerConfig,
@@ -150,7 +145,7 @@ def build_manifest(
         if record["node"] not in hosts:
             hosts.append(record["node"])
     return {
-        **job,
+        **facts,
         "world_size": len(ranks),
         "hostnames": hosts,
         "profiled_ranks": [record["rank"] for record in ranks if record["profiled"]],
@@ -171,8 +166,7 @@ def build_manifest(
     }
 
 
-def write_manifest(job_dir: Path, manifest: dict[str, Any]) -> Path:
-    path = manifest_path(job_dir)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(path, manifest)
-    return path
+def write_manifest(job: JobFolder, manifest: dict[str, Any]) -> Path:
+    job.meta.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(job.manifest, manifest)
+    return job.manifest

@@ -32,7 +32,7 @@ class StepProfiler(Protocol):
     windows: list[tuple[int, int]]  # (first, last) step of each trace written
     export_seconds: float  # time spent writing traces
 
-    def __enter__(self) -> "StepProfiler": ...
+    def __enter__(self) -> StepProfiler: ...
 
     def __exit__(self, *exc: object) -> None: ...
 
@@ -47,7 +47,7 @@ class NoProfiler:
         self.windows: list[tuple[int, int]] = []
         self.export_seconds = 0.0
 
-    def __enter__(self) -> "NoProfiler":
+    def __enter__(self) -> NoProfiler:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -61,7 +61,14 @@ class RankProfiler:
     """torch.profiler for one rank, writing one trace per recorded window into ``trace_dir``."""
 
     def __init__(
-        self, config: ProfilerConfig, *, rank: int, steps: int, trace_dir: Path, cuda: bool, start_step: int = 0
+        self,
+        config: ProfilerConfig,
+        *,
+        rank: int,
+        steps: int,
+        trace_dir: Path,
+        cuda: bool,
+        start_step: int = 0,
     ) -> None:
         self.trace_files: list[Path] = []
         self.windows: list[tuple[int, int]] = []
@@ -108,7 +115,7 @@ class RankProfiler:
         self.trace_files.append(path)
         self.windows.append((first, last))
 
-    def __enter__(self) -> "RankProfiler":
+    def __enter__(self) -> RankProfiler:
         self._profile.__enter__()
         return self
 
@@ -122,11 +129,16 @@ class RankProfiler:
 
 
 def profiler_for_rank(
-    config: ProfilerConfig, *, rank: int, world_size: int, steps: int, trace_dir: Path, start_step: int = 0
+    config: ProfilerConfig, *, profiled: bool, rank: int, steps: int, trace_dir: Path, start_step: int = 0
 ) -> StepProfiler:
-    """A :class:`RankProfiler` if ``rank`` is selected and has a window left, else a :class:`NoProfiler`."""
-    if rank not in config.ranks.resolve(world_size) or not config.schedule.windows(steps, start_step):
+    """A :class:`RankProfiler` if this rank is ``profiled`` and has a window left, else a no-op."""
+    if not profiled or not config.schedule.windows(steps, start_step):
         return NoProfiler()
     return RankProfiler(
-        config, rank=rank, steps=steps, trace_dir=trace_dir, cuda=torch.cuda.is_available(), start_step=start_step
+        config,
+        rank=rank,
+        steps=steps,
+        trace_dir=trace_dir,
+        cuda=torch.cuda.is_available(),
+        start_step=start_step,
     )

@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 
+from profiling.setting_error import SettingError
 
-class RankSpecError(ValueError):
+_HINT = "HINT: use 'all', a list '0,3' or ranges '0-3,8'"
+
+
+class RankSpecError(SettingError):
     """A rank selection that is malformed or names ranks outside the job."""
 
 
@@ -18,12 +22,12 @@ class RankSelection:
     ranks: tuple[int, ...]  # sorted, unique; empty when ``everyone``
 
     @classmethod
-    def parse(cls, text: str) -> "RankSelection":
+    def parse(cls, text: str) -> RankSelection:
         spec = text.strip()
         if spec.lower() == "all":
             return cls(text=spec, everyone=True, ranks=())
         if not spec:
-            raise RankSpecError("--profile-ranks is empty. HINT: use 'all', a list '0,3' or ranges '0-3,8'")
+            raise RankSpecError(f"{{ranks}} is empty. {_HINT}")
         ranks: set[int] = set()
         for item in spec.split(","):
             ranks.update(_parse_item(item.strip(), spec))
@@ -36,7 +40,7 @@ class RankSelection:
         outside = [rank for rank in self.ranks if rank >= world_size]
         if outside:
             raise RankSpecError(
-                f"--profile-ranks {self.text!r} selects rank {outside[0]}, but the job has {world_size} "
+                f"{{ranks}} {self.text!r} selects rank {outside[0]}, but the job has {world_size} "
                 f"ranks (0-{world_size - 1}). HINT: ranks are global, 0 to nodes x gpus - 1"
             )
         return frozenset(self.ranks)
@@ -46,11 +50,10 @@ class RankSelection:
 
 
 def _parse_item(item: str, spec: str) -> range:
-    hint = "HINT: use 'all', a list '0,3' or ranges '0-3,8'"
     low, dash, high = item.partition("-")
     if not low.strip().isdigit() or (dash and not high.strip().isdigit()):
-        raise RankSpecError(f"--profile-ranks {spec!r}: {item!r} is not a rank or a range. {hint}")
+        raise RankSpecError(f"{{ranks}} {spec!r}: {item!r} is not a rank or a range. {_HINT}")
     first, last = int(low), int(high) if dash else int(low)
     if last < first:
-        raise RankSpecError(f"--profile-ranks {spec!r}: range {item!r} runs backwards. HINT: write {last}-{first}")
+        raise RankSpecError(f"{{ranks}} {spec!r}: range {item!r} runs backwards. HINT: write {last}-{first}")
     return range(first, last + 1)

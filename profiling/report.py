@@ -28,32 +28,30 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import multiprocessing
 import os
 import statistics
 import sys
 import time
+from collections.abc import Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+
+import orjson
 
 from profiling.analysis import PHASES, RankAnalysis, analyse
-from profiling.manifest import META_DIR, utc_now
-from profiling.merge import ALIGNMENT_METHOD, MergedTraceWriter, Reference, lane_metadata, merged_events, shift_us
+from profiling.job_folder import meta_of
+from profiling.manifest import utc_now
+from profiling.merge import (
+    ALIGNMENT_METHOD,
+    MergedTraceWriter,
+    Reference,
+    lane_metadata,
+    merged_events,
+    shift_us,
+)
 from profiling.traces import TraceFile, atomic_path, list_traces, open_trace, write_json_atomically
-
-try:
-    import orjson
-
-    def _load(handle: Any) -> dict[str, Any]:
-        return orjson.loads(handle.read())
-
-except ImportError:  # pragma: no cover
-
-    def _load(handle: Any) -> dict[str, Any]:
-        return json.load(handle)
-
 
 MERGED_NAME = "merged_trace.json.gz"
 
@@ -63,7 +61,12 @@ class ReportError(ValueError):
 
 
 def build_report(
-    folder: Path, out_dir: Path | None = None, *, merged: bool = True, plot: bool = True, jobs: int | None = None
+    folder: Path,
+    out_dir: Path | None = None,
+    *,
+    merged: bool = True,
+    plot: bool = True,
+    jobs: int | None = None,
 ) -> dict[str, Any]:
     """Analyse every trace in ``folder`` and write the report files; returns ``report.json``'s content.
 
@@ -74,7 +77,7 @@ def build_report(
     traces = list_traces(folder)
     if not traces:
         raise ReportError(f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder")
-    out_dir = out_dir or folder / META_DIR
+    out_dir = out_dir or meta_of(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = jobs or min(8, len(os.sched_getaffinity(0)))
 
@@ -115,7 +118,7 @@ class _LazyWriter:
 
 def _load_and_analyse(trace_file: TraceFile) -> tuple[dict[str, Any], RankAnalysis]:
     with open_trace(trace_file.path) as handle:
-        trace = _load(handle)
+        trace = orjson.loads(handle.read())
     analysis = analyse(trace)
     if analysis.rank != trace_file.rank:
         raise ReportError(
@@ -125,7 +128,9 @@ def _load_and_analyse(trace_file: TraceFile) -> tuple[dict[str, Any], RankAnalys
     return trace, analysis
 
 
-def _analyse_and_merge(trace_file: TraceFile, reference: Reference | None) -> tuple[RankAnalysis, bytes, float]:
+def _analyse_and_merge(
+    trace_file: TraceFile, reference: Reference | None
+) -> tuple[RankAnalysis, bytes, float]:
     """One trace, start to end (in a worker process): its analysis and its merged events."""
     trace, analysis = _load_and_analyse(trace_file)
     if reference is None:
@@ -186,7 +191,9 @@ def _read_traces(
     return per_rank, shifts
 
 
-def _summarise(folder: Path, per_rank: dict[int, list[tuple[TraceFile, RankAnalysis]]], shifts: dict[int, float]) -> dict[str, Any]:
+def _summarise(
+    folder: Path, per_rank: dict[int, list[tuple[TraceFile, RankAnalysis]]], shifts: dict[int, float]
+) -> dict[str, Any]:
     ranks = []
     for rank, items in sorted(per_rank.items()):
         steps = [step for _, analysis in items for step in analysis.steps]
@@ -200,12 +207,19 @@ def _summarise(folder: Path, per_rank: dict[int, list[tuple[TraceFile, RankAnaly
                 "trace_files": [trace_file.path.name for trace_file, _ in items],
                 "steps": [s.step for s in steps],
                 "step_ms": step_ms,
-                "step_time_ms": {"mean": _mean(step_ms), "min": min(step_ms, default=0.0), "max": max(step_ms, default=0.0)},
+                "step_time_ms": {
+                    "mean": _mean(step_ms),
+                    "min": min(step_ms, default=0.0),
+                    "max": max(step_ms, default=0.0),
+                },
                 "breakdown_ms": breakdown,
                 "compute_ms": breakdown["forward"] + breakdown["backward"] + breakdown["optimizer"],
                 "communication_total_ms": sum(a.comm_total_us for _, a in items) / 1e3 / max(len(steps), 1),
                 "gpu": (
-                    {"busy_ms": _mean([b / 1e3 for b in gpu_busy]), "idle_ms": _mean([(s.duration_us - s.gpu_busy_us) / 1e3 for s in steps])}
+                    {
+                        "busy_ms": _mean([b / 1e3 for b in gpu_busy]),
+                        "idle_ms": _mean([(s.duration_us - s.gpu_busy_us) / 1e3 for s in steps]),
+                    }
                     if gpu_busy
                     else None
                 ),
@@ -224,7 +238,9 @@ def _summarise(folder: Path, per_rank: dict[int, list[tuple[TraceFile, RankAnaly
             "rank": slowest["rank"],
             "compute_ms": slowest["compute_ms"],
             "median_compute_ms": median_compute,
-            "over_median_pct": 100.0 * (slowest["compute_ms"] - median_compute) / median_compute if median_compute else 0.0,
+            "over_median_pct": 100.0 * (slowest["compute_ms"] - median_compute) / median_compute
+            if median_compute
+            else 0.0,
         },
         "step_time_spread_ms": {
             "min": min(means),
@@ -246,7 +262,8 @@ def render_markdown(report: dict[str, Any]) -> str:
     straggler = report["straggler"]
     lines += [
         f"**Straggler: rank {straggler['rank']}**, {straggler['compute_ms']:.2f} ms of compute per step, "
-        f"{straggler['over_median_pct']:+.1f}% over the median rank ({straggler['median_compute_ms']:.2f} ms).",
+        f"{straggler['over_median_pct']:+.1f}% over the median rank "
+        f"({straggler['median_compute_ms']:.2f} ms).",
         "",
         "## Step time (ms)",
         "",
@@ -256,24 +273,41 @@ def render_markdown(report: dict[str, Any]) -> str:
     for r in report["ranks"]:
         t = r["step_time_ms"]
         steps = f"{r['steps'][0]}-{r['steps'][-1]}" if r["steps"] else "-"
-        lines.append(f"| {r['rank']} | {r['host']} | {steps} | {t['mean']:.2f} | {t['min']:.2f} | {t['max']:.2f} |")
+        lines.append(
+            f"| {r['rank']} | {r['host']} | {steps} | {t['mean']:.2f} | {t['min']:.2f} | {t['max']:.2f} |"
+        )
     spread = report["step_time_spread_ms"]
-    lines += ["", f"Spread of the ranks' mean step times: {spread['min']:.2f} to {spread['max']:.2f} ms "
-              f"(median {spread['median']:.2f}, max - min {spread['max_minus_min']:.2f}).", ""]
-    lines += ["## Where a step's time goes (mean ms per step)", "",
-              "| rank | " + " | ".join(PHASES) + " | compute | all collectives | GPU busy | GPU idle |",
-              "|---:|" + "---:|" * (len(PHASES) + 4)]
+    lines += [
+        "",
+        f"Spread of the ranks' mean step times: {spread['min']:.2f} to {spread['max']:.2f} ms "
+        f"(median {spread['median']:.2f}, max - min {spread['max_minus_min']:.2f}).",
+        "",
+    ]
+    lines += [
+        "## Where a step's time goes (mean ms per step)",
+        "",
+        "| rank | " + " | ".join(PHASES) + " | compute | all collectives | GPU busy | GPU idle |",
+        "|---:|" + "---:|" * (len(PHASES) + 4),
+    ]
     for r in report["ranks"]:
         b, gpu = r["breakdown_ms"], r["gpu"]
         gpu_cells = f"{gpu['busy_ms']:.2f} | {gpu['idle_ms']:.2f}" if gpu else "- | -"
         lines.append(
-            f"| {r['rank']} | " + " | ".join(f"{b[p]:.2f}" for p in PHASES)
+            f"| {r['rank']} | "
+            + " | ".join(f"{b[p]:.2f}" for p in PHASES)
             + f" | {r['compute_ms']:.2f} | {r['communication_total_ms']:.2f} | {gpu_cells} |"
         )
-    lines += ["", "*communication* is time waiting in collectives with nothing computing; *all collectives* "
-              "also counts the part hidden behind compute.", ""]
+    lines += [
+        "",
+        "*communication* is time waiting in collectives with nothing computing; *all collectives* "
+        "also counts the part hidden behind compute.",
+        "",
+    ]
     if report.get("merged_trace"):
-        lines += [f"Merged timeline: `{report['merged_trace']}` (open in Perfetto). {report['clock_alignment']}", ""]
+        lines += [
+            f"Merged timeline: `{report['merged_trace']}` (open in Perfetto). {report['clock_alignment']}",
+            "",
+        ]
     return "\n".join(lines)
 
 
@@ -291,7 +325,7 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
     for phase in PHASES:
         values = [r["breakdown_ms"][phase] for r in ranks]
         bars.bar(labels, values, bottom=bottom, label=phase)
-        bottom = [b + v for b, v in zip(bottom, values)]
+        bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     bars.set(title="Mean step breakdown per rank", xlabel="rank", ylabel="ms per step")
     bars.legend(fontsize="small")
     for r in ranks:
@@ -300,8 +334,10 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
     lines.xaxis.set_major_locator(MaxNLocator(integer=True))
     if len(ranks) <= 16:
         lines.legend(fontsize="small")
-    fig.suptitle(f"straggler: rank {report['straggler']['rank']} "
-                 f"({report['straggler']['over_median_pct']:+.1f}% compute over median)")
+    fig.suptitle(
+        f"straggler: rank {report['straggler']['rank']} "
+        f"({report['straggler']['over_median_pct']:+.1f}% compute over median)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -309,11 +345,15 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m profiling.report", description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="a job folder (or a restart<k>/ folder) of rank<r>_iter<a>_<b>.json traces")
+    parser.add_argument(
+        "folder", type=Path, help="a job folder (or a restart<k>/ folder) of rank<r>_iter<a>_<b>.json traces"
+    )
     parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta)")
     parser.add_argument("--no-merged-trace", action="store_true", help="skip merged_trace.json.gz")
     parser.add_argument("--no-plot", action="store_true", help="skip report.png")
-    parser.add_argument("--jobs", type=int, help="processes reading traces (default: CPUs available, at most 8)")
+    parser.add_argument(
+        "--jobs", type=int, help="processes reading traces (default: CPUs available, at most 8)"
+    )
     args = parser.parse_args(argv)
     try:
         report = build_report(

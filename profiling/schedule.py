@@ -12,8 +12,10 @@ from __future__ import annotations
 import dataclasses
 import enum
 
+from profiling.setting_error import SettingError
 
-class ScheduleError(ValueError):
+
+class ScheduleError(SettingError):
     """A schedule that is invalid or records nothing within the run."""
 
 
@@ -35,8 +37,7 @@ class ScheduleConfig:
         for name, minimum in (("wait", 0), ("warmup", 0), ("active", 1), ("repeat", 0)):
             value = getattr(self, name)
             if not isinstance(value, int) or value < minimum:
-                option = "--schedule-wait" if name == "wait" else f"--{name}"
-                raise ScheduleError(f"{option} {value!r} must be an integer >= {minimum}")
+                raise ScheduleError(f"{{{name}}} {value!r} must be an integer >= {minimum}")
 
     @property
     def cycle(self) -> int:
@@ -45,7 +46,9 @@ class ScheduleConfig:
     def windows(self, steps: int, start: int = 0) -> list[tuple[int, int]]:
         """The (first, last) step of every window recorded in a run of ``steps`` steps."""
         first_active = self.wait + self.warmup
-        every = [(c * self.cycle + first_active, (c + 1) * self.cycle - 1) for c in range(self._cycles(steps))]
+        every = [
+            (c * self.cycle + first_active, (c + 1) * self.cycle - 1) for c in range(self._cycles(steps))
+        ]
         return [(first, last) for first, last in every if first >= start]
 
     def check_fits(self, steps: int) -> None:
@@ -55,9 +58,9 @@ class ScheduleConfig:
             asked = f"{self.repeat} windows" if self.repeat > 1 else "a window"
             recorded = len(self.windows(steps))
             raise ScheduleError(
-                f"--steps {steps} is too short: the schedule (wait {self.wait}, warmup {self.warmup}, "
+                f"{{steps}} {steps} is too short: the schedule (wait {self.wait}, warmup {self.warmup}, "
                 f"active {self.active}, repeat {self.repeat}) needs {needed} steps to record {asked} "
-                f"and would record {recorded}. HINT: use --steps {needed} or more, or a shorter schedule"
+                f"and would record {recorded}. HINT: use {{steps}} {needed} or more, or a shorter schedule"
             )
 
     def phase(self, step: int, steps: int, start: int = 0) -> Phase:

@@ -16,8 +16,9 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 TEMP_SUFFIX = ".tmp"
 _TRACE_NAME = re.compile(r"^rank(?P<rank>\d+)_iter(?P<first>\d+)_(?P<last>\d+)\.json(?P<gz>\.gz)?$")
@@ -29,10 +30,6 @@ class TraceFile:
     first_step: int
     last_step: int
     path: Path = dataclasses.field(compare=False)
-
-    @property
-    def gzipped(self) -> bool:
-        return self.path.name.endswith(".gz")
 
 
 def trace_file_name(rank: int, first_step: int, last_step: int, *, gzipped: bool = False) -> str:
@@ -52,10 +49,6 @@ def list_traces(folder: Path) -> list[TraceFile]:
         return []
     found = (parse_trace_name(path) for path in folder.iterdir())
     return sorted(trace for trace in found if trace is not None)
-
-
-def is_temporary(path: Path) -> bool:
-    return path.name.startswith(".") and path.name.endswith(TEMP_SUFFIX)
 
 
 def temporary_path(path: Path) -> Path:
@@ -92,9 +85,12 @@ def export_trace(export: Callable[[str], None], path: Path) -> None:
     plain = temporary_path(path.with_suffix(""))
     try:
         export(str(plain))
-        with atomic_path(path) as packed:
-            with open(plain, "rb") as source, gzip.open(packed, "wb", compresslevel=6) as sink:
-                shutil.copyfileobj(source, sink, length=1 << 20)
+        with (
+            atomic_path(path) as packed,
+            open(plain, "rb") as source,
+            gzip.open(packed, "wb", compresslevel=6) as sink,
+        ):
+            shutil.copyfileobj(source, sink, length=1 << 20)
     finally:
         plain.unlink(missing_ok=True)
 
@@ -102,11 +98,6 @@ def export_trace(export: Callable[[str], None], path: Path) -> None:
 def open_trace(path: Path) -> Any:
     """A binary file object over a trace, decompressing ``.gz`` transparently."""
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
-
-
-def load_trace(path: Path) -> dict[str, Any]:
-    with open_trace(path) as handle:
-        return json.load(handle)
 
 
 def _fsync(path: Path) -> None:

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import zlib
-from typing import Mapping
+from collections.abc import Mapping
 
 from slurm import hostnames
 
@@ -218,7 +218,9 @@ def _from_slurm(env: Mapping[str, str]) -> DistributedIdentity:
         )
 
     local_world_size = _slurm_local_world_size(env, names["tasks_per_node"], node_rank, num_nodes, world_size)
-    _check_below(names["local_rank"], local_rank, f"the tasks on node {node_rank}", local_world_size, hint=srun_hint)
+    _check_below(
+        names["local_rank"], local_rank, f"the tasks on node {node_rank}", local_world_size, hint=srun_hint
+    )
 
     job_id = _first(env, SLURM_VARS["job_id"])
     if not job_id:
@@ -244,7 +246,9 @@ def _from_slurm(env: Mapping[str, str]) -> DistributedIdentity:
     )
 
 
-def _slurm_local_world_size(env: Mapping[str, str], name: str, node_rank: int, num_nodes: int, world_size: int) -> int:
+def _slurm_local_world_size(
+    env: Mapping[str, str], name: str, node_rank: int, num_nodes: int, world_size: int
+) -> int:
     value = env.get(name)
     if value is None:  # old Slurm versions; only an even spread is then possible
         if world_size % num_nodes:

@@ -1,17 +1,13 @@
-"""Slurm hostlist expressions (``gpu-[01-03,07],login5``) to host names.
+"""Slurm hostlist expressions (``gpu-[01-03,07],login5``) to host names, and task counts per node.
 
 Parsing is delegated to python-hostlist, a maintained implementation of the full Slurm
-grammar (several bracket groups per name, zero padding, nested commas), instead of a regex
-that would get one of those wrong.
+grammar (several bracket groups per name, zero padding, nested commas, ``2(x3),1``), instead
+of a regex that would get one of those wrong.
 """
 
 from __future__ import annotations
 
-import re
-
 import hostlist
-
-_TASKS_ON_NODES = re.compile(r"^(?P<tasks>\d+)(?:\(x(?P<nodes>\d+)\))?$")
 
 
 class HostlistError(ValueError):
@@ -33,10 +29,9 @@ def expand(expression: str) -> list[str]:
 
 def expand_tasks_per_node(expression: str) -> list[int]:
     """Expand Slurm's ``SLURM_TASKS_PER_NODE`` format: ``"2(x3),1"`` -> ``[2, 2, 2, 1]``."""
-    counts: list[int] = []
-    for part in expression.split(","):
-        match = _TASKS_ON_NODES.match(part.strip())
-        if match is None:
-            raise ValueError(f"{expression!r} is not in Slurm's tasks-per-node format, e.g. '2(x3),1'")
-        counts.extend([int(match["tasks"])] * int(match["nodes"] or 1))
-    return counts
+    try:
+        return hostlist.parse_slurm_tasks_per_node(expression.strip())
+    except hostlist.BadHostlist as error:
+        raise HostlistError(
+            f"{expression!r} is not in Slurm's tasks-per-node format, e.g. '2(x3),1' ({error})"
+        ) from None

@@ -6,7 +6,7 @@ import shlex
 import sys
 from pathlib import Path
 
-from tests.conftest import run_submit
+from tests.common import run_submit
 
 GOLDEN = Path(__file__).parent / "golden" / "dry_run_4x8.sbatch"
 TRACES = "/shared/traces"
@@ -26,8 +26,15 @@ def test_dry_run_matches_golden_file() -> None:
 def test_dry_run_needs_no_slurm_and_creates_nothing(tmp_path: Path) -> None:
     no_slurm_path = str(Path(sys.executable).parent)  # python, but no sbatch or srun
     result = run_submit(
-        "--dry-run", "--nodes", "4", "--gpus", "8", "--traces-root", str(tmp_path / "t"),
-        timeout=30, env={"PATH": no_slurm_path},
+        "--dry-run",
+        "--nodes",
+        "4",
+        "--gpus",
+        "8",
+        "--traces-root",
+        str(tmp_path / "t"),
+        timeout=30,
+        env={"PATH": no_slurm_path},
     )
     assert result.returncode == 0, result.stderr
     assert "#SBATCH --nodes=4" in result.stdout
@@ -36,7 +43,9 @@ def test_dry_run_needs_no_slurm_and_creates_nothing(tmp_path: Path) -> None:
 
 
 def test_user_values_are_shell_quoted() -> None:
-    script = dry_run("--job-name", "x; touch /tmp/pwned \"q\" 'r'", "--account", "a b", "--sbatch", "comment=$(id)")
+    script = dry_run(
+        "--job-name", "x; touch /tmp/pwned \"q\" 'r'", "--account", "a b", "--sbatch", "comment=$(id)"
+    )
     assert "#SBATCH --job-name='x; touch /tmp/pwned \"q\" '\"'\"'r'\"'\"''" in script
     assert "#SBATCH --account='a b'" in script
     assert "#SBATCH --comment='$(id)'" in script

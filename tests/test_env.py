@@ -1,5 +1,7 @@
 """Distributed identity from faked environments: every launcher, every inconsistency."""
 
+import os
+
 import pytest
 
 from slurm.env import DistributedEnvError, derived_master_port, from_environment
@@ -63,8 +65,13 @@ def test_uneven_tasks_per_node() -> None:
 
 def test_step_variables_win_over_job_variables() -> None:
     env = slurm_env(
-        SLURM_STEP_NODELIST="gpu-08", SLURM_STEP_NUM_NODES="1", SLURM_STEP_NUM_TASKS="4",
-        SLURM_STEP_TASKS_PER_NODE="4", SLURM_NODEID="0", SLURM_PROCID="3", SLURM_LOCALID="3",
+        SLURM_STEP_NODELIST="gpu-08",
+        SLURM_STEP_NUM_NODES="1",
+        SLURM_STEP_NUM_TASKS="4",
+        SLURM_STEP_TASKS_PER_NODE="4",
+        SLURM_NODEID="0",
+        SLURM_PROCID="3",
+        SLURM_LOCALID="3",
     )
     identity = from_environment(env)
     assert (identity.world_size, identity.num_nodes, identity.master_addr) == (4, 1, "gpu-08")
@@ -78,8 +85,12 @@ def test_array_job_id_and_restart_count() -> None:
 
 
 def test_master_port_is_derived_from_job_id_and_same_on_every_rank() -> None:
-    ports = {from_environment(slurm_env(SLURM_PROCID=str(r), SLURM_LOCALID=str(r % 4),
-                                        SLURM_NODEID=str(r // 4))).master_port for r in range(8)}
+    ports = {
+        from_environment(
+            slurm_env(SLURM_PROCID=str(r), SLURM_LOCALID=str(r % 4), SLURM_NODEID=str(r // 4))
+        ).master_port
+        for r in range(8)
+    }
     assert ports == {derived_master_port("4242")}
     assert 15000 <= derived_master_port("4242") < 30000
     assert derived_master_port("4242") != derived_master_port("4243")
@@ -109,7 +120,10 @@ def test_cpus_per_task() -> None:
         ({"SLURM_JOB_NODELIST": None}, r"NODELIST is not set"),
         ({"SLURM_TASKS_PER_NODE": "4"}, r"SLURM_TASKS_PER_NODE='4' describes 1 nodes and 4 tasks"),
         ({"SLURM_TASKS_PER_NODE": "four"}, r"SLURM_TASKS_PER_NODE='four'.*format"),
-        ({"SLURM_TASKS_PER_NODE": None, "SLURM_NTASKS": "7", "SLURM_PROCID": "1"}, r"does not divide evenly.*--ntasks-per-node"),
+        (
+            {"SLURM_TASKS_PER_NODE": None, "SLURM_NTASKS": "7", "SLURM_PROCID": "1"},
+            r"does not divide evenly.*--ntasks-per-node",
+        ),
         ({"SLURM_JOB_ID": None}, r"SLURM_JOB_ID is not set"),
         ({"SLURM_RESTART_COUNT": "again"}, r"SLURM_RESTART_COUNT='again' is not an integer"),
         ({"MASTER_PORT": "70000"}, r"master_port=70000 is not a TCP port"),
@@ -122,13 +136,23 @@ def test_slurm_errors_name_the_variable_and_value(overrides: dict, message: str)
 
 def test_batch_shell_without_srun_is_refused() -> None:
     env = {"SLURM_JOB_ID": "1", "SLURM_NTASKS": "4", "SLURM_JOB_NODELIST": "n[1-2]"}
-    with pytest.raises(DistributedEnvError, match=r"SLURM_NTASKS=4 but SLURM_PROCID is not set.*HINT: .*srun"):
+    with pytest.raises(
+        DistributedEnvError, match=r"SLURM_NTASKS=4 but SLURM_PROCID is not set.*HINT: .*srun"
+    ):
         from_environment(env)
 
 
 def test_torchrun_variables_come_first() -> None:
-    env = slurm_env(RANK="3", LOCAL_RANK="1", WORLD_SIZE="4", LOCAL_WORLD_SIZE="2", GROUP_RANK="1",
-                    MASTER_ADDR="10.0.0.1", MASTER_PORT="29500", TORCHELASTIC_RESTART_COUNT="1")
+    env = slurm_env(
+        RANK="3",
+        LOCAL_RANK="1",
+        WORLD_SIZE="4",
+        LOCAL_WORLD_SIZE="2",
+        GROUP_RANK="1",
+        MASTER_ADDR="10.0.0.1",
+        MASTER_PORT="29500",
+        TORCHELASTIC_RESTART_COUNT="1",
+    )
     identity = from_environment(env)
     assert identity.source == "torchrun"
     assert (identity.rank, identity.local_rank, identity.world_size, identity.node_rank) == (3, 1, 4, 1)
@@ -149,9 +173,15 @@ def test_torchrun_rank_outside_world() -> None:
 
 
 def submitit_local_env(**overrides: str) -> dict[str, str]:
-    env = {"SUBMITIT_EXECUTOR": "local", "SUBMITIT_LOCAL_JOB_ID": "777", "SUBMITIT_LOCAL_GLOBALID": "1",
-           "SUBMITIT_LOCAL_LOCALID": "1", "SUBMITIT_LOCAL_NTASKS": "2", "SUBMITIT_LOCAL_NODEID": "0",
-           "SUBMITIT_LOCAL_JOB_NUM_NODES": "1"}
+    env = {
+        "SUBMITIT_EXECUTOR": "local",
+        "SUBMITIT_LOCAL_JOB_ID": "777",
+        "SUBMITIT_LOCAL_GLOBALID": "1",
+        "SUBMITIT_LOCAL_LOCALID": "1",
+        "SUBMITIT_LOCAL_NTASKS": "2",
+        "SUBMITIT_LOCAL_NODEID": "0",
+        "SUBMITIT_LOCAL_JOB_NUM_NODES": "1",
+    }
     env.update(overrides)
     return env
 
@@ -159,12 +189,19 @@ def submitit_local_env(**overrides: str) -> dict[str, str]:
 def test_submitit_local_identity_ignores_inherited_slurm_variables() -> None:
     identity = from_environment({**slurm_env(), **submitit_local_env()})
     assert identity.source == "submitit-local"
-    assert (identity.rank, identity.world_size, identity.local_world_size, identity.job_id) == (1, 2, 2, "777")
+    assert (identity.rank, identity.world_size, identity.local_world_size, identity.job_id) == (
+        1,
+        2,
+        2,
+        "777",
+    )
     assert identity.master_addr == "127.0.0.1"
 
 
 def test_submitit_local_inconsistent() -> None:
-    with pytest.raises(DistributedEnvError, match="SUBMITIT_LOCAL_GLOBALID=2 is not below SUBMITIT_LOCAL_NTASKS=2"):
+    with pytest.raises(
+        DistributedEnvError, match="SUBMITIT_LOCAL_GLOBALID=2 is not below SUBMITIT_LOCAL_NTASKS=2"
+    ):
         from_environment(submitit_local_env(SUBMITIT_LOCAL_GLOBALID="2"))
 
 
@@ -186,7 +223,12 @@ def test_reads_os_environ_by_default(monkeypatch: pytest.MonkeyPatch) -> None:
     assert from_environment().rank == 5
 
 
-def test_identity_is_immutable() -> None:
-    identity = from_environment(slurm_env())
-    with pytest.raises(AttributeError):
-        identity.rank = 0  # type: ignore[misc]
+def test_reading_the_environment_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    env = slurm_env()
+    before = dict(env)
+    for key in ("MASTER_ADDR", "MASTER_PORT", "RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(key, raising=False)
+    environ_before = dict(os.environ)
+    from_environment(env)
+    assert env == before
+    assert dict(os.environ) == environ_before  # e.g. no MASTER_ADDR exported for torch

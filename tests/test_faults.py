@@ -14,9 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from profiling.job_folder import JobFolder
+from tests.common import (
     REPO,
     SMALL_JOB,
+    SMALL_WORKLOAD,
     check_job_folder,
     load_manifest,
     profiler_steps,
@@ -31,11 +33,22 @@ class SubmittedJob:
 
     def __init__(self, traces_root: Path, *args: str) -> None:
         self.log = traces_root.parent / "submit.log"
-        self._out = open(self.log, "w")
+        self._out = open(self.log, "w")  # noqa: SIM115 - closed by finish()
         self.process = subprocess.Popen(
-            [sys.executable, str(REPO / "submit.py"), "--cluster", "slurm", "--wait",
-             "--traces-root", str(traces_root), *args],
-            cwd=REPO, stdout=self._out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            [
+                sys.executable,
+                str(REPO / "submit.py"),
+                "--cluster",
+                "slurm",
+                "--wait",
+                "--traces-root",
+                str(traces_root),
+                *args,
+            ],
+            cwd=REPO,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
         )
 
     def output(self) -> str:
@@ -70,13 +83,18 @@ def task_processes(job_id: str) -> dict[int, int]:
             continue
         try:
             environ = dict(
-                item.split("=", 1) for item in (proc / "environ").read_bytes().decode(errors="replace").split("\0")
+                item.split("=", 1)
+                for item in (proc / "environ").read_bytes().decode(errors="replace").split("\0")
                 if "=" in item
             )
             cmdline = (proc / "cmdline").read_bytes()
         except OSError:
             continue
-        if environ.get("SLURM_JOB_ID") == job_id and b"submitit.core._submit" in cmdline and "SLURM_PROCID" in environ:
+        if (
+            environ.get("SLURM_JOB_ID") == job_id
+            and b"submitit.core._submit" in cmdline
+            and "SLURM_PROCID" in environ
+        ):
             found[int(environ["SLURM_PROCID"])] = int(proc.name)
     return found
 
@@ -91,9 +109,26 @@ def wait_until_no_tasks(job_id: str, timeout: float) -> None:
 @pytest.mark.slurm
 def test_sigkilled_rank_ends_the_job_quickly(slurm_cluster: int, traces_root: Path) -> None:
     job = SubmittedJob(
-        traces_root, "--nodes", "2", "--gpus", "2", "--steps", "2000", "--image-size", "32",
-        "--threads-per-rank", "1", "--profile-ranks", "all", "--schedule-wait", "1", "--warmup", "1",
-        "--active", "2", "--repeat", "2", "--dist-timeout", "60",
+        traces_root,
+        "--nodes",
+        "2",
+        "--gpus",
+        "2",
+        "--steps",
+        "2000",
+        *SMALL_WORKLOAD,
+        "--profile-ranks",
+        "all",
+        "--schedule-wait",
+        "1",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--repeat",
+        "2",
+        "--dist-timeout",
+        "60",
     )
     try:
         job.wait_for_line(r"^\[rank 0\] step 20/", timeout=120)  # both windows (2-3, 6-7) are written
@@ -125,9 +160,24 @@ def test_sigkilled_rank_ends_the_job_quickly(slurm_cluster: int, traces_root: Pa
 @pytest.mark.slurm
 def test_preempted_job_is_requeued_and_resumes(slurm_cluster: int, traces_root: Path) -> None:
     job = SubmittedJob(
-        traces_root, "--nodes", "2", "--gpus", "2", "--steps", "100", "--image-size", "32",
-        "--threads-per-rank", "1", "--profile-ranks", "0,3", "--schedule-wait", "2", "--warmup", "1",
-        "--active", "2", "--repeat", "0",
+        traces_root,
+        "--nodes",
+        "2",
+        "--gpus",
+        "2",
+        "--steps",
+        "100",
+        *SMALL_WORKLOAD,
+        "--profile-ranks",
+        "0,3",
+        "--schedule-wait",
+        "2",
+        "--warmup",
+        "1",
+        "--active",
+        "2",
+        "--repeat",
+        "0",
     )
     try:
         job.wait_for_line(r"^\[rank 0\] step 30/", timeout=120)
@@ -142,27 +192,29 @@ def test_preempted_job_is_requeued_and_resumes(slurm_cluster: int, traces_root: 
     assert f"restart 1 resuming at step {saved}" in out
     assert sacct_state(job.job_id) == "COMPLETED"
 
-    job_dir = traces_root / job.job_id
+    folder = JobFolder(traces_root, job.job_id)
+    job_dir, resumed_dir = folder.path, folder.attempt(1)
     manifest = load_manifest(job_dir)
     first, second = manifest["attempts"]
     assert (first["outcome"], first["resumed_from_step"], first["next_step"]) == ("preempted", 0, saved)
     assert (second["outcome"], second["resumed_from_step"], second["next_step"]) == ("completed", saved, 100)
-    assert second["folder"] == "restart1" and manifest["restart_count"] == 1
+    assert second["folder"] == folder.attempt_name(1) and manifest["restart_count"] == 1
     # Each attempt's folder holds complete windows only, one file per rank and window, with
     # global step numbers: the first attempt's before the preemption, the second's after it.
     windows = [(a, a + 1) for a in range(3, 100, 5)]
     before = {w for w in windows if w[1] < saved}
     after = {w for w in windows if w[0] >= saved}
-    for folder, expected in ((job_dir, before), (job_dir / "restart1", after)):
-        names = {p.name for p in folder.glob("rank*.json")}
+    for trace_dir, expected in ((job_dir, before), (resumed_dir, after)):
+        names = {p.name for p in trace_dir.glob("rank*.json")}
         assert names == {f"rank{r}_iter{a}_{b}.json" for r in (0, 3) for a, b in expected}
-        for path in folder.glob("rank*.json"):
+        for path in trace_dir.glob("rank*.json"):
             trace = json.loads(path.read_text())
             a, b = map(int, re.findall(r"\d+", path.name)[1:])
             assert profiler_steps(trace) == [a, b]
             assert trace["distributedInfo"]["world_size"] == 4
     assert sorted(manifest["trace_files"]) == sorted(
-        [p.name for p in job_dir.glob("rank*.json")] + [f"restart1/{p.name}" for p in (job_dir / "restart1").glob("rank*.json")]
+        [p.name for p in job_dir.glob("rank*.json")]
+        + [str(p.relative_to(job_dir)) for p in resumed_dir.glob("rank*.json")]
     )
     assert all(r["step_time"]["steps"] == 100 - saved for r in manifest["ranks"])
 
@@ -173,9 +225,24 @@ def test_soak_twenty_jobs_back_to_back(slurm_cluster: int, traces_root: Path) ->
     job_ids = []
     for _ in range(20):
         result = run_submit(
-            "--cluster", "slurm", "--nodes", "2", "--gpus", "1", "--profile-ranks", "all",
-            "--traces-root", str(traces_root), "--job-name", f"soak-{traces_root.parent.name}",
-            "--sbatch", "dependency=singleton", "--time", "5", *SMALL_JOB, timeout=60,
+            "--cluster",
+            "slurm",
+            "--nodes",
+            "2",
+            "--gpus",
+            "1",
+            "--profile-ranks",
+            "all",
+            "--traces-root",
+            str(traces_root),
+            "--job-name",
+            f"soak-{traces_root.parent.name}",
+            "--sbatch",
+            "dependency=singleton",
+            "--time",
+            "5",
+            *SMALL_JOB,
+            timeout=60,
         )
         assert result.returncode == 0, result.stderr
         job_ids.append(submitted_job_id(result.stdout))
@@ -191,18 +258,31 @@ def test_soak_twenty_jobs_back_to_back(slurm_cluster: int, traces_root: Path) ->
 def fake_slurm_env(rank: int, port: int, **overrides: str) -> dict[str, str]:
     env = {key: value for key, value in os.environ.items() if not key.startswith(("SLURM_", "SUBMITIT_"))}
     env.update(
-        SLURM_JOB_ID="999999", SLURM_PROCID=str(rank), SLURM_LOCALID=str(rank), SLURM_NTASKS="2",
-        SLURM_NODEID="0", SLURM_JOB_NUM_NODES="1", SLURM_JOB_NODELIST="localhost", SLURM_TASKS_PER_NODE="2",
+        SLURM_JOB_ID="999999",
+        SLURM_PROCID=str(rank),
+        SLURM_LOCALID=str(rank),
+        SLURM_NTASKS="2",
+        SLURM_NODEID="0",
+        SLURM_JOB_NUM_NODES="1",
+        SLURM_JOB_NODELIST="localhost",
+        SLURM_TASKS_PER_NODE="2",
         MASTER_PORT=str(port),
     )
     env.update(overrides)
     return env
 
 
-def run_task(env: dict[str, str], traces_root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def run_task_process(
+    env: dict[str, str], traces_root: Path, *args: str, timeout: float = 120
+) -> subprocess.CompletedProcess:
+    """``python -m jobs.task`` as srun would start it, in the environment ``env``."""
     return subprocess.run(
         [sys.executable, "-m", "jobs.task", "--traces-root", str(traces_root), *SMALL_JOB, *args],
-        cwd=REPO, env=env, capture_output=True, text=True, timeout=timeout,
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
 
 
@@ -215,7 +295,9 @@ def free_port() -> int:
 def test_unreachable_rendezvous_fails_within_the_timeout(traces_root: Path) -> None:
     port = free_port()  # nobody listens: rank 0 never comes
     started = time.monotonic()
-    result = run_task(fake_slurm_env(1, port, MASTER_ADDR="127.0.0.1"), traces_root, "--dist-timeout", "5")
+    result = run_task_process(
+        fake_slurm_env(1, port, MASTER_ADDR="127.0.0.1"), traces_root, "--dist-timeout", "5"
+    )
     elapsed = time.monotonic() - started
     assert result.returncode == 1
     assert f"rank 1 could not join the job's rendezvous at 127.0.0.1:{port}" in result.stderr
@@ -224,8 +306,9 @@ def test_unreachable_rendezvous_fails_within_the_timeout(traces_root: Path) -> N
 
 
 def test_unresolvable_master_addr(traces_root: Path) -> None:
-    result = run_task(fake_slurm_env(1, free_port(), MASTER_ADDR="no-such-host.invalid"), traces_root,
-                      "--dist-timeout", "3")
+    result = run_task_process(
+        fake_slurm_env(1, free_port(), MASTER_ADDR="no-such-host.invalid"), traces_root, "--dist-timeout", "3"
+    )
     assert result.returncode == 1
     assert "rendezvous at no-such-host.invalid:" in result.stderr
 
@@ -235,7 +318,7 @@ def test_master_port_taken(traces_root: Path) -> None:
         squatter.bind(("0.0.0.0", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        result = run_task(fake_slurm_env(0, port), traces_root, "--dist-timeout", "5")
+        result = run_task_process(fake_slurm_env(0, port), traces_root, "--dist-timeout", "5")
     assert result.returncode == 1
     assert f"rank 0 could not join the job's rendezvous at localhost:{port}" in result.stderr
     assert "EADDRINUSE" in result.stderr and "MASTER_PORT to pick another" in result.stderr
@@ -251,20 +334,40 @@ def test_master_port_taken(traces_root: Path) -> None:
     ],
 )
 def test_task_with_inconsistent_slurm_variables(overrides: dict, message: str, traces_root: Path) -> None:
-    result = run_task(fake_slurm_env(0, free_port(), **overrides), traces_root, timeout=60)
+    result = run_task_process(fake_slurm_env(0, free_port(), **overrides), traces_root, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jobs.task: error: ") and message in lines[0], result.stderr
+    assert len(lines) == 1 and lines[0].startswith("jobs.task: error: ") and message in lines[0], (
+        result.stderr
+    )
 
 
 @pytest.mark.slurm
-def test_plain_sbatch_job_is_requeued_and_resumes(slurm_cluster: int, traces_root: Path, tmp_path: Path) -> None:
+def test_plain_sbatch_job_is_requeued_and_resumes(
+    slurm_cluster: int, traces_root: Path, tmp_path: Path
+) -> None:
     log = tmp_path / "job.out"
     submitted = subprocess.run(
-        ["sbatch", "--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=1", f"--output={log}",
-         "slurm/profile_resnet18.sbatch", "--steps", "100", "--image-size", "32", "--threads-per-rank", "1",
-         "--profile-ranks", "all", "--traces-root", str(traces_root)],
-        cwd=REPO, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable},
+        [
+            "sbatch",
+            "--nodes=2",
+            "--ntasks-per-node=1",
+            "--gpus-per-node=1",
+            f"--output={log}",
+            "slurm/profile_resnet18.sbatch",
+            "--steps",
+            "100",
+            *SMALL_WORKLOAD,
+            "--profile-ranks",
+            "all",
+            "--traces-root",
+            str(traces_root),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, "PYTHON": sys.executable},
     )
     job_id = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
     try:
@@ -282,5 +385,8 @@ def test_plain_sbatch_job_is_requeued_and_resumes(slurm_cluster: int, traces_roo
     attempts = load_manifest(traces_root / job_id)["attempts"]
     assert [(a["outcome"], a["next_step"]) for a in attempts] == [("preempted", saved), ("completed", 100)]
     # the tutorial's window (15-17) was recorded by the first attempt, and only there
-    assert sorted(p.name for p in (traces_root / job_id).glob("rank*.json")) == ["rank0_iter15_17.json", "rank1_iter15_17.json"]
-    assert not list((traces_root / job_id / "restart1").glob("rank*.json"))
+    assert sorted(p.name for p in (traces_root / job_id).glob("rank*.json")) == [
+        "rank0_iter15_17.json",
+        "rank1_iter15_17.json",
+    ]
+    assert not list(JobFolder(traces_root, job_id).attempt(1).glob("rank*.json"))

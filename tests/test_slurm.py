@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
+from profiling.job_folder import logs_folder
+from tests.common import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
 
 pytestmark = pytest.mark.slurm
 
@@ -33,8 +34,21 @@ def test_submit_py_two_nodes(slurm_cluster: int, traces_root: Path, tmp_path: Pa
     canary = tmp_path / "injected"
     name = f"prof; touch {canary} \"q\" 'r'"
     result = run_submit(
-        "--cluster", "slurm", "--nodes", "2", "--gpus", "2", "--profile-ranks", "0,3", "--wait",
-        "--traces-root", str(traces_root), "--job-name", name, *SMALL_JOB, timeout=300,
+        "--cluster",
+        "slurm",
+        "--nodes",
+        "2",
+        "--gpus",
+        "2",
+        "--profile-ranks",
+        "0,3",
+        "--wait",
+        "--traces-root",
+        str(traces_root),
+        "--job-name",
+        name,
+        *SMALL_JOB,
+        timeout=300,
     )
     assert result.returncode == 0, result.stdout + result.stderr
     job_id = submitted_job_id(result.stdout)
@@ -43,8 +57,9 @@ def test_submit_py_two_nodes(slurm_cluster: int, traces_root: Path, tmp_path: Pa
     check_slurm_identities(manifest, nodes=2, tasks_per_node=2)
     assert sorted(manifest["trace_files"]) == ["rank0_iter15_17.json", "rank3_iter15_17.json"]
     assert sacct_state(job_id) == "COMPLETED"
-    job_name = subprocess.run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName"],
-                              capture_output=True, text=True, timeout=30).stdout.strip()
+    job_name = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobName"], capture_output=True, text=True, timeout=30
+    ).stdout.strip()
     assert job_name == name.replace('"', "`")  # slurmdbd stores double quotes as backticks
     assert not canary.exists()
 
@@ -52,11 +67,23 @@ def test_submit_py_two_nodes(slurm_cluster: int, traces_root: Path, tmp_path: Pa
 def test_plain_sbatch_batch_script(slurm_cluster: int, traces_root: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [
-            "sbatch", "--wait", "--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2",
-            f"--output={tmp_path}/slurm-%j.out", "slurm/profile_resnet18.sbatch",
-            "--profile-ranks", "0,3", "--traces-root", str(traces_root), *SMALL_JOB,
+            "sbatch",
+            "--wait",
+            "--nodes=2",
+            "--ntasks-per-node=2",
+            "--gpus-per-node=2",
+            f"--output={tmp_path}/slurm-%j.out",
+            "slurm/profile_resnet18.sbatch",
+            "--profile-ranks",
+            "0,3",
+            "--traces-root",
+            str(traces_root),
+            *SMALL_JOB,
         ],
-        cwd=REPO, capture_output=True, text=True, timeout=300,
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=300,
         env={**os.environ, "PYTHON": sys.executable},
     )
     job_id = re.search(r"Submitted batch job (\d+)", result.stdout).group(1)
@@ -65,15 +92,30 @@ def test_plain_sbatch_batch_script(slurm_cluster: int, traces_root: Path, tmp_pa
     manifest = check_job_folder(traces_root / job_id, job_id=job_id, world_size=4, profiled={0, 3})
     check_slurm_identities(manifest, nodes=2, tasks_per_node=2)
     assert "step 20/20" in log
-    assert not (traces_root / "logs").exists()  # no submitit anywhere in the loop
+    assert not logs_folder(traces_root).exists()  # no submitit anywhere in the loop
 
 
 def test_plain_sbatch_bad_options_fail_the_job_with_one_line(slurm_cluster: int, tmp_path: Path) -> None:
     result = subprocess.run(
-        ["sbatch", "--wait", "--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=2",
-         f"--output={tmp_path}/slurm-%j.out", "slurm/profile_resnet18.sbatch", "--profile-ranks", "5",
-         "--traces-root", str(tmp_path), *SMALL_JOB],
-        cwd=REPO, capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHON": sys.executable},
+        [
+            "sbatch",
+            "--wait",
+            "--nodes=1",
+            "--ntasks-per-node=2",
+            "--gpus-per-node=2",
+            f"--output={tmp_path}/slurm-%j.out",
+            "slurm/profile_resnet18.sbatch",
+            "--profile-ranks",
+            "5",
+            "--traces-root",
+            str(tmp_path),
+            *SMALL_JOB,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "PYTHON": sys.executable},
     )
     job_id = re.search(r"Submitted batch job (\d+)", result.stdout).group(1)
     log = (tmp_path / f"slurm-{job_id}.out").read_text()
@@ -85,8 +127,19 @@ def test_plain_sbatch_bad_options_fail_the_job_with_one_line(slurm_cluster: int,
 def test_failed_rank_fails_the_job_visibly(slurm_cluster: int, traces_root: Path) -> None:
     started = time.monotonic()
     result = run_submit(
-        "--cluster", "slurm", "--nodes", "2", "--gpus", "2", "--inject-failure", "1:3", "--wait",
-        "--traces-root", str(traces_root), *SMALL_JOB, timeout=300,
+        "--cluster",
+        "slurm",
+        "--nodes",
+        "2",
+        "--gpus",
+        "2",
+        "--inject-failure",
+        "1:3",
+        "--wait",
+        "--traces-root",
+        str(traces_root),
+        *SMALL_JOB,
+        timeout=300,
     )
     elapsed = time.monotonic() - started
     assert result.returncode == 1, result.stdout + result.stderr

@@ -7,21 +7,21 @@ import pytest
 from profiling.traces import (
     atomic_path,
     export_trace,
-    is_temporary,
     list_traces,
-    load_trace,
     parse_trace_name,
     temporary_path,
     trace_file_name,
     write_json_atomically,
 )
+from tests.common import load_trace
 
 
 def test_names_round_trip() -> None:
     assert trace_file_name(3, 15, 17) == "rank3_iter15_17.json"
     assert trace_file_name(0, 33, 35, gzipped=True) == "rank0_iter33_35.json.gz"
     parsed = parse_trace_name(Path("/x/rank12_iter15_17.json.gz"))
-    assert parsed is not None and (parsed.rank, parsed.first_step, parsed.last_step, parsed.gzipped) == (12, 15, 17, True)
+    assert parsed is not None and (parsed.rank, parsed.first_step, parsed.last_step) == (12, 15, 17)
+    assert parsed.path == Path("/x/rank12_iter15_17.json.gz")
     assert parse_trace_name(Path("manifest.json")) is None
 
 
@@ -30,18 +30,19 @@ def test_listing_skips_temporary_and_foreign_files(tmp_path: Path) -> None:
         (tmp_path / name).write_text("{}")
     temp = temporary_path(tmp_path / "rank2_iter15_17.json")
     temp.write_text('{"half')
-    assert is_temporary(temp) and not temp.name.endswith(".json")
+    assert temp.name.startswith(".") and not temp.name.endswith((".json", ".gz"))  # hidden from trace loaders
     assert [t.path.name for t in list_traces(tmp_path)] == [
-        "rank0_iter15_17.json", "rank0_iter33_35.json.gz", "rank1_iter15_17.json",
+        "rank0_iter15_17.json",
+        "rank0_iter33_35.json.gz",
+        "rank1_iter15_17.json",
     ]
 
 
 def test_atomic_write_leaves_no_partial_file_on_failure(tmp_path: Path) -> None:
     target = tmp_path / "rank0_iter15_17.json"
-    with pytest.raises(RuntimeError):
-        with atomic_path(target) as temp:
-            temp.write_text('{"traceEvents": [')
-            raise RuntimeError("killed mid-write")
+    with pytest.raises(RuntimeError), atomic_path(target) as temp:
+        temp.write_text('{"traceEvents": [')
+        raise RuntimeError("killed mid-write")
     assert list(tmp_path.iterdir()) == []
 
 
@@ -60,6 +61,7 @@ def test_export_trace_plain_and_gzipped(tmp_path: Path, name: str) -> None:
     export_trace(exporter, tmp_path / name)
     assert [p.name for p in tmp_path.iterdir()] == [name]
     assert load_trace(tmp_path / name)["traceEvents"][0]["name"] == "ProfilerStep#1"
-    if name.endswith(".gz"):
+    if name.endswith(".gz"):  # really compressed, not a .json named .gz
+        assert (tmp_path / name).read_bytes()[:2] == b"\x1f\x8b"
         with gzip.open(tmp_path / name) as handle:
-            assert json.load(handle)
+            assert json.load(handle) == {"traceEvents": [{"name": "ProfilerStep#1"}]}

@@ -4,11 +4,25 @@ from __future__ import annotations
 
 import dataclasses
 
-DTYPES = ("bf16", "fp16", "fp32")
+from profiling.setting_error import SettingError
+
+# --dtype -> the name of the torch dtype (resolved where torch is imported)
+DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 
 
-class WorkloadError(ValueError):
+class WorkloadError(SettingError):
     """A workload setting that cannot run."""
+
+
+@dataclasses.dataclass(frozen=True)
+class RankAndStep:
+    """An injected fault: ``rank`` does something at ``step``."""
+
+    rank: int
+    step: int
+
+    def __str__(self) -> str:
+        return f"{self.rank}:{self.step}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -22,31 +36,26 @@ class WorkloadConfig:
     seed: int = 0
     log_every: int = 10
     threads: int | None = None  # CPU threads per rank; None: the rank's share of its CPUs
-    # Fault injection (--inject-failure RANK:STEP): that rank raises at that step, to see how
-    # the job and the cluster deal with a dead rank.
-    fail_rank: int | None = None
-    fail_step: int = 0
+    # Fault injection, to see how the job and the cluster deal with it: that rank raises at
+    # that step.
+    inject_failure: RankAndStep | None = None
 
     def __post_init__(self) -> None:
-        for option, value in (
-            ("--steps", self.steps),
-            ("--batch-size", self.batch_size),
-            ("--image-size", self.image_size),
-            ("--num-classes", self.num_classes),
-            ("--log-every", self.log_every),
-        ):
+        for name in ("steps", "batch_size", "image_size", "num_classes", "log_every"):
+            value = getattr(self, name)
             if not isinstance(value, int) or value < 1:
-                raise WorkloadError(f"{option} {value!r} must be a positive integer")
+                raise WorkloadError(f"{{{name}}} {value!r} must be a positive integer")
         if self.image_size < 32:
             # ResNet18 downsamples 32x; smaller inputs fail inside the network, on the node.
-            raise WorkloadError(f"--image-size {self.image_size} is below ResNet18's minimum of 32")
+            raise WorkloadError(f"{{image_size}} {self.image_size} is below ResNet18's minimum of 32")
         if self.dtype not in DTYPES:
-            raise WorkloadError(f"--dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
+            raise WorkloadError(f"{{dtype}} {self.dtype!r} is not one of {', '.join(DTYPES)}")
         if not self.lr > 0:
-            raise WorkloadError(f"--lr {self.lr!r} must be positive")
-        if self.fail_rank is not None and (self.fail_rank < 0 or not 0 <= self.fail_step < self.steps):
+            raise WorkloadError(f"{{lr}} {self.lr!r} must be positive")
+        failure = self.inject_failure
+        if failure is not None and (failure.rank < 0 or not 0 <= failure.step < self.steps):
             raise WorkloadError(
-                f"--inject-failure {self.fail_rank}:{self.fail_step} needs a rank >= 0 and a step below --steps {self.steps}"
+                f"{{inject_failure}} {failure} needs a rank >= 0 and a step below {{steps}} {self.steps}"
             )
         if self.threads is not None and self.threads < 1:
-            raise WorkloadError(f"--threads-per-rank {self.threads} must be at least 1")
+            raise WorkloadError(f"{{threads}} {self.threads} must be at least 1")

@@ -6,7 +6,7 @@ import contextlib
 import dataclasses
 import datetime
 import os
-from typing import Iterator
+from collections.abc import Iterator
 
 import torch
 import torch.distributed as dist
@@ -34,7 +34,10 @@ def distributed(
     ``distributedInfo`` like everyone else's.
     """
     if torch.cuda.is_available():
-        device, backend = torch.device("cuda", _gpu_index(identity.local_rank, torch.cuda.device_count())), "nccl"
+        device, backend = (
+            torch.device("cuda", _gpu_index(identity.local_rank, torch.cuda.device_count())),
+            "nccl",
+        )
         torch.cuda.set_device(device)
     else:
         device, backend = torch.device("cpu"), "gloo"
@@ -56,7 +59,9 @@ class RendezvousError(RuntimeError):
     """A rank could not meet the others at MASTER_ADDR:MASTER_PORT within the timeout."""
 
 
-def _join(identity: DistributedIdentity, backend: str, timeout: datetime.timedelta, device: torch.device) -> None:
+def _join(
+    identity: DistributedIdentity, backend: str, timeout: datetime.timedelta, device: torch.device
+) -> None:
     address = f"{identity.master_addr}:{identity.master_port}"
     try:
         # An explicit store, rather than a tcp:// init method, so that one timeout bounds the
@@ -107,4 +112,3 @@ def _cpu_share(identity: DistributedIdentity) -> int:
     if identity.cpus_per_task:
         return identity.cpus_per_task
     return max(1, len(os.sched_getaffinity(0)) // identity.local_world_size)
-

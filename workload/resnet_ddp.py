@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import random
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, Protocol
+from typing import Protocol
 
 import torch
 import torch.nn.functional as F
@@ -15,10 +17,8 @@ from torch.nn.parallel import DistributedDataParallel
 
 from profiling.profiler import StepProfiler
 from profiling.traces import atomic_path
-from workload.config import WorkloadConfig
+from workload.config import DTYPES, WorkloadConfig
 from workload.distributed import DistributedContext
-
-DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
 
 class InjectedFailure(RuntimeError):
@@ -55,8 +55,8 @@ class StepTimer:
         """Durations between consecutive marks."""
         if self._cuda:
             torch.cuda.synchronize()
-            return [a.elapsed_time(b) / 1e3 for a, b in zip(self._marks, self._marks[1:])]
-        return [b - a for a, b in zip(self._marks, self._marks[1:])]
+            return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(self._marks)]
+        return [b - a for a, b in itertools.pairwise(self._marks)]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,10 +71,12 @@ class Trainer:
 
     def __init__(self, config: WorkloadConfig, ctx: DistributedContext) -> None:
         self.config, self.ctx = config, ctx
-        device, dtype = ctx.device, DTYPES[config.dtype]
+        device, dtype = ctx.device, getattr(torch, DTYPES[config.dtype])
         identity = ctx.identity
         torch.manual_seed(config.seed)  # same initial weights everywhere (DDP broadcasts rank 0's anyway)
-        self.module = torchvision.models.resnet18(num_classes=config.num_classes).to(device=device, dtype=dtype)
+        self.module = torchvision.models.resnet18(num_classes=config.num_classes).to(
+            device=device, dtype=dtype
+        )
         self.model: torch.nn.Module = self.module
         if identity.is_distributed:
             device_ids = [device.index] if device.type == "cuda" else None
@@ -99,7 +101,8 @@ class Trainer:
         stop = stop or NeverStop()
         config, rank = self.config, self.ctx.identity.rank
         model, optimizer, inputs, target = self.model, self.optimizer, self.inputs, self.target
-        fail_at = config.fail_step if config.fail_rank == rank else -1
+        failure = config.inject_failure
+        fail_at = failure.step if failure is not None and failure.rank == rank else -1
         log_progress = self.ctx.identity.is_main
         timer = StepTimer(self.ctx.device)
         step = start_step
@@ -130,7 +133,11 @@ class Trainer:
         with atomic_path(folder / f"rng-rank{rank}.pt") as temp:
             torch.save(rng, temp)
         if rank == 0:  # DDP keeps the weights identical on every rank
-            state = {"step": next_step, "model": self.module.state_dict(), "optimizer": self.optimizer.state_dict()}
+            state = {
+                "step": next_step,
+                "model": self.module.state_dict(),
+                "optimizer": self.optimizer.state_dict(),
+            }
             with atomic_path(folder / STATE_FILE) as temp:
                 torch.save(state, temp)
 

@@ -17,8 +17,6 @@ and trace bytes per recorded step, plain JSON and ``--gzip-traces`` (target gz <
 from __future__ import annotations
 
 import argparse
-import json
-import re
 import shutil
 import statistics
 import subprocess
@@ -28,7 +26,9 @@ from pathlib import Path
 
 import submitit
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
+from profiling.job_folder import JobFolder  # noqa: E402
+from tests.common import REPO, load_manifest, submitted_job_id  # noqa: E402
 
 
 def plain_ddp(steps: int, image_size: int, batch_size: int) -> float:
@@ -73,16 +73,33 @@ def plain_ddp(steps: int, image_size: int, batch_size: int) -> float:
 
 def toolkit_job(root: Path, args: argparse.Namespace, *extra: str) -> dict:
     command = [
-        sys.executable, str(REPO / "submit.py"), "--cluster", "local", "--gpus", str(args.ranks),
-        "--profile-ranks", "1", "--steps", str(args.steps), "--image-size", str(args.image_size),
-        "--batch-size", str(args.batch_size), "--threads-per-rank", "1", "--no-report", "--wait",
-        "--traces-root", str(root), *extra,
+        sys.executable,
+        str(REPO / "submit.py"),
+        "--cluster",
+        "local",
+        "--gpus",
+        str(args.ranks),
+        "--profile-ranks",
+        "1",
+        "--steps",
+        str(args.steps),
+        "--image-size",
+        str(args.image_size),
+        "--batch-size",
+        str(args.batch_size),
+        "--threads-per-rank",
+        "1",
+        "--no-report",
+        "--wait",
+        "--traces-root",
+        str(root),
+        *extra,
     ]
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=3600)
     if out.returncode:
         raise RuntimeError(out.stdout + out.stderr)
-    job_dir = root / re.search(r"^submitted job (\S+)", out.stdout, re.MULTILINE).group(1)
-    manifest = json.loads((job_dir / "meta" / "manifest.json").read_text())
+    job_dir = JobFolder(root, submitted_job_id(out.stdout)).path
+    manifest = load_manifest(job_dir)
     manifest["trace_bytes"] = sum(p.stat().st_size for p in job_dir.glob("rank*.json*"))
     return manifest
 
@@ -120,8 +137,10 @@ def main() -> None:
         plain_bytes = statistics.median(run["trace_bytes"] for run in toolkit) / active
         gz_bytes = gzipped["trace_bytes"] / active
 
-        print(f"{args.ranks} ranks, {args.steps} steps, image {args.image_size}, batch {args.batch_size}, "
-              f"{args.rounds} interleaved rounds, backend {toolkit[0]['backend']}")
+        print(
+            f"{args.ranks} ranks, {args.steps} steps, image {args.image_size}, batch {args.batch_size}, "
+            f"{args.rounds} interleaved rounds, backend {toolkit[0]['backend']}"
+        )
         rows = [
             ("plain DDP loop, median step", plain_s * 1e3, "ms", 1.0),
             ("toolkit, rank not profiled", not_profiled * 1e3, "ms", not_profiled / plain_s),

@@ -30,7 +30,9 @@ from pathlib import Path
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
+from profiling.job_folder import JobFolder  # noqa: E402
+from tests.common import REPO, SMALL_WORKLOAD, submitted_job_id  # noqa: E402
 
 OURS = (
     "import sys\nfrom pathlib import Path\nfrom profiling.report import build_report\n"
@@ -41,14 +43,16 @@ HTA = (
     "from hta.trace_analysis import TraceAnalysis;"
     "analyzer = TraceAnalysis(trace_dir=sys.argv[1]);"
     "\ntry:\n    analyzer.get_temporal_breakdown(visualize=False)\n"
-    "except Exception as error:\n    print('temporal breakdown failed:', type(error).__name__, error, file=sys.stderr)"
+    "except Exception as error:\n"
+    "    print('temporal breakdown failed:', type(error).__name__, error, file=sys.stderr)"
 )
 
 
 # Appended to each measured program: its own peak RSS, or its largest worker's (HTA uses a pool).
 _PEAK = (
     "\nimport resource as _r, sys as _s\n"
-    "print('PEAK_KIB', max(_r.getrusage(_r.RUSAGE_SELF).ru_maxrss, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss), file=_s.stderr)"
+    "_peak = max(_r.getrusage(_r.RUSAGE_SELF).ru_maxrss, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss)\n"
+    "print('PEAK_KIB', _peak, file=_s.stderr)"
 )
 
 
@@ -70,14 +74,28 @@ def timed(code: str, *args: str) -> tuple[float, float]:
 
 def make_job(root: Path, ranks: int, active: int) -> Path:
     command = [
-        sys.executable, str(REPO / "submit.py"), "--cluster", "local", "--gpus", str(ranks), "--profile-ranks", "all",
-        "--steps", str(10 + 5 + active), "--active", str(active), "--image-size", "32", "--threads-per-rank", "1",
-        "--no-report", "--wait", "--traces-root", str(root),
+        sys.executable,
+        str(REPO / "submit.py"),
+        "--cluster",
+        "local",
+        "--gpus",
+        str(ranks),
+        "--profile-ranks",
+        "all",
+        "--steps",
+        str(10 + 5 + active),
+        "--active",
+        str(active),
+        *SMALL_WORKLOAD,
+        "--no-report",
+        "--wait",
+        "--traces-root",
+        str(root),
     ]
     out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)
     if out.returncode:
         raise RuntimeError(out.stdout + out.stderr)
-    return root / re.search(r"^submitted job (\S+)", out.stdout, re.MULTILINE).group(1)
+    return JobFolder(root, submitted_job_id(out.stdout)).path
 
 
 def synthetic_folder(source: Path, folder: Path, ranks: int) -> int:
@@ -106,7 +124,7 @@ def main() -> None:
         job = make_job(work / "traces", args.ranks, args.active)
         traces = sorted(job.glob("rank*.json"))
         size = sum(p.stat().st_size for p in traces)
-        print(f"job folder: {len(traces)} real traces, {size / 2**20:.0f} MiB, {args.active} recorded steps each")
+        print(f"job folder: {len(traces)} real traces, {size / 2**20:.0f} MiB, {args.active} steps each")
 
         ours, hta = [], []
         for attempt in range(args.repeats):  # interleaved, so both see the same machine
@@ -118,7 +136,8 @@ def main() -> None:
         print(f"{'HTA load + temporal':24}{hta_s:10.2f}{max(m for _, m in hta):10.0f}")
         print(f"HTA / ours: {hta_s / ours_s:.1f}x")
 
-        print(f"\nscaling (synthetic copies of one trace, gzipped):\n{'ranks':>6}{'raw MiB':>10}{'seconds':>10}{'s per GiB':>11}{'peak MiB':>10}")
+        print("\nscaling (synthetic copies of one trace, gzipped):")
+        print(f"{'ranks':>6}{'raw MiB':>10}{'seconds':>10}{'s per GiB':>11}{'peak MiB':>10}")
         for ranks in args.scale:
             folder = work / f"synthetic{ranks}"
             raw = synthetic_folder(traces[0], folder, ranks)

@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import datetime
 import json
-import re
 import shutil
 import statistics
 import subprocess
@@ -27,9 +26,11 @@ import tempfile
 import time
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
+from profiling.job_folder import JobFolder  # noqa: E402
+from tests.common import REPO, SMALL_JOB, load_manifest, submitted_job_id  # noqa: E402
+
 SUBMIT = [sys.executable, str(REPO / "submit.py")]
-SMALL = ["--steps", "20", "--image-size", "32", "--threads-per-rank", "1"]
 
 
 def wall(command: list[str], **kwargs) -> float:
@@ -48,10 +49,15 @@ def wait_for(predicate, timeout: float) -> None:
 
 def toolkit_start_latency(root: Path) -> float:
     started = time.time()
-    out = subprocess.run([*SUBMIT, "--cluster", "slurm", "--no-report", "--traces-root", str(root), *SMALL],
-                         cwd=REPO, capture_output=True, text=True, check=True, timeout=120)
-    job_id = re.search(r"^submitted job (\S+)", out.stdout, re.MULTILINE).group(1)
-    manifest = root / job_id / "meta" / "manifest.json"
+    out = subprocess.run(
+        [*SUBMIT, "--cluster", "slurm", "--no-report", "--traces-root", str(root), *SMALL_JOB],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    manifest = JobFolder(root, submitted_job_id(out.stdout)).manifest
     wait_for(manifest.exists, 300)
     task_started = datetime.datetime.fromisoformat(json.loads(manifest.read_text())["started_at"]).timestamp()
     return task_started - started
@@ -60,8 +66,12 @@ def toolkit_start_latency(root: Path) -> float:
 def sbatch_start_latency(folder: Path) -> float:
     stamp = folder / f"started-{time.monotonic_ns()}"
     started = time.time()
-    subprocess.run(["sbatch", f"--output={folder}/sbatch-%j.out", "--wrap", f"date +%s.%N > {stamp}"],
-                   check=True, capture_output=True, timeout=60)
+    subprocess.run(
+        ["sbatch", f"--output={folder}/sbatch-%j.out", "--wrap", f"date +%s.%N > {stamp}"],
+        check=True,
+        capture_output=True,
+        timeout=60,
+    )
     wait_for(lambda: stamp.exists() and stamp.read_text().strip(), 300)
     return float(stamp.read_text()) - started
 
@@ -70,15 +80,34 @@ def scale_run(root: Path, nodes: int, gpus: int) -> tuple[float, dict, int]:
     last = nodes * gpus - 1
     started = time.perf_counter()
     out = subprocess.run(
-        [*SUBMIT, "--cluster", "slurm", "--nodes", str(nodes), "--gpus", str(gpus), "--profile-ranks", f"0,{last}",
-         "--wait", "--no-report", "--time", "30", "--traces-root", str(root), *SMALL],
-        cwd=REPO, capture_output=True, text=True, timeout=1800,
+        [
+            *SUBMIT,
+            "--cluster",
+            "slurm",
+            "--nodes",
+            str(nodes),
+            "--gpus",
+            str(gpus),
+            "--profile-ranks",
+            f"0,{last}",
+            "--wait",
+            "--no-report",
+            "--time",
+            "30",
+            "--traces-root",
+            str(root),
+            *SMALL_JOB,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     seconds = time.perf_counter() - started
     if out.returncode:
         raise RuntimeError(out.stdout + out.stderr)
-    job_dir = root / re.search(r"^submitted job (\S+)", out.stdout, re.MULTILINE).group(1)
-    manifest = json.loads((job_dir / "meta" / "manifest.json").read_text())
+    job_dir = JobFolder(root, submitted_job_id(out.stdout)).path
+    manifest = load_manifest(job_dir)
     traces = len(list(job_dir.glob("rank*.json")))
     return seconds, manifest, traces
 
@@ -104,16 +133,19 @@ def main() -> None:
             bare.append(sbatch_start_latency(work))
         print(f"{'submit.py -> job code running (1 task)':44}{statistics.median(ours):8.2f} s")
         print(f"{'bare sbatch --wrap -> job running':44}{statistics.median(bare):8.2f} s")
-        print(f"{'difference (Python, torch import, submitit)':44}{statistics.median(ours) - statistics.median(bare):8.2f} s")
+        difference = statistics.median(ours) - statistics.median(bare)
+        print(f"{'difference (Python, torch import, submitit)':44}{difference:8.2f} s")
 
         if not args.skip_scale:
             for nodes, gpus in ((2, 2), (4, 8)):
                 seconds, manifest, traces = scale_run(work / "scale", nodes, gpus)
                 rss = [r["peak_rss_mib"] for r in manifest["ranks"]]
                 step = statistics.median(r["step_time"]["median_s"] for r in manifest["ranks"])
-                print(f"{nodes} nodes x {gpus} tasks = {nodes * gpus:2} ranks: {seconds:6.1f} s wall, "
-                      f"median step {step * 1e3:6.0f} ms, {traces} traces (2 selected), "
-                      f"peak RSS per rank median {statistics.median(rss):.0f} MiB, max {max(rss):.0f} MiB")
+                print(
+                    f"{nodes} nodes x {gpus} tasks = {nodes * gpus:2} ranks: {seconds:6.1f} s wall, "
+                    f"median step {step * 1e3:6.0f} ms, {traces} traces (2 selected), "
+                    f"peak RSS per rank median {statistics.median(rss):.0f} MiB, max {max(rss):.0f} MiB"
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

@@ -1,0 +1,197 @@
+"""The options of the work each task does, shared by ``submit.py`` and ``python -m jobs.task``.
+
+Also the one table from config fields to option names: configs raise
+:class:`~profiling.setting_error.SettingError` naming fields, and :func:`describe` turns that
+into the line a user reads (``--steps 15 is too short ...``), whichever command they ran.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+from jobs.spec import TaskConfig
+from profiling.config import ProfilerConfig
+from profiling.ranks import RankSelection
+from profiling.schedule import ScheduleConfig
+from profiling.setting_error import SettingError
+from workload.config import DTYPES, RankAndStep, WorkloadConfig
+
+TRACES_ROOT_ENV = "TRACES_ROOT"
+
+# Config field -> the option that sets it. Fields without an option (lr, seed, log_every)
+# keep their own names in messages.
+OPTIONS = {
+    # WorkloadConfig
+    "steps": "--steps",
+    "batch_size": "--batch-size",
+    "image_size": "--image-size",
+    "num_classes": "--num-classes",
+    "dtype": "--dtype",
+    "threads": "--threads-per-rank",
+    "inject_failure": "--inject-failure",
+    # ProfilerConfig, ScheduleConfig
+    "ranks": "--profile-ranks",
+    "wait": "--schedule-wait",
+    "warmup": "--warmup",
+    "active": "--active",
+    "repeat": "--repeat",
+    # TaskConfig
+    "traces_root": "--traces-root",
+    "dist_timeout_s": "--dist-timeout",
+    "max_restarts": "--max-restarts",
+    # JobSpec, SlurmResources (submit.py only)
+    "cluster": "--cluster",
+    "nodes": "--nodes",
+    "gpus_per_node": "--gpus",
+    "time_min": "--time",
+    "cpus_per_task": "--cpus-per-task",
+    "job_name": "--job-name",
+    "partition": "--partition",
+    "account": "--account",
+    "qos": "--qos",
+    "extra": "--sbatch",
+}
+
+
+def describe(error: ValueError) -> str:
+    """An invalid setting as the user should read it: with the options they typed."""
+    return error.naming(OPTIONS) if isinstance(error, SettingError) else str(error)
+
+
+def add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of the work each task does."""
+    defaults = TaskConfig()
+    workload, schedule = defaults.workload, defaults.profiler.schedule
+    work = parser.add_argument_group("workload (the tutorial's ResNet18 DDP loop)")
+    work.add_argument(
+        "--steps", type=int, default=workload.steps, help="training steps (default: %(default)s)"
+    )
+    work.add_argument("--batch-size", type=int, default=workload.batch_size, help="(default: %(default)s)")
+    work.add_argument("--image-size", type=int, default=workload.image_size, help="(default: %(default)s)")
+    work.add_argument("--num-classes", type=int, default=workload.num_classes, help="(default: %(default)s)")
+    work.add_argument("--dtype", choices=DTYPES, default=workload.dtype, help="(default: %(default)s)")
+    work.add_argument(
+        "--threads-per-rank",
+        type=int,
+        default=None,
+        help="CPU threads per rank (default: the rank's share of the node)",
+    )
+    work.add_argument(
+        "--inject-failure",
+        metavar="RANK:STEP",
+        type=_rank_and_step,
+        help="make RANK raise at STEP, to test how a job with a dead rank ends",
+    )
+
+    prof = parser.add_argument_group("profiler")
+    prof.add_argument(
+        "--profile-ranks",
+        default="0",
+        metavar="SPEC",
+        help="ranks that record: 'all', '0,3', '0-3,8' (default: 0)",
+    )
+    prof.add_argument(
+        "--schedule-wait",
+        dest="schedule_wait",
+        type=int,
+        default=schedule.wait,
+        metavar="N",
+        help="steps skipped before warm-up (default: %(default)s; --wait blocks on the job instead)",
+    )
+    prof.add_argument(
+        "--warmup", type=int, default=schedule.warmup, metavar="N", help="(default: %(default)s)"
+    )
+    prof.add_argument(
+        "--active",
+        type=int,
+        default=schedule.active,
+        metavar="N",
+        help="recorded steps per window (default: %(default)s)",
+    )
+    prof.add_argument(
+        "--repeat",
+        type=int,
+        default=schedule.repeat,
+        metavar="N",
+        help="windows, 0 = until the end (default: %(default)s)",
+    )
+    prof.add_argument("--gzip-traces", action="store_true", help="write rank<r>_iter<a>_<b>.json.gz")
+    prof.add_argument(
+        "--no-report",
+        action="store_true",
+        help="skip the cross-rank report rank 0 writes at the end (meta/report.*)",
+    )
+
+    out = parser.add_argument_group("output")
+    out.add_argument(
+        "--traces-root",
+        type=Path,
+        default=Path(os.environ.get(TRACES_ROOT_ENV, "traces")),
+        metavar="PATH",
+        help=f"shared folder; traces go to PATH/<job id>/ (default: ${TRACES_ROOT_ENV} or ./traces)",
+    )
+    out.add_argument(
+        "--dist-timeout",
+        type=float,
+        default=defaults.dist_timeout_s,
+        metavar="SECONDS",
+        help=(
+            "bound on rendezvous and every collective: a dead or unreachable rank ends the job "
+            "(default: %(default)s)"
+        ),
+    )
+    out.add_argument(
+        "--max-restarts",
+        type=int,
+        default=defaults.max_restarts,
+        metavar="N",
+        help="requeues after preemption or the time limit, resuming from the saved step "
+        "(default: %(default)s)",
+    )
+
+
+def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
+    """Raises SettingError (see :func:`describe`) on a setting that cannot run."""
+    return TaskConfig(
+        workload=WorkloadConfig(
+            steps=args.steps,
+            batch_size=args.batch_size,
+            image_size=args.image_size,
+            num_classes=args.num_classes,
+            dtype=args.dtype,
+            threads=args.threads_per_rank,
+            inject_failure=args.inject_failure,
+        ),
+        profiler=ProfilerConfig(
+            ranks=RankSelection.parse(args.profile_ranks),
+            schedule=ScheduleConfig(
+                wait=args.schedule_wait, warmup=args.warmup, active=args.active, repeat=args.repeat
+            ),
+            gzip=args.gzip_traces,
+        ),
+        traces_root=args.traces_root.expanduser().absolute(),
+        dist_timeout_s=args.dist_timeout,
+        max_restarts=args.max_restarts,
+        report=not args.no_report,
+    )
+
+
+def parse_task_argv(argv: Sequence[str] | None, prog: str) -> TaskConfig:
+    """For ``python -m jobs.task``: exits with status 2 and one line on a bad option."""
+    parser = argparse.ArgumentParser(prog=prog, description="One task of the profiled ResNet18 DDP job.")
+    add_task_arguments(parser)
+    args = parser.parse_args(argv)
+    try:
+        return task_config_from_args(args)
+    except ValueError as error:
+        parser.exit(2, f"{prog}: error: {describe(error)}\n")
+
+
+def _rank_and_step(text: str) -> RankAndStep:
+    rank, colon, step = text.partition(":")
+    if not (colon and rank.strip().isdigit() and step.strip().isdigit()):
+        raise argparse.ArgumentTypeError(f"{text!r} is not RANK:STEP, e.g. 1:5")
+    return RankAndStep(int(rank), int(step))

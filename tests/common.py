@@ -1,0 +1,112 @@
+"""What tests and benchmarks share: the repository, small job settings, running ``submit.py``
+as a user would, and reading what a job left behind (through :class:`JobFolder`)."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from profiling.job_folder import JobFolder
+from profiling.traces import list_traces
+
+REPO = Path(__file__).resolve().parents[1]
+# Small and quick, yet long enough for the default schedule's window (steps 15-17). fp32: bf16
+# convolutions take a slow path on CPUs without AVX-512 (seconds per step at 32x32).
+SMALL_WORKLOAD = ["--image-size", "32", "--dtype", "fp32", "--threads-per-rank", "1"]
+SMALL_JOB = ["--steps", "20", *SMALL_WORKLOAD]
+_SUBMITTED = re.compile(r"^submitted job (\S+)", re.MULTILINE)
+
+
+def run_submit(
+    *args: str, timeout: float = 300, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(REPO / "submit.py"), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})},
+    )
+
+
+def submitted_job_id(stdout: str) -> str:
+    match = _SUBMITTED.search(stdout)
+    assert match, f"no job id in output:\n{stdout}"
+    return match.group(1)
+
+
+def load_trace(path: Path) -> dict[str, Any]:
+    opener = gzip.open if path.name.endswith(".gz") else open
+    with opener(path, "rb") as handle:
+        return json.load(handle)
+
+
+def profiler_steps(trace: dict[str, Any]) -> list[int]:
+    return sorted(
+        int(event["name"].split("#")[1])
+        for event in trace["traceEvents"]
+        if event.get("name", "").startswith("ProfilerStep#") and event.get("ph") == "X"
+    )
+
+
+def load_manifest(job_dir: Path) -> dict[str, Any]:
+    return json.loads(JobFolder.at(job_dir).manifest.read_text())
+
+
+def check_job_folder(job_dir: Path, *, job_id: str, world_size: int, profiled: set[int]) -> dict[str, Any]:
+    """The checks every finished job must pass; returns the manifest."""
+    traces = list_traces(job_dir)
+    assert {t.rank for t in traces} == profiled, f"traces in {job_dir}: {[t.path.name for t in traces]}"
+    for trace_file in traces:
+        trace = load_trace(trace_file.path)
+        info = trace["distributedInfo"]
+        assert info["rank"] == trace_file.rank
+        assert info["world_size"] == world_size
+        assert profiler_steps(trace) == list(range(trace_file.first_step, trace_file.last_step + 1))
+    assert not [p for p in job_dir.iterdir() if p.name.endswith(".tmp")], "temporary files left behind"
+    # HTA reads every .json/.gz of the folder as a trace: nothing else may sit there
+    loose = {p.name for p in job_dir.iterdir() if p.name.endswith((".json", ".gz"))}
+    assert loose == {t.path.name for t in traces}, loose
+
+    manifest = load_manifest(job_dir)
+    assert manifest["job_id"] == job_id
+    assert manifest["world_size"] == world_size
+    assert manifest["profiled_ranks"] == sorted(profiled)
+    assert sorted(manifest["trace_files"]) == sorted(t.path.name for t in traces)
+    assert [r["rank"] for r in manifest["ranks"]] == list(range(world_size))
+    for record in manifest["ranks"]:
+        assert record["step_time"]["steps"] == manifest["workload"]["steps"]
+        assert (
+            0
+            < record["step_time"]["min_s"]
+            <= record["step_time"]["median_s"]
+            <= record["step_time"]["max_s"]
+        )
+    for package in ("torch", "torchvision", "submitit"):
+        assert manifest["versions"][package][0].isdigit()
+    assert manifest["started_at"] <= manifest["ended_at"]
+    return manifest
+
+
+def sacct_state(job_id: str, timeout: float = 60) -> str:
+    """The job's final state in SLURM's accounting (waiting while it still runs or completes)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+        )
+        state = out.stdout.strip().split("\n")[0].split(" ")[0] if out.stdout.strip() else ""
+        if state not in ("", "PENDING", "RUNNING", "COMPLETING", "REQUEUED") or time.monotonic() > deadline:
+            return state
+        time.sleep(1)

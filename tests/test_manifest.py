@@ -1,0 +1,89 @@
+"""The manifest's pieces: step-time summaries split by profiler window, and attempt records."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling.job_folder import JobFolder
+from profiling.manifest import (
+    attempt_record,
+    read_manifest,
+    record_attempt,
+    step_time_summary,
+    with_attempt,
+    write_manifest,
+)
+
+
+def test_step_time_summary_without_windows() -> None:
+    summary = step_time_summary([0.4, 0.1, 0.2, 0.3])
+    assert summary == {
+        "steps": 4,
+        "mean_s": pytest.approx(0.25),
+        "median_s": pytest.approx(0.25),
+        "min_s": 0.1,
+        "max_s": 0.4,
+        "first_s": 0.4,
+    }
+    assert step_time_summary([]) == {"steps": 0}
+
+
+def test_step_time_summary_splits_recorded_after_and_other_steps() -> None:
+    # steps 10..19; window 13-14: recorded 13, 14; 15 closes the window; the first step (10) is
+    # warm-up of the loop and counts in no kind
+    seconds = [9.0, 1.0, 1.2, 2.0, 2.2, 5.0, 1.1, 0.9, 1.0, 1.3]
+    summary = step_time_summary(seconds, first_step=10, windows=[(13, 14)])
+    assert summary["recorded_median_s"] == pytest.approx(2.1)
+    assert summary["after_window_mean_s"] == pytest.approx(5.0)
+    assert summary["unrecorded_median_s"] == pytest.approx(1.05)  # steps 11, 12, 16-19
+    assert summary["first_s"] == 9.0 and summary["steps"] == 10
+
+
+def test_attempt_record_lists_that_attempts_traces(tmp_path) -> None:
+    job = JobFolder(tmp_path, "4242")
+    job.attempt(1).mkdir(parents=True)
+    for folder, name in ((job.path, "rank0_iter3_4.json"), (job.attempt(1), "rank0_iter8_9.json")):
+        (folder / name).write_text("{}")
+    (job.attempt(1) / ".rank1_iter8_9.json.77.tmp").write_text("{")  # half-written: not listed
+    record = attempt_record(
+        job, restart_count=1, resumed_from_step=6, next_step=20, outcome="completed", started_at="t0"
+    )
+    assert record["folder"] == job.attempt_name(1)
+    assert record["trace_files"] == [str((job.attempt(1) / "rank0_iter8_9.json").relative_to(job.path))]
+    assert (record["restart_count"], record["resumed_from_step"], record["next_step"]) == (1, 6, 20)
+    assert "error" not in record
+    first = attempt_record(
+        job, restart_count=0, resumed_from_step=0, next_step=6, outcome="preempted", started_at="t", error="x"
+    )
+    assert first["folder"] == "." and first["trace_files"] == ["rank0_iter3_4.json"] and first["error"] == "x"
+
+
+def test_attempts_accumulate_and_a_rerun_replaces_its_own(tmp_path) -> None:
+    job = JobFolder(tmp_path, "7")
+    facts = {"job_id": "7", "launcher": "slurm"}
+
+    def attempt(count: int, outcome: str) -> dict:
+        return attempt_record(
+            job, restart_count=count, resumed_from_step=0, next_step=5, outcome=outcome, started_at="t"
+        )
+
+    record_attempt(job, facts, attempt(0, "preempted"))
+    record_attempt(job, facts, attempt(1, "failed"))
+    manifest = read_manifest(job)
+    assert [(a["restart_count"], a["outcome"]) for a in manifest["attempts"]] == [
+        (0, "preempted"),
+        (1, "failed"),
+    ]
+    assert manifest["launcher"] == "slurm"
+    # attempt 1's final record replaces its failure record; attempt 0 stays
+    attempts = with_attempt(job, attempt(1, "completed"))
+    assert [(a["restart_count"], a["outcome"]) for a in attempts] == [(0, "preempted"), (1, "completed")]
+
+
+def test_unreadable_manifest_reads_as_none(tmp_path) -> None:
+    job = JobFolder(tmp_path, "1")
+    assert read_manifest(job) is None
+    write_manifest(job, {"a": 1})
+    assert read_manifest(job) == {"a": 1}
+    job.manifest.write_text('{"half')
+    assert read_manifest(job) is None
