@@ -8,6 +8,7 @@ is one line naming the option and the fix. The task options it shares with
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import shutil
 import sys
 import tempfile
@@ -39,7 +40,13 @@ def build_parser() -> argparse.ArgumentParser:
         "--gpus",
         type=int,
         default=1,
-        help="GPUs, and so tasks, per node; CPU processes where there is no GPU (default: 1)",
+        help="GPUs per node, one task each; 0 asks for none: CPU tasks on gloo (default: 1)",
+    )
+    where.add_argument(
+        "--tasks-per-node",
+        type=int,
+        metavar="N",
+        help="tasks per node (default: --gpus, or 1 with --gpus 0); with GPUs, one per GPU",
     )
     add_task_arguments(parser)
 
@@ -73,11 +80,15 @@ def resolve_cluster(requested: str, dry_run: bool) -> str:
 
 
 def job_spec_from_args(args: argparse.Namespace) -> JobSpec:
+    task = task_config_from_args(args)
+    if args.gpus == 0 and task.device == "auto":  # no GPU asked for: none used, even where one is visible
+        task = dataclasses.replace(task, device="cpu")
     return JobSpec(
         cluster=resolve_cluster(args.cluster, args.dry_run),
         nodes=args.nodes,
         gpus_per_node=args.gpus,
-        task=task_config_from_args(args),
+        tasks_per_node=args.tasks_per_node if args.tasks_per_node is not None else max(args.gpus, 1),
+        task=task,
         slurm=SlurmResources(
             partition=args.partition,
             account=args.account,
@@ -137,7 +148,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{parser.prog}: error: submission failed: {error}", file=sys.stderr)
         return 1
     job_dir = JobFolder(spec.task.traces_root, str(job.job_id))
-    print(f"submitted job {job.job_id} ({spec.cluster}: {spec.nodes} node(s) x {spec.gpus_per_node} task(s))")
+    shape = f"{spec.nodes} node(s) x {spec.tasks_per_node} task(s)"
+    gpus = f", {spec.gpus_per_node} GPU(s) per node" if spec.gpus_per_node else ", no GPU"
+    print(f"submitted job {job.job_id} ({spec.cluster}: {shape}{gpus})")
     print(f"traces will be written to {job_dir.path}", flush=True)
     if spec.cluster == "debug":
         return _run_debug(job, job_dir)

@@ -37,8 +37,8 @@ def make_executor(spec: JobSpec, *, script_only: bool = False) -> submitit.Execu
         executor = submitit.LocalExecutor(folder)
         executor.update_parameters(
             nodes=1,
-            tasks_per_node=spec.gpus_per_node,
-            gpus_per_node=spec.gpus_per_node,  # CUDA_VISIBLE_DEVICES=0..G-1 for every task
+            tasks_per_node=spec.tasks_per_node,
+            gpus_per_node=spec.gpus_per_node,  # CUDA_VISIBLE_DEVICES=0..G-1 for every task; none for 0
             timeout_min=spec.slurm.time_min,
             signal_delay_s=SIGNAL_DELAY_S,
         )
@@ -50,13 +50,13 @@ def make_executor(spec: JobSpec, *, script_only: bool = False) -> submitit.Execu
     executor.update_parameters(
         job_name=resources.job_name,
         nodes=spec.nodes,
-        ntasks_per_node=spec.gpus_per_node,
-        gpus_per_node=spec.gpus_per_node,
+        ntasks_per_node=spec.tasks_per_node,
         time=resources.time_min,
         signal_delay_s=SIGNAL_DELAY_S,
         **{
             key: value
             for key, value in (
+                ("gpus_per_node", spec.gpus_per_node or None),  # a CPU job asks for no GPU at all
                 ("partition", resources.partition),
                 ("account", resources.account),
                 ("qos", resources.qos),

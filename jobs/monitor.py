@@ -1,19 +1,33 @@
-"""``submit.py --wait``: follow rank 0's output until the job ends, then report how it ended."""
+"""``submit.py --wait``: follow rank 0's output until the job ends, then report how it ended.
+
+A SLURM job is followed through the scheduler itself (:class:`SlurmJobState`): submitit would
+ask sacct, which answers nothing on a cluster without accounting, and a task that was killed
+leaves no result for submitit to find, so ``--wait`` would never return. How each task ended
+is read from the result file submitit writes in it; which rank failed first, from srun's log.
+"""
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
+import subprocess
 import time
 from pathlib import Path
 from typing import TextIO
 
 import submitit
-from submitit.core.utils import FailedJobError
+from submitit.core.utils import pickle_load
 
 from profiling.job_folder import JobFolder
 
 ERROR_TAIL_LINES = 20
+# States in which a job runs no more (squeue's, sacct's and scontrol's names); a requeued job
+# goes back to PENDING, so PREEMPTED and REQUEUED are not among them.
+TERMINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+)
+UNKNOWN_END = "ended, state unknown: no accounting"
 
 
 class LogFollower:
@@ -39,23 +53,15 @@ class LogFollower:
                 print(f"{self._prefix}{line}", file=self._out, flush=True)
 
 
-def wait_for(
-    job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float = 1.0, scheduler_poll_s: float = 15.0
-) -> int:
+def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float = 1.0) -> int:
     """Block until ``job`` ends; exit status 0 if every task succeeded, else 1."""
     follower = LogFollower(job.task(0).paths.stdout, out, prefix="[rank 0] ")
-    last_scheduler_poll = time.monotonic()
-    while not job.done():
+    scheduler = SlurmJobState(job.job_id, out) if isinstance(job, submitit.SlurmJob) else None
+    while not (scheduler.ended() if scheduler is not None else job.done()):
         follower.poll()
         time.sleep(poll_s)
-        if time.monotonic() - last_scheduler_poll > scheduler_poll_s:
-            # submitit asks the scheduler less and less often as a job ages; a killed task
-            # leaves no result file, so only the scheduler can say the job is over.
-            job.get_info(mode="force")
-            last_scheduler_poll = time.monotonic()
     follower.poll()
-    failures = [_task_failure(job, task) for task in range(job.num_tasks)]
-    failures = [failure for failure in failures if failure is not None]
+    failures = [failure for task in range(job.num_tasks) if (failure := task_failure(job, task))]
     if failures:
         srun_report = _read_srun_report(job)
         first = first_failed_rank(failures, srun_report)
@@ -67,8 +73,57 @@ def wait_for(
         print(f"--- rank {first.rank}: last lines of its error ---", file=out)
         print(_tail(first.error, ERROR_TAIL_LINES), file=out)
         return 1
+    if scheduler is not None and scheduler.state not in ("COMPLETED", UNKNOWN_END):
+        print(f"job {job.job_id} ended {scheduler.state}", file=out)
+        return 1
     print(f"job {job.job_id} done; traces in {job_dir.path}, manifest and report in {job_dir.meta}", file=out)
     return 0
+
+
+class SlurmJobState:
+    """Whether a SLURM job has ended: from squeue while the job is in the queue, then from
+    sacct or, where there is no accounting, scontrol (which knows a job for ``MinJobAge``)."""
+
+    def __init__(self, job_id: str, out: TextIO, poll_s: float = 2.0) -> None:
+        self.job_id, self.out, self.poll_s = job_id, out, poll_s
+        self.state: str | None = None  # set once the job has ended
+        self._last_poll = -math.inf
+
+    def ended(self) -> bool:
+        if self.state is not None:
+            return True
+        if time.monotonic() - self._last_poll < self.poll_s:
+            return False
+        self._last_poll = time.monotonic()
+        queue = _run(["squeue", "-h", "-j", self.job_id, "-o", "%T"])
+        if queue is None or (queue.returncode != 0 and "Invalid job id" not in queue.stderr):
+            return False  # the scheduler did not answer: ask again
+        listed = queue.stdout.split() if queue.returncode == 0 else []
+        if listed and listed[0] not in TERMINAL_STATES:
+            return False
+        self.state = listed[0] if listed else self._end_state()  # ended, or left the queue
+        return True
+
+    def _end_state(self) -> str:
+        accounting = _run(["sacct", "-X", "-n", "-P", "-j", self.job_id, "-o", "State"])
+        if accounting is not None and accounting.returncode == 0 and accounting.stdout.split():
+            return accounting.stdout.split()[0]
+        why = (
+            (accounting.stderr.strip().splitlines() or ["no record"])[0]
+            if accounting is not None
+            else "no answer"
+        )
+        print(f"accounting is unavailable ({why}): the job's end state comes from scontrol", file=self.out)
+        detail = _run(["scontrol", "show", "job", "-o", self.job_id])
+        match = re.search(r"\bJobState=(\S+)", detail.stdout) if detail is not None else None
+        return match.group(1) if match else UNKNOWN_END
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -79,17 +134,17 @@ class TaskFailure:
     ended_at: float  # when its result was written; inf where there is none
 
 
-def _task_failure(job: submitit.Job, task: int) -> TaskFailure | None:
-    error = job.task(task).exception()
-    if error is None:
-        return None
+def task_failure(job: submitit.Job, task: int) -> TaskFailure | None:
+    """How task ``task`` failed (None if it succeeded), from the result file submitit writes."""
     result = job.task(task).paths.result_pickle
-    return TaskFailure(
-        rank=task,
-        error=str(error),
-        raised=not isinstance(error, FailedJobError),
-        ended_at=result.stat().st_mtime if result.exists() else float("inf"),
-    )
+    try:
+        outcome, value = pickle_load(result)
+    except (FileNotFoundError, EOFError):
+        error = f"task {task} left no result: it was killed, or its node died (see what srun saw)"
+        return TaskFailure(rank=task, error=error, raised=False, ended_at=math.inf)
+    if outcome == "success":
+        return None
+    return TaskFailure(rank=task, error=str(value), raised=True, ended_at=result.stat().st_mtime)
 
 
 # srun's own report of a task's end, in the order it saw them: "srun: error: node2: task 1: Killed"
@@ -102,20 +157,16 @@ def srun_task_errors(log: str) -> list[tuple[int, str]]:
 
 
 def _read_srun_report(job: submitit.Job) -> list[tuple[int, str]]:
-    try:
-        return srun_task_errors(
-            job.paths.stderr.read_text(errors="replace")
-        )  # the batch script's stderr: srun's
+    try:  # the batch script's stderr, where srun writes
+        return srun_task_errors(job.paths.stderr.read_text(errors="replace"))
     except OSError:
         return []
 
 
 def first_failed_rank(failures: list[TaskFailure], srun_report: list[tuple[int, str]]) -> TaskFailure:
-    """The rank that died first: as srun saw it; else one killed without a result; else the earliest to raise.
-
-    A killed rank makes the others fail in their next collective, so the raised errors come
-    after it and say little about the cause.
-    """
+    """The rank that died first: as srun saw it; else one killed without a result; else the
+    earliest to raise. A killed rank makes the others fail in their next collective, so the
+    errors they raise come after it and say little about the cause."""
     by_rank = {failure.rank: failure for failure in failures}
     for rank, _ in srun_report:
         if rank in by_rank:

@@ -9,15 +9,16 @@ from __future__ import annotations
 
 import argparse
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
-from jobs.spec import TaskConfig
+from jobs.spec import DEVICES, TaskConfig
 from profiling.config import ProfilerConfig
 from profiling.ranks import RankSelection
 from profiling.schedule import ScheduleConfig
 from profiling.setting_error import SettingError
-from workload.config import DTYPES, RankAndStep, WorkloadConfig
+from workload.config import DTYPES, RankAndMs, RankAndStep, WorkloadConfig
 
 TRACES_ROOT_ENV = "TRACES_ROOT"
 
@@ -32,6 +33,7 @@ OPTIONS = {
     "dtype": "--dtype",
     "threads": "--threads-per-rank",
     "inject_failure": "--inject-failure",
+    "inject_slowdown": "--inject-slowdown",
     # ProfilerConfig, ScheduleConfig
     "ranks": "--profile-ranks",
     "wait": "--schedule-wait",
@@ -42,10 +44,12 @@ OPTIONS = {
     "traces_root": "--traces-root",
     "dist_timeout_s": "--dist-timeout",
     "max_restarts": "--max-restarts",
+    "device": "--device",
     # JobSpec, SlurmResources (submit.py only)
     "cluster": "--cluster",
     "nodes": "--nodes",
     "gpus_per_node": "--gpus",
+    "tasks_per_node": "--tasks-per-node",
     "time_min": "--time",
     "cpus_per_task": "--cpus-per-task",
     "job_name": "--job-name",
@@ -82,8 +86,14 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument(
         "--inject-failure",
         metavar="RANK:STEP",
-        type=_rank_and_step,
+        type=_rank_and(RankAndStep, "STEP"),
         help="make RANK raise at STEP, to test how a job with a dead rank ends",
+    )
+    work.add_argument(
+        "--inject-slowdown",
+        metavar="RANK:MS",
+        type=_rank_and(RankAndMs, "MS"),
+        help="make RANK do MS ms of extra CPU work every step, to see a straggler in the report",
     )
 
     prof = parser.add_argument_group("profiler")
@@ -144,6 +154,12 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
         ),
     )
     out.add_argument(
+        "--device",
+        choices=DEVICES,
+        default=defaults.device,
+        help="auto: CUDA where the task was given a GPU, else the CPU (default: %(default)s)",
+    )
+    out.add_argument(
         "--max-restarts",
         type=int,
         default=defaults.max_restarts,
@@ -164,6 +180,7 @@ def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
             dtype=args.dtype,
             threads=args.threads_per_rank,
             inject_failure=args.inject_failure,
+            inject_slowdown=args.inject_slowdown,
         ),
         profiler=ProfilerConfig(
             ranks=RankSelection.parse(args.profile_ranks),
@@ -176,6 +193,7 @@ def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
         dist_timeout_s=args.dist_timeout,
         max_restarts=args.max_restarts,
         report=not args.no_report,
+        device=args.device,
     )
 
 
@@ -190,8 +208,13 @@ def parse_task_argv(argv: Sequence[str] | None, prog: str) -> TaskConfig:
         parser.exit(2, f"{prog}: error: {describe(error)}\n")
 
 
-def _rank_and_step(text: str) -> RankAndStep:
-    rank, colon, step = text.partition(":")
-    if not (colon and rank.strip().isdigit() and step.strip().isdigit()):
-        raise argparse.ArgumentTypeError(f"{text!r} is not RANK:STEP, e.g. 1:5")
-    return RankAndStep(int(rank), int(step))
+def _rank_and(kind: type, what: str) -> Callable[[str], Any]:
+    """A parser of ``RANK:<what>`` (two integers) into ``kind(rank, value)``."""
+
+    def parse(text: str) -> Any:
+        rank, colon, value = text.partition(":")
+        if not (colon and rank.strip().isdigit() and value.strip().isdigit()):
+            raise argparse.ArgumentTypeError(f"{text!r} is not RANK:{what}, e.g. 1:5")
+        return kind(int(rank), int(value))
+
+    return parse

@@ -14,6 +14,7 @@ from profiling.setting_error import SettingError
 from workload.config import WorkloadConfig
 
 CLUSTERS = ("slurm", "local", "debug")
+DEVICES = ("auto", "cpu", "cuda")
 _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
 
 
@@ -31,6 +32,8 @@ class TaskConfig:
     dist_timeout_s: float = 300.0
     max_restarts: int = 3  # requeues after preemption or the time limit
     report: bool = True  # rank 0 writes the cross-rank report at the end of the job
+    # "auto": CUDA where the task was given a GPU (see workload.distributed), "cpu", "cuda"
+    device: str = "auto"
 
     def __post_init__(self) -> None:
         if not self.traces_root.is_absolute():
@@ -41,6 +44,8 @@ class TaskConfig:
             raise SpecError(f"{{dist_timeout_s}} {self.dist_timeout_s} must be a positive number of seconds")
         if self.max_restarts < 0:
             raise SpecError(f"{{max_restarts}} {self.max_restarts} must be 0 or more")
+        if self.device not in DEVICES:
+            raise SpecError(f"{{device}} {self.device!r} is not one of {', '.join(DEVICES)}")
         self.profiler.schedule.check_fits(self.workload.steps)
 
     def can_requeue(self, restart_count: int) -> bool:
@@ -90,7 +95,8 @@ class SlurmResources:
 class JobSpec:
     cluster: str
     nodes: int = 1
-    gpus_per_node: int = 1  # = tasks per node; CPU processes per node where there is no GPU
+    gpus_per_node: int = 1  # 0: a CPU job, no GPU asked for
+    tasks_per_node: int = 1  # one per GPU; CPU processes per node where there is no GPU
     task: TaskConfig = dataclasses.field(default_factory=TaskConfig)
     slurm: SlurmResources = dataclasses.field(default_factory=SlurmResources)
 
@@ -99,21 +105,32 @@ class JobSpec:
             raise SpecError(f"{{cluster}} {self.cluster!r} is not one of {', '.join(CLUSTERS)}")
         if self.nodes < 1:
             raise SpecError(f"{{nodes}} {self.nodes} must be at least 1")
-        if self.gpus_per_node < 1:
-            raise SpecError(f"{{gpus_per_node}} {self.gpus_per_node} must be at least 1")
+        if self.gpus_per_node < 0:
+            raise SpecError(f"{{gpus_per_node}} {self.gpus_per_node} must be 0 (a CPU job) or more")
+        if self.tasks_per_node < 1:
+            raise SpecError(f"{{tasks_per_node}} {self.tasks_per_node} must be at least 1")
+        if self.gpus_per_node and self.tasks_per_node != self.gpus_per_node:
+            raise SpecError(
+                f"{{tasks_per_node}} {self.tasks_per_node} with {{gpus_per_node}} {self.gpus_per_node}: "
+                "every task drives one GPU. HINT: use {tasks_per_node} "
+                f"{self.gpus_per_node}, or {{gpus_per_node}} 0 for CPU tasks"
+            )
+        if self.gpus_per_node == 0 and self.task.device == "cuda":
+            raise SpecError("{device} cuda with {gpus_per_node} 0 asks for no GPU. HINT: set {gpus_per_node}")
         if self.cluster in ("local", "debug") and self.nodes > 1:
             raise SpecError(
                 f"{{cluster}} {self.cluster} runs on this machine only, but {{nodes}} is {self.nodes}. "
                 "HINT: use {nodes} 1, or {cluster} slurm"
             )
-        if self.cluster == "debug" and self.gpus_per_node > 1:
+        if self.cluster == "debug" and self.tasks_per_node > 1:
             raise SpecError(
                 "{cluster} debug runs one task in this process, "
-                f"but {{gpus_per_node}} is {self.gpus_per_node}. "
-                "HINT: use {gpus_per_node} 1, or {cluster} local for several processes"
+                f"but {{tasks_per_node}} is {self.tasks_per_node}. "
+                "HINT: use one task, or {cluster} local for several processes"
             )
         self.task.profiler.ranks.resolve(self.world_size)
+        self.task.workload.check_ranks(self.world_size)
 
     @property
     def world_size(self) -> int:
-        return self.nodes * self.gpus_per_node
+        return self.nodes * self.tasks_per_node

@@ -95,10 +95,14 @@ def run_task(
     from workload.distributed import distributed
     from workload.resnet_ddp import Trainer, has_checkpoint
 
-    profiled = identity.rank in config.profiler.ranks.resolve(identity.world_size)  # fails before joining
+    # settings that depend on the world size fail here, before joining the others
+    profiled = identity.rank in config.profiler.ranks.resolve(identity.world_size)
+    config.workload.check_ranks(identity.world_size)
     folder = JobFolder(config.traces_root, identity.job_id)
     attempt = Attempt(config, identity, folder, started_at=utc_now())
-    with distributed(identity, timeout_s=config.dist_timeout_s, threads=config.workload.threads) as ctx:
+    with distributed(
+        identity, timeout_s=config.dist_timeout_s, threads=config.workload.threads, device=config.device
+    ) as ctx:
         trainer = Trainer(config.workload, ctx)
         if identity.restart_count and has_checkpoint(folder.checkpoint):
             attempt = dataclasses.replace(attempt, start_step=trainer.restore(folder.checkpoint))
@@ -110,6 +114,7 @@ def run_task(
             rank=identity.rank,
             steps=config.workload.steps,
             trace_dir=attempt.trace_dir,
+            cuda=ctx.device.type == "cuda",
             start_step=attempt.start_step,
         )
         try:
@@ -230,12 +235,8 @@ def _report(attempt: Attempt, log: Callable[[str], None]) -> None:
             f"rerun: python -m profiling.report {attempt.trace_dir}"
         )
         return
-    straggler = report["straggler"]
-    log(
-        f"report in {meta_of(attempt.trace_dir)} ({report['seconds']:.1f}s): "
-        f"straggler rank {straggler['rank']} "
-        f"({straggler['over_median_pct']:+.1f}% compute over the median)"
-    )
+    verdict = f": {report['straggler']['text']}" if report["straggler"] else ""
+    log(f"report in {meta_of(attempt.trace_dir)} ({report['seconds']:.1f}s){verdict}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:

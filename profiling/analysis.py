@@ -1,42 +1,99 @@
-"""What one rank's trace says about its steps: step times and where each step's time went.
+"""Where one rank's steps spent their time, from its trace.
 
-A step is a ``ProfilerStep#N`` span. Its time is split into forward, backward, optimizer,
-communication and other by sweeping over labelled intervals with a priority (compute beats
-communication): communication therefore counts only the time in which a collective was in
-flight and nothing computed, i.e. the time the rank *waited*, which is what differs between a
-straggler and the ranks that wait for it.
+A step is a ``ProfilerStep#N`` span on the CPU. What happened in it is told two ways:
 
-- CPU traces: backward = ``autograd::engine::evaluate_function: *`` ops (any thread);
-  optimizer = ``Optimizer.*`` annotations; forward = the main thread's top-level ops before
-  the step's first backward op; communication = gloo/c10d ops and DDP's bucket copies.
-- GPU traces (kernels present): the same split, on the GPU: each kernel is labelled by the CPU
-  op that launched it (matched by correlation id), NCCL kernels are communication, and the
-  step's kernel busy time (union of kernels) is set against its idle time.
+**GPU traces** (any kernel, memcpy or memset, CUDA or HIP). Each GPU activity belongs to the
+step whose CPU span launched it (its ``correlation`` id leads to the runtime call, whose time
+falls inside ``ProfilerStep#N``); activities launched before the recording began have no
+launch in the trace and are not counted, as HTA does not. Kernels launched in step N run
+partly after that CPU span ends, so the step's *GPU span* runs from the start of its first
+activity to the start of the next step's first activity (the last step: to the end of its
+last activity), and every counted activity running inside it counts, whichever step launched
+it. Within the span, with HTA's meaning of the words (``hta.utils.utils.get_kernel_type``):
+
+- ``compute``: time some compute kernel ran;
+- ``communication``: time an NCCL/RCCL kernel ran and no compute kernel did (exposed);
+  ``communication_overlapped`` is the time it ran alongside compute (not a part of the sum);
+- ``memory``: memcpy/memset with neither of the above;
+- ``other``: kernels HTA calls OTHER (``...Sync``, ...) and nothing above;
+- ``idle``: nothing ran on the GPU.
+
+These five are disjoint, so ``compute + communication + memory + other + idle`` is the GPU
+span. ``compute`` is further split by the CPU phase that launched the kernel: ``optimizer``
+(inside ``Optimizer.*``), ``backward`` (inside a backward operator, or after the step's
+first one), else ``forward``.
+
+**CPU traces** (no GPU activity): the CPU span is split into ``forward`` (the main thread's
+top-level operators before the step's first backward operator), ``backward``
+(``autograd::engine::evaluate_function: *``), ``optimizer`` (``Optimizer.*``),
+``communication`` (gloo/c10d operators and DDP's bucket copies, counted only while nothing
+above ran: the time the rank *waited*) and ``other`` (the rest); overlaps go to the first of
+that list, so the five add up to the CPU span.
 """
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
+import re
 import statistics
-from collections.abc import Iterable, Sequence
-from typing import Any
 
-PHASES = ("forward", "backward", "optimizer", "communication", "other")
-_PRIORITY = {"backward": 0, "forward": 1, "optimizer": 2, "communication": 3}
+import numpy as np
+
+from profiling import intervals
+from profiling.intervals import Intervals
+from profiling.trace_events import STEP_PREFIX, Collective, TraceEvents
+
+CPU_PARTS = ("forward", "backward", "optimizer", "communication", "other")
+GPU_PARTS = ("compute", "communication", "memory", "other", "idle")
+COMPUTE_PHASES = ("forward", "backward", "optimizer")
+
 _COMM_PREFIXES = ("gloo:", "nccl:", "c10d::", "record_param_comms", "torch.distributed.ddp.reducer::")
-_GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
-_LAUNCH_CATS = frozenset({"cuda_runtime", "cuda_driver"})
-_CPU_CATS = frozenset({"cpu_op", "user_annotation"})
+_BACKWARD_PREFIX = "autograd::engine::evaluate_function"
+_OPTIMIZER_PREFIX = "Optimizer."
+# HTA's kernel types (hta/utils/utils.py): communication, memory, and "not compute".
+_HTA_COMMUNICATION = re.compile(r"^nccl.*Kernel")
+_HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
+_HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
+
+
+def is_comm(name: str) -> bool:
+    return name.startswith(_COMM_PREFIXES) or "nccl" in name.lower()
+
+
+def kernel_kind(name: str) -> str:
+    """``communication``, ``memory``, ``compute`` or ``other``, as HTA classifies GPU activity."""
+    if _HTA_COMMUNICATION.match(name):
+        return "communication"
+    if _HTA_MEMORY.match(name):
+        return "memory"
+    if _HTA_NOT_COMPUTE.match(name):
+        return "other"
+    return "compute"
+
+
+@dataclasses.dataclass(frozen=True)
+class GpuStep:
+    start_us: float  # start of the step's GPU span (trace clock)
+    duration_us: float  # the GPU span: the parts add up to it
+    busy_us: float
+    communication_overlapped_us: float
+    compute_by_phase_us: dict[str, float]  # COMPUTE_PHASES -> part of compute; adds up to compute
+    activities: int  # GPU activities launched by this step
 
 
 @dataclasses.dataclass(frozen=True)
 class StepBreakdown:
     step: int
-    start_us: float
+    start_us: float  # the CPU span (trace clock)
     duration_us: float
-    phases_us: dict[str, float]  # PHASES -> exclusive time in this step
-    gpu_busy_us: float | None  # None on a CPU-only trace
+    parts_us: dict[str, float]  # CPU_PARTS (adds up to duration_us) or GPU_PARTS (to gpu.duration_us)
+    collectives_us: float  # time any collective ran in the step, overlapped or not
+    gpu: GpuStep | None
+
+    @property
+    def accounted_us(self) -> float:
+        """What the parts add up to: the GPU span on GPU traces, the CPU span otherwise."""
+        return self.gpu.duration_us if self.gpu else self.duration_us
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,195 +101,227 @@ class RankAnalysis:
     rank: int
     world_size: int | None
     host: str
-    base_time_ns: int
+    base_time_ns: int | None
+    device: str  # "gpu" or "cpu"
     steps: list[StepBreakdown]
-    comm_anchor_us: float | None  # end of the first all-reduce of the first step (trace clock)
-    comm_total_us: float  # all collective time, overlapped or not
+    collectives: list[Collective]
+    warnings: tuple[str, ...] = ()
 
-    def mean_phases_ms(self) -> dict[str, float]:
-        return (
-            {p: statistics.fmean(s.phases_us[p] for s in self.steps) / 1e3 for p in PHASES}
-            if self.steps
-            else {}
-        )
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return GPU_PARTS if self.device == "gpu" else CPU_PARTS
 
     def step_ms(self) -> list[float]:
         return [s.duration_us / 1e3 for s in self.steps]
 
+    def mean_parts_ms(self) -> dict[str, float]:
+        if not self.steps:
+            return dict.fromkeys(self.parts, 0.0)
+        return {part: statistics.fmean(s.parts_us[part] for s in self.steps) / 1e3 for part in self.parts}
 
-def is_comm(name: str) -> bool:
-    return name.startswith(_COMM_PREFIXES) or "nccl" in name.lower()
 
-
-def analyse(trace: dict[str, Any]) -> RankAnalysis:
-    """Analyse one parsed Chrome trace written by torch.profiler."""
-    info = trace.get("distributedInfo") or {}
-    steps: list[tuple[int, float, float, Any]] = []  # (number, start, end, tid)
-    cpu: list[tuple[float, float, Any, str]] = []  # (start, end, tid, name) of cpu ops and annotations
-    kernels: list[tuple[float, float, Any, str]] = []  # (start, end, correlation, name)
-    launches: dict[Any, tuple[float, Any]] = {}  # correlation -> (ts, tid) of the launching runtime call
-    for event in trace.get("traceEvents", ()):
-        if event.get("ph") != "X":
-            continue
-        cat, name = event.get("cat"), event.get("name", "")
-        start = event["ts"]
-        end = start + event.get("dur", 0)
-        if cat in _CPU_CATS:
-            if name.startswith("ProfilerStep#"):
-                steps.append((int(name[13:]), start, end, event.get("tid")))
-            else:
-                cpu.append((start, end, event.get("tid"), name))
-        elif cat in _GPU_CATS:
-            kernels.append((start, end, (event.get("args") or {}).get("correlation"), name))
-        elif cat in _LAUNCH_CATS:
-            correlation = (event.get("args") or {}).get("correlation")
-            if correlation is not None:
-                launches[correlation] = (start, event.get("tid"))
-    steps.sort(key=lambda step: step[0])
-    # By start, enclosing spans before the spans they enclose.
-    cpu.sort(key=lambda op: (op[0], -op[1]))
-    kernels.sort(key=lambda kernel: (kernel[0], -kernel[1]))
-    main_tid = steps[0][3] if steps else None
-    breakdowns = [
-        _step_breakdown(number, start, end, main_tid, cpu, kernels, launches)
-        for number, start, end, _ in steps
-    ]
+def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAnalysis:
+    """Analyse one trace; ``rank_from_name`` is the rank its file name gives (used if the trace has none)."""
+    info = trace.distributed_info
+    warnings = []
+    if "rank" in info:
+        rank = int(info["rank"])
+    elif rank_from_name is not None:
+        rank = rank_from_name
+        warnings.append(f"the trace has no distributedInfo: rank {rank} is taken from its file name")
+    else:
+        rank = 0
+        warnings.append("the trace has no distributedInfo and its name gives no rank: taken as rank 0")
+    steps = trace.steps()
+    if not steps:
+        warnings.append(f"the trace has no {STEP_PREFIX}N span: nothing to break down")
+    gpu = len(trace.gpu_start) > 0
+    breakdowns = _gpu_steps(trace, steps) if gpu else _cpu_steps(trace, steps)
     return RankAnalysis(
-        rank=int(info.get("rank", 0)),
+        rank=rank,
         world_size=info.get("world_size"),
-        host=str(trace.get("host_name", "")),
-        base_time_ns=int(trace.get("baseTimeNanoseconds", 0)),
+        host=trace.host,
+        base_time_ns=trace.base_time_ns,
+        device="gpu" if gpu else "cpu",
         steps=breakdowns,
-        comm_anchor_us=_comm_anchor(steps[0] if steps else None, cpu, kernels),
-        comm_total_us=_comm_total(cpu, kernels),
+        collectives=trace.collectives,
+        warnings=tuple(warnings),
     )
 
 
-def _within(items: Sequence[tuple[float, float, Any, str]], start: float, end: float) -> Iterable[tuple]:
-    """Items (sorted by start) that start inside [start, end)."""
-    for index in range(bisect.bisect_left(items, (start,)), len(items)):
-        item = items[index]
-        if item[0] >= end:
-            break
-        yield item
+class _CpuOps:
+    """The trace's CPU operators (steps excluded) sorted by start, enclosing before enclosed."""
+
+    def __init__(self, trace: TraceEvents) -> None:
+        names = trace.names
+        step = np.array([n.startswith(STEP_PREFIX) for n in names], dtype=bool)
+        keep = ~step[trace.cpu_name] if len(names) else np.zeros(0, dtype=bool)
+        order = np.lexsort((-trace.cpu_end[keep], trace.cpu_start[keep]))
+        self.start = trace.cpu_start[keep][order]
+        self.end = trace.cpu_end[keep][order]
+        self.tid = trace.cpu_tid[keep][order]
+        name = trace.cpu_name[keep][order]
+        self.backward = np.array([n.startswith(_BACKWARD_PREFIX) for n in names], dtype=bool)[name]
+        self.optimizer = np.array([n.startswith(_OPTIMIZER_PREFIX) for n in names], dtype=bool)[name]
+        self.comm = np.array([is_comm(n) for n in names], dtype=bool)[name]
+
+    def starting_in(self, low: float, high: float) -> slice:
+        return slice(np.searchsorted(self.start, low, "left"), np.searchsorted(self.start, high, "left"))
 
 
-def _step_breakdown(
-    number: int,
-    start: float,
-    end: float,
-    main_tid: Any,
-    cpu: Sequence[tuple[float, float, Any, str]],
-    kernels: Sequence[tuple[float, float, Any, str]],
-    launches: dict[Any, tuple[float, Any]],
-) -> StepBreakdown:
-    ops = list(_within(cpu, start, end))
-    backward = [(s, e) for s, e, _, n in ops if n.startswith("autograd::engine::evaluate_function")]
-    optimizer = [(s, e) for s, e, _, n in ops if n.startswith("Optimizer.")]
-    first_backward = min((s for s, _ in backward), default=end)
-    forward = [
-        (s, e)
-        for s, e, tid, n in _top_level(op for op in ops if op[2] == main_tid)
-        if s < first_backward and not n.startswith("Optimizer.") and not is_comm(n)
-    ]
-    if kernels:
-        labelled = _label_kernels(start, end, kernels, launches, backward, optimizer, first_backward)
-        busy = _union_length([(s, e) for s, e, _ in labelled])
-        phases = _exclusive(labelled)
-        # On the GPU, "other" is whatever part of the step no kernel covered.
-        phases["other"] = max(0.0, (end - start) - busy)
-        return StepBreakdown(number, start, end - start, phases, busy)
-    comm = [(s, e) for s, e, _, n in _within(cpu, start - (end - start), end) if is_comm(n) and e > start]
-    labelled = (
-        [(s, e, "backward") for s, e in backward]
-        + [(s, e, "forward") for s, e in forward]
-        + [(s, e, "optimizer") for s, e in optimizer]
-        + [(max(s, start), min(e, end), "communication") for s, e in comm]
-    )
-    phases = _exclusive(labelled)
-    phases["other"] = max(0.0, (end - start) - sum(phases.values()))
-    return StepBreakdown(number, start, end - start, phases, None)
+def _cpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[StepBreakdown]:
+    ops = _CpuOps(trace)
+    main_tid = steps[0][3] if steps else -1
+    found = []
+    for number, start, end, _ in steps:
+        inside = ops.starting_in(start, end)
+        s, e, tid = ops.start[inside], ops.end[inside], ops.tid[inside]
+        backward, optimizer = ops.backward[inside], ops.optimizer[inside]
+        first_backward = float(s[backward].min()) if backward.any() else end
+        main = tid == main_tid
+        top = _top_level(s[main], e[main])
+        forward = main.copy()
+        forward[main] = top
+        forward &= (s < first_backward) & ~optimizer & ~ops.comm[inside]
+        # collectives in flight during the step, also those started before it
+        around = ops.starting_in(start - (end - start), end)
+        comm = ops.comm[around] & (ops.end[around] > start)
+        comm_set = intervals.clip(intervals.union(ops.start[around][comm], ops.end[around][comm]), start, end)
+        parts = _exclusive(
+            [
+                ("backward", intervals.union(s[backward], e[backward])),
+                ("forward", intervals.union(s[forward], e[forward])),
+                ("optimizer", intervals.union(s[optimizer], e[optimizer])),
+                ("communication", comm_set),
+            ]
+        )
+        parts["other"] = max(0.0, (end - start) - sum(parts.values()))
+        found.append(StepBreakdown(number, start, end - start, parts, intervals.length(comm_set), None))
+    return found
 
 
-def _label_kernels(
-    start, end, kernels, launches, backward, optimizer, first_backward
-) -> list[tuple[float, float, str]]:
-    labelled = []
-    for k_start, k_end, correlation, name in kernels:
-        launch = launches.get(correlation)
-        if launch is None or not start <= launch[0] < end:
-            continue
-        at = launch[0]
-        if "nccl" in name.lower():
-            label = "communication"
-        elif any(s <= at < e for s, e in optimizer):
-            label = "optimizer"
-        elif any(s <= at < e for s, e in backward) or at >= first_backward:
-            label = "backward"
-        else:
-            label = "forward"
-        labelled.append((k_start, k_end, label))
-    return labelled
-
-
-def _top_level(ops: Iterable[tuple[float, float, Any, str]]) -> list[tuple[float, float, Any, str]]:
-    """Ops (sorted by start, enclosing first) not nested inside an earlier one."""
-    top, reach = [], float("-inf")
-    for op in ops:
-        if op[0] >= reach:
-            top.append(op)
-            reach = op[1]
-        elif op[1] > reach:  # overlaps without nesting (another thread's clock skew): extend
-            reach = op[1]
+def _top_level(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Which ops (sorted by start, enclosing first) are not nested in an earlier one."""
+    if not len(starts):
+        return np.zeros(0, dtype=bool)
+    reach = np.maximum.accumulate(ends)
+    top = np.empty(len(starts), dtype=bool)
+    top[0] = True
+    top[1:] = starts[1:] >= reach[:-1]
     return top
 
 
-def _exclusive(labelled: Sequence[tuple[float, float, str]]) -> dict[str, float]:
-    """Time covered by each label, where overlaps go to the label of highest priority."""
-    totals = {phase: 0.0 for phase in _PRIORITY}
-    points = sorted(
-        [(s, 1, label) for s, e, label in labelled if e > s]
-        + [(e, -1, label) for s, e, label in labelled if e > s]
-    )
-    active = {phase: 0 for phase in _PRIORITY}
-    previous = None
-    for time, change, label in points:
-        if previous is not None and time > previous:
-            winner = min((p for p, n in active.items() if n), key=_PRIORITY.__getitem__, default=None)
-            if winner:
-                totals[winner] += time - previous
-        active[label] += change
-        previous = time
-    return totals
+def _exclusive(labelled: list[tuple[str, Intervals]]) -> dict[str, float]:
+    """Time each set covers that no set before it in the list covers."""
+    parts, covered = {}, intervals.EMPTY
+    for label, spans in labelled:
+        parts[label] = intervals.length(intervals.subtract(spans, covered))
+        covered = intervals.combine(covered, spans)
+    return parts
 
 
-def _union_length(intervals: Sequence[tuple[float, float]]) -> float:
-    total, reach = 0.0, float("-inf")
-    for s, e in sorted(intervals):
-        if e <= reach:
-            continue
-        total += e - max(s, reach)
-        reach = e
-    return total
+_KINDS = ("compute", "communication", "memory", "other")
 
 
-def _comm_anchor(first_step, cpu, kernels) -> float | None:
-    """End of the step's first all-reduce: every rank leaves it at nearly the same instant."""
-    if first_step is None:
-        return None
-    _, start, end, _ = first_step
-    candidates = [
-        (s, e, n) for s, e, _, n in _within(kernels, start, end + (end - start)) if "nccl" in n.lower()
+def _gpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[StepBreakdown]:
+    kind_of_name = np.array([_KINDS.index(kernel_kind(name)) for name in trace.names], dtype=np.int8)
+    kinds = kind_of_name[trace.gpu_name] if len(trace.names) else np.zeros(0, dtype=np.int8)
+    launched_at = _launch_times(trace)
+    step_of = np.full(len(launched_at), -1)
+    for index, (_, start, end, _) in enumerate(steps):
+        step_of[(launched_at >= start) & (launched_at < end)] = index
+    tied = step_of >= 0
+    by_kind = {
+        kind: intervals.union(trace.gpu_start[tied & (kinds == code)], trace.gpu_end[tied & (kinds == code)])
+        for code, kind in enumerate(_KINDS)
+    }
+    firsts = [
+        float(trace.gpu_start[step_of == i].min()) if (step_of == i).any() else None
+        for i in range(len(steps))
     ]
-    if not candidates:
-        candidates = [
-            (s, e, n) for s, e, _, n in _within(cpu, start, end) if n.startswith(("gloo:", "nccl:"))
-        ]
-    reduces = [c for c in candidates if "reduce" in c[2].lower()] or candidates
-    return min(reduces, key=lambda c: c[0])[1] if reduces else None
+    last_end = float(trace.gpu_end[step_of >= 0].max()) if (step_of >= 0).any() else None
+    phase = _compute_phase(trace, steps, launched_at, step_of)
+    compute = tied & (kinds == _KINDS.index("compute"))
+    by_phase = [
+        intervals.union(trace.gpu_start[compute & (phase == code)], trace.gpu_end[compute & (phase == code)])
+        for code in range(len(COMPUTE_PHASES))
+    ]
+    found = []
+    for index, (number, start, end, _) in enumerate(steps):
+        later = [first for first in firsts[index + 1 :] if first is not None]
+        if firsts[index] is None:  # launched nothing: an empty span
+            span_start = span_end = start
+        else:
+            span_start = firsts[index]
+            span_end = max(span_start, later[0]) if later else last_end
+        within = {kind: intervals.clip(spans, span_start, span_end) for kind, spans in by_kind.items()}
+        parts = _exclusive([(kind, within[kind]) for kind in _KINDS])
+        busy = sum(parts.values())
+        parts["idle"] = max(0.0, (span_end - span_start) - busy)
+        gpu = GpuStep(
+            start_us=span_start,
+            duration_us=span_end - span_start,
+            busy_us=busy,
+            communication_overlapped_us=intervals.length(
+                intervals.intersect(within["communication"], within["compute"])
+            ),
+            compute_by_phase_us=_exclusive(
+                [
+                    (p, intervals.clip(spans, span_start, span_end))
+                    for p, spans in zip(COMPUTE_PHASES, by_phase, strict=True)
+                ]
+            ),
+            activities=int((step_of == index).sum()),
+        )
+        found.append(
+            StepBreakdown(number, start, end - start, parts, intervals.length(within["communication"]), gpu)
+        )
+    return found
 
 
-def _comm_total(cpu, kernels) -> float:
-    if kernels:
-        return sum(e - s for s, e, _, n in kernels if "nccl" in n.lower())
-    return _union_length([(s, e) for s, e, _, n in cpu if n.startswith(("gloo:", "nccl:"))])
+def _launch_times(trace: TraceEvents) -> np.ndarray:
+    """The CPU time of the runtime call that launched each GPU activity (nan where it is not in the trace)."""
+    found = np.full(len(trace.gpu_corr), np.nan)
+    if not len(trace.launch_corr):
+        return found
+    order = np.argsort(trace.launch_corr, kind="stable")
+    corr, ts = trace.launch_corr[order], trace.launch_ts[order]
+    where = np.minimum(np.searchsorted(corr, trace.gpu_corr), len(corr) - 1)
+    matched = corr[where] == trace.gpu_corr
+    found[matched] = ts[where][matched]
+    return found
+
+
+def _compute_phase(
+    trace: TraceEvents,
+    steps: list[tuple[int, float, float, int]],
+    launched_at: np.ndarray,
+    step_of: np.ndarray,
+) -> np.ndarray:
+    """The code (index in COMPUTE_PHASES) of the CPU phase that launched each GPU activity (-1: none)."""
+    ops = _CpuOps(trace)
+    phase = np.full(len(launched_at), -1, dtype=np.int8)
+    for index, (_, start, end, _) in enumerate(steps):
+        inside = ops.starting_in(start, end)
+        s, e = ops.start[inside], ops.end[inside]
+        backward, optimizer = ops.backward[inside], ops.optimizer[inside]
+        first_backward = float(s[backward].min()) if backward.any() else end
+        mine = step_of == index
+        at = launched_at[mine]
+        in_optimizer = _covered(at, intervals.union(s[optimizer], e[optimizer]))
+        in_backward = _covered(at, intervals.union(s[backward], e[backward])) | (at >= first_backward)
+        phase[mine] = np.where(
+            in_optimizer,
+            COMPUTE_PHASES.index("optimizer"),
+            np.where(in_backward, COMPUTE_PHASES.index("backward"), COMPUTE_PHASES.index("forward")),
+        )
+    return phase
+
+
+def _covered(points: np.ndarray, spans: Intervals) -> np.ndarray:
+    """Which points lie inside a disjoint set of spans."""
+    starts, ends = spans
+    if not len(starts):
+        return np.zeros(len(points), dtype=bool)
+    index = np.searchsorted(starts, points, side="right") - 1
+    return (index >= 0) & (points < ends[np.maximum(index, 0)])

@@ -86,6 +86,24 @@ class JobFolder:
             raise ValueError(f"restart_count {restart_count} must be 0 or more")
         return self.path if restart_count == 0 else self.path / f"restart{restart_count}"
 
+    def attempts(self) -> list[Path]:
+        """The attempt folders that exist, attempt 0 (the job folder) first."""
+        found = [self.path] if self.path.is_dir() else []
+        restart = 1
+        while self.attempt(restart).is_dir():
+            found.append(self.attempt(restart))
+            restart += 1
+        return found
+
     def attempt_name(self, restart_count: int) -> str:
         """``attempt(k)`` relative to the job folder, as the manifest records it ("." for attempt 0)."""
         return str(self.attempt(restart_count).relative_to(self.path))
+
+
+def is_job_folder(path: Path) -> bool:
+    """A folder a job wrote (it has ``meta/`` or traces), as opposed to ``logs/`` or anything else."""
+    return (
+        path.is_dir()
+        and path.name != _LOGS
+        and (meta_of(path).is_dir() or any(path.glob("rank*_iter*.json*")))
+    )

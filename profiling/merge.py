@@ -1,84 +1,171 @@
-"""All ranks' traces as one Chrome trace: one process lane per rank, clocks aligned.
+"""All ranks' traces as one Chrome trace: one process lane per rank, clocks aligned, size bounded.
 
-Each trace is turned into a chunk of events on its own (:func:`merged_events`), so traces can
-be read one at a time, by several processes, and appended in rank order.
+Each rank's events are streamed from its file again (:func:`write_part`), moved by the shift
+:mod:`profiling.alignment` found for it, re-encoded and deflate-compressed by a worker process
+into a part of its own; the parts are then joined into one gzip member
+(:class:`MergedTraceWriter`), so the merged file is compressed on every core and opens in any
+gzip reader (Perfetto reads one member only).
 
-Clock alignment (:data:`ALIGNMENT_METHOD`): each trace's ``ts`` is relative to its own
-``baseTimeNanoseconds``; adding the difference to the first rank's base puts every rank on one
-wall clock. Hosts' wall clocks still disagree by up to milliseconds, but every rank leaves the
-same all-reduce at nearly the same instant (nobody finishes before the last rank's data is
-in), so each trace is then shifted so that the end of its first all-reduce in its first step
-coincides with the first rank's in the same window. The residual error is that all-reduce's
-own skew between ranks: microseconds with NCCL, up to a few hundred microseconds with gloo on
-CPU. A trace without an all-reduce keeps its wall-clock placement.
+Perfetto gives up on JSON traces near 1 GB, and ``--profile-ranks all`` on a big job writes
+far more. Unless told otherwise, the merged trace keeps within :data:`DEFAULT_BUDGET_BYTES`
+of JSON (:func:`plan_depth`): it always keeps every rank's steps, collectives (NCCL kernels,
+gloo and c10d operators), GPU activity, top-level CPU operators and metadata, and drops the
+deepest levels of CPU operators (Python frames first, they nest deepest; flows go with the
+first level) until the rest fits; the report says which depth it kept.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import gzip
+import struct
+import time
+import zlib
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
-from orjson import dumps
+import msgspec
+import numpy as np
 
-from profiling.analysis import RankAnalysis
+from profiling.json_stream import UNSET, Event, TraceStream
+from profiling.trace_events import STEP_PREFIX, TraceEvents, is_collective_name
 
-ALIGNMENT_METHOD = (
-    "Each rank's ts is moved onto the first rank's clock: by the difference of the traces' "
-    "baseTimeNanoseconds, then so that the end of the rank's first all-reduce of the window's "
-    "first step coincides with the first rank's (every rank leaves an all-reduce at nearly the "
-    "same instant); the residual error is that all-reduce's skew between ranks."
-)
-
+DEFAULT_BUDGET_BYTES = 500 * 10**6
 _METADATA_DROPPED = frozenset({"process_name", "process_labels", "process_sort_index"})
 _OTHER_LANE_TID = 1 << 32  # tids for lanes that were other processes (GPUs, profiler spans)
 _FLOW_ID_STRIDE = 1 << 40
+# What decides whether the merged trace keeps an event: it keeps those whose level is at most
+# the planned depth. CPU spans nested d deep are level d (flows go with level 1), GPU activity
+# other than NCCL kernels is GPU_LEVEL (dropped after every CPU level), and the rest ALWAYS.
+ALWAYS = -2
+GPU_LEVEL = -1
+_ENCODE = msgspec.json.Encoder()
 
 
 @dataclasses.dataclass(frozen=True)
-class Reference:
-    """The first rank's clock: its base, and its all-reduce anchor in each window (by first step)."""
+class MergeStats:
+    """What one trace would put into the merged trace, by level (bytes)."""
 
-    base_time_ns: int
-    anchors_us: dict[int, float]
-
-
-def shift_us(analysis: RankAnalysis, reference: Reference) -> float:
-    """What to add to this trace's ts to put it on the reference clock."""
-    first_step = analysis.steps[0].step if analysis.steps else None
-    anchor = reference.anchors_us.get(first_step) if first_step is not None else None
-    if anchor is not None and analysis.comm_anchor_us is not None:
-        return anchor - analysis.comm_anchor_us
-    return (analysis.base_time_ns - reference.base_time_ns) / 1e3
+    always_bytes: float
+    gpu_bytes: float
+    bytes_by_depth: tuple[float, ...]  # index d: CPU spans nested d deep (index 0 is empty)
 
 
-def merged_events(trace: dict[str, Any], rank: int, shift: float) -> bytes:
-    """The trace's events in the merged trace's terms (pid = rank, shifted ts), serialised.
+def keep_levels(trace: TraceEvents) -> np.ndarray:
+    """Every event's level (see ALWAYS), by its position in the file."""
+    levels = np.full(trace.event_count, ALWAYS, dtype=np.int16)
+    kept = np.array([name.startswith(STEP_PREFIX) or is_collective_name(name) for name in trace.names], bool)
+    span_depth = trace.depths()
+    prunable = (span_depth > 0) & ~kept[trace.span_name] if len(trace.names) else span_depth > 0
+    levels[trace.span_ordinal[prunable]] = span_depth[prunable]
+    levels[trace.flow_ordinal] = 1
+    gpu_prunable = ~kept[trace.gpu_name] if len(trace.names) else np.zeros(0, bool)
+    levels[trace.gpu_ordinal[gpu_prunable]] = GPU_LEVEL
+    return levels
 
-    Mutates ``trace``, which is read once and dropped.
+
+def merge_stats(trace: TraceEvents, levels: np.ndarray) -> MergeStats:
+    """Bytes per level, with every event weighing the trace's mean bytes per event."""
+    per_event = trace.byte_count / max(trace.event_count, 1)
+    counts = np.bincount(levels[levels >= 0]) if (levels >= 0).any() else np.zeros(0)
+    return MergeStats(
+        always_bytes=float((levels == ALWAYS).sum() * per_event),
+        gpu_bytes=float((levels == GPU_LEVEL).sum() * per_event),
+        bytes_by_depth=tuple(float(c * per_event) for c in counts),
+    )
+
+
+def plan_depth(stats: Iterable[MergeStats], budget_bytes: float | None) -> int | None:
+    """The highest level every rank keeps so that the whole fits ``budget_bytes``.
+
+    None: keep everything (no budget, or all of it fits). Otherwise CPU levels are dropped
+    deepest first (d: keep CPU spans nested up to d deep; 0: top-level operators only), then
+    GPU activity other than NCCL kernels (:data:`ALWAYS`), and that is as small as it gets.
     """
-    main_pid = _main_pid(trace)
+    stats = list(stats)
+    deepest = max((len(s.bytes_by_depth) for s in stats), default=0)
+    size = sum(s.always_bytes + s.gpu_bytes + sum(s.bytes_by_depth) for s in stats)
+    if budget_bytes is None or size <= budget_bytes:
+        return None
+    for depth in range(deepest - 1, 0, -1):
+        size -= sum(s.bytes_by_depth[depth] for s in stats if depth < len(s.bytes_by_depth))
+        if size <= budget_bytes:
+            return depth - 1
+    return ALWAYS
+
+
+@dataclasses.dataclass(frozen=True)
+class Part:
+    """One rank's events in the merged trace: a raw deflate stream ending in a sync flush."""
+
+    path: Path
+    crc: int  # of the uncompressed bytes
+    length: int  # uncompressed bytes
+    kept: int  # events kept
+    dropped: int  # events left out by the depth limit
+
+
+def write_part(
+    trace_path: Path,
+    out: Path,
+    rank: int,
+    shift_us: float,
+    main_pid: Any,
+    depths: Path | None,
+    max_depth: int | None,
+) -> Part:
+    """Stream one trace into ``out`` in the merged trace's terms: pid = rank, one lane per
+    thread, ts moved by ``shift_us``, flow ids made unique, events above level ``max_depth``
+    left out (``depths``: the file of :func:`keep_levels` saved for this trace). Every chunk
+    starts with a comma: the writer puts the lane metadata first."""
+    depth_of = np.load(depths, mmap_mode="r") if depths is not None and max_depth is not None else None
+    compressor = zlib.compressobj(1, zlib.DEFLATED, -15)
     lanes: dict[tuple[Any, Any], int] = {}
-    kept = []
-    for event in trace.get("traceEvents", ()):
-        pid, tid = event.get("pid"), event.get("tid")
-        if event.get("ph") == "M":
-            if event.get("name") in _METADATA_DROPPED:
+    flow_offset = rank * _FLOW_ID_STRIDE
+    crc, length, kept, dropped, position = 0, 0, 0, 0, 0
+    with open(out, "wb") as sink:
+        for chunk in TraceStream(trace_path).chunks():
+            if depth_of is not None:
+                keep = depth_of[position : position + len(chunk)] <= max_depth
+                dropped += len(chunk) - int(keep.sum())
+                position += len(chunk)
+                chunk = [event for event, wanted in zip(chunk, keep, strict=True) if wanted]
+            events = []
+            for event in chunk:  # the hot loop of the merge: kept flat on purpose
+                if event.ph == "M" and not _keep_metadata(event, main_pid):
+                    continue
+                lane = lanes.get((event.pid, event.tid))
+                if lane is None:
+                    lane = lanes[(event.pid, event.tid)] = _lane(event, main_pid, len(lanes))
+                event.pid, event.tid = rank, lane
+                if event.ts is not UNSET:
+                    event.ts += shift_us
+                if type(event.id) is int:
+                    event.id += flow_offset
+                events.append(event)
+            if not events:
                 continue
-            if event.get("name") == "thread_name" and pid != main_pid:
-                event["args"] = {"name": f"{pid} {(event.get('args') or {}).get('name', '')}".strip()}
-        lane = lanes.get((pid, tid))
-        if lane is None:
-            lane = tid if pid == main_pid and isinstance(tid, int) else _OTHER_LANE_TID + len(lanes)
-            lanes[(pid, tid)] = lane
-        event["pid"], event["tid"] = rank, lane
-        if "ts" in event:
-            event["ts"] += shift
-        if isinstance(event.get("id"), int):
-            event["id"] += rank * _FLOW_ID_STRIDE
-        kept.append(event)
-    return dumps(kept)[1:-1]  # without the list's brackets
+            kept += len(events)
+            data = b"," + _ENCODE.encode(events)[1:-1]
+            crc, length = zlib.crc32(data, crc), length + len(data)
+            sink.write(compressor.compress(data))
+        sink.write(compressor.flush(zlib.Z_SYNC_FLUSH))
+    return Part(out, crc, length, kept, dropped)
+
+
+def _keep_metadata(event: Event, main_pid: Any) -> bool:
+    """Process names and orders are the merged trace's own; other processes' threads get their pid."""
+    if event.name in _METADATA_DROPPED:
+        return False
+    if event.name == "thread_name" and event.pid != main_pid and event.args is not UNSET:
+        label = msgspec.json.decode(event.args).get("name", "")
+        event.args = msgspec.Raw(_ENCODE.encode({"name": f"{event.pid} {label}".strip()}))
+    return True
+
+
+def _lane(event: Event, main_pid: Any, taken: int) -> int:
+    """The profiled process keeps its thread ids; other processes (GPUs, spans) get lanes apart."""
+    return event.tid if event.pid == main_pid and isinstance(event.tid, int) else _OTHER_LANE_TID + taken
 
 
 def lane_metadata(rank: int, host: str) -> bytes:
@@ -90,39 +177,86 @@ def lane_metadata(rank: int, host: str) -> bytes:
         "args": {"name": f"rank {rank} ({host})"},
     }
     order = {"ph": "M", "name": "process_sort_index", "pid": rank, "tid": 0, "args": {"sort_index": rank}}
-    return dumps(name) + b",\n" + dumps(order)
+    return _ENCODE.encode(name) + b",\n" + _ENCODE.encode(order)
 
 
 class MergedTraceWriter:
-    """Writes chunks of events into one Chrome trace file, gzipped or not."""
+    """One gzip file made of raw deflate parts: ``write`` compresses here, ``append`` copies a
+    worker's :class:`Part` as it is. Every piece ends in a flush to a byte boundary and starts
+    with a compressor of its own, so the pieces join into one deflate stream, and their CRCs
+    combine into the file's."""
 
-    def __init__(self, path: Path, *, gzipped: bool, base_time_ns: int) -> None:
-        # Level 1: the merged file is the size of all traces together, and level 1 already
-        # shrinks trace JSON about tenfold at a fraction of the default level's time.
-        # Open until close(): chunks arrive one trace at a time.
-        self._file: IO[bytes] = gzip.open(path, "wb", compresslevel=1) if gzipped else open(path, "wb")  # noqa: SIM115
+    def __init__(self, path: Path, *, base_time_ns: int) -> None:
+        self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 - open until close()
+        self._compressor = zlib.compressobj(1, zlib.DEFLATED, -15)
+        self._crc, self._length = 0, 0
         self._base_time_ns = base_time_ns
-        self._empty = True
-        self._file.write(b'{"displayTimeUnit":"ms","traceEvents":[')
+        # gzip header: magic, deflate, no flags, mtime, no extra flags, unknown OS
+        self._file.write(struct.pack("<BBBBIBB", 0x1F, 0x8B, 8, 0, int(time.time()), 0, 255))
+        self.write(b'{"displayTimeUnit":"ms","traceEvents":[')
 
-    def write(self, chunk: bytes) -> None:
-        if not chunk:
-            return
-        if not self._empty:
-            self._file.write(b",\n")
-        self._empty = False
-        self._file.write(chunk)
+    def write(self, data: bytes) -> None:
+        # a full flush: what comes next must not refer back to this, as a part may come in between
+        self._file.write(self._compressor.compress(data) + self._compressor.flush(zlib.Z_FULL_FLUSH))
+        self._crc, self._length = zlib.crc32(data, self._crc), self._length + len(data)
 
-    def close(self, other_data: dict[str, Any]) -> None:
-        self._file.write(
-            b'],"baseTimeNanoseconds":%d,"otherData":' % self._base_time_ns + dumps(other_data) + b"}"
+    def append(self, part: Part) -> None:
+        with open(part.path, "rb") as source:
+            while block := source.read(1 << 20):
+                self._file.write(block)
+        self._crc = crc32_combine(self._crc, part.crc, part.length)
+        self._length += part.length
+
+    def close(self, other_data: Mapping[str, Any]) -> int:
+        """Finish the file; returns its uncompressed size."""
+        self.write(
+            b'],"baseTimeNanoseconds":%d,"otherData":' % self._base_time_ns
+            + _ENCODE.encode(other_data)
+            + b"}"
         )
+        self._file.write(self._compressor.flush(zlib.Z_FINISH))
+        self._file.write(struct.pack("<II", self._crc, self._length & 0xFFFFFFFF))
         self._file.close()
+        return self._length
 
 
-def _main_pid(trace: dict[str, Any]) -> Any:
-    """The pid of the profiled process itself (its CPU threads), as opposed to device lanes."""
-    for event in trace.get("traceEvents", ()):
-        if event.get("ph") == "X" and str(event.get("name", "")).startswith("ProfilerStep#"):
-            return event.get("pid")
-    return None
+def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
+    """The CRC-32 of A + B from those of A and B and B's length (zlib's crc32_combine)."""
+    if length2 <= 0:
+        return crc1
+    odd = [0xEDB88320] + [1 << n for n in range(31)]  # the operator for one zero bit
+    even = _gf2_square(odd)  # two zero bits
+    odd = _gf2_square(even)  # four zero bits
+    while True:  # apply length2 zero bytes to crc1
+        even = _gf2_square(odd)
+        if length2 & 1:
+            crc1 = _gf2_times(even, crc1)
+        length2 >>= 1
+        if not length2:
+            break
+        odd = _gf2_square(even)
+        if length2 & 1:
+            crc1 = _gf2_times(odd, crc1)
+        length2 >>= 1
+        if not length2:
+            break
+    return crc1 ^ crc2
+
+
+def _gf2_times(matrix: Sequence[int], vector: int) -> int:
+    total, row = 0, 0
+    while vector:
+        if vector & 1:
+            total ^= matrix[row]
+        vector >>= 1
+        row += 1
+    return total
+
+
+def _gf2_square(matrix: Sequence[int]) -> list[int]:
+    return [_gf2_times(matrix, matrix[n]) for n in range(32)]
+
+
+def remove_parts(parts: Iterable[Part]) -> None:
+    for part in parts:
+        part.path.unlink(missing_ok=True)

@@ -12,7 +12,6 @@ from pathlib import Path
 from types import TracebackType
 from typing import Protocol
 
-import torch
 from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
 from profiling.config import ProfilerConfig
@@ -129,16 +128,17 @@ class RankProfiler:
 
 
 def profiler_for_rank(
-    config: ProfilerConfig, *, profiled: bool, rank: int, steps: int, trace_dir: Path, start_step: int = 0
+    config: ProfilerConfig,
+    *,
+    profiled: bool,
+    rank: int,
+    steps: int,
+    trace_dir: Path,
+    cuda: bool = False,
+    start_step: int = 0,
 ) -> StepProfiler:
-    """A :class:`RankProfiler` if this rank is ``profiled`` and has a window left, else a no-op."""
+    """A :class:`RankProfiler` (recording CUDA activity too if ``cuda``) if this rank is
+    ``profiled`` and has a window left, else a no-op."""
     if not profiled or not config.schedule.windows(steps, start_step):
         return NoProfiler()
-    return RankProfiler(
-        config,
-        rank=rank,
-        steps=steps,
-        trace_dir=trace_dir,
-        cuda=torch.cuda.is_available(),
-        start_step=start_step,
-    )
+    return RankProfiler(config, rank=rank, steps=steps, trace_dir=trace_dir, cuda=cuda, start_step=start_step)

@@ -3,61 +3,101 @@
 Reads the folder's traces one at a time (plain or gzipped), and writes to ``<folder>/meta/``:
 
 ``report.json``
-    ``ranks``: per rank (sorted), ``rank``, ``host``, ``trace_files``, ``steps`` (the
-    ``ProfilerStep#`` numbers), ``step_ms`` (each step's duration), ``step_time_ms``
-    (``mean``/``min``/``max``), ``breakdown_ms`` (mean per step of ``forward``, ``backward``,
-    ``optimizer``, ``communication`` — time spent waiting in collectives, nothing computing —
-    and ``other``), ``compute_ms`` (forward + backward + optimizer), ``communication_total_ms``
-    (all collective time in the window, overlapped or not), ``gpu`` (``busy_ms`` and
-    ``idle_ms`` per step, or null on CPU) and ``clock_shift_us`` (applied in the merged trace).
-    ``straggler``: the rank with the most compute per step, its ``compute_ms``, the median
-    over ranks and ``over_median_pct``. ``step_time_spread_ms``: ``min``/``median``/``max``
-    of the ranks' mean step times and ``max_minus_min``. ``communication_wait_ms``: rank ->
-    mean communication wait per step (the fastest ranks wait longest). ``merged_trace``,
-    ``clock_alignment``, ``generated_at``, ``seconds`` (time this report took).
+    ``ranks``: per rank (sorted):
+
+    - ``rank``, ``host``, ``device`` (``"gpu"`` if the trace has GPU activity, else ``"cpu"``),
+      ``trace_files``, ``warnings`` (e.g. the rank taken from the file name);
+    - ``steps`` (the ``ProfilerStep#`` numbers), ``step_ms`` (each step's CPU span),
+      ``step_time_ms`` (``mean``/``min``/``max`` of those);
+    - ``breakdown_ms``: the mean per step of each part (:mod:`profiling.analysis` says how each
+      is measured). GPU: ``compute + communication + memory + other + idle = gpu.span_ms``,
+      the step's GPU span. CPU: ``forward + backward + optimizer + communication + other =
+      step_time_ms.mean``, the CPU span. ``accounted_ms`` is what the parts add up to;
+      ``breakdown_steps_ms`` the same parts for each step (what ``profiling.compare`` reads);
+    - ``compute_ms``: GPU ``compute``; CPU ``forward + backward + optimizer``;
+    - ``communication_total_ms``: time any collective ran per step, overlapped or not;
+    - ``gpu`` (null on CPU): ``span_ms``, ``busy_ms`` (``span_ms - idle``), ``idle_ms``,
+      ``communication_overlapped_ms`` (NCCL running alongside compute), and
+      ``compute_by_phase_ms`` (``forward``/``backward``/``optimizer``/``unattributed``, adding
+      up to ``compute``), all means per step;
+    - ``clock``: how the rank's trace was put on the first rank's clock (see
+      :mod:`profiling.alignment`): ``method`` (``reference``, ``sequence numbers``, ``matched
+      collectives`` or ``base time``), ``shift_us`` (added to its ts in the merged trace),
+      ``pairs``, ``residual_us`` (median absolute deviation of the pairs' offsets),
+      ``max_residual_us``, ``note``.
+
+    ``straggler`` (null for one rank): ``verdict`` (``straggler``, ``none`` or
+    ``undetermined``), ``rank``, ``text``, and the evidence: ``collectives`` (paired on every
+    rank), ``last_arrivals`` and ``mean_lateness_ms`` per rank, ``step_noise_ms``, ``p_value``,
+    ``t``, ``compute_ms`` per rank (see :mod:`profiling.straggler`).
+    ``step_time_spread_ms``: ``min``/``median``/``max`` of the ranks' mean step times and
+    ``max_minus_min``. ``communication_wait_ms``: rank -> mean exposed communication per step.
+    ``warnings``, ``merged_trace``, ``generated_at``, ``seconds`` (time this report took).
 ``report.md``
-    The same as tables.
+    The same as tables, with the straggler verdict and each rank's clock alignment.
 ``report.png``
     A stacked bar of the breakdown per rank, and each rank's step times.
 ``merged_trace.json.gz``
     Every rank in one timeline, a process lane per rank named ``rank N (host)``, clocks
-    aligned (see :mod:`profiling.merge`). Opens in Perfetto.
+    aligned. Opens in Perfetto.
 """
 
 from __future__ import annotations
 
 import argparse
+import bisect
 import collections
+import dataclasses
 import multiprocessing
 import os
 import statistics
 import sys
+import tempfile
 import time
-from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
 
-import orjson
+import numpy as np
 
-from profiling.analysis import PHASES, RankAnalysis, analyse
+from profiling import alignment
+from profiling.alignment import Alignment, Instance
+from profiling.analysis import RankAnalysis, analyse
 from profiling.job_folder import meta_of
 from profiling.manifest import utc_now
 from profiling.merge import (
-    ALIGNMENT_METHOD,
+    DEFAULT_BUDGET_BYTES,
     MergedTraceWriter,
-    Reference,
+    MergeStats,
+    keep_levels,
     lane_metadata,
-    merged_events,
-    shift_us,
+    merge_stats,
+    plan_depth,
+    write_part,
 )
-from profiling.traces import TraceFile, atomic_path, list_traces, open_trace, write_json_atomically
+from profiling.straggler import find_straggler
+from profiling.trace_events import read as read_trace
+from profiling.traces import TraceFile, atomic_path, list_traces, write_json_atomically
 
 MERGED_NAME = "merged_trace.json.gz"
 
 
 class ReportError(ValueError):
     """A folder that cannot be reported on."""
+
+
+@dataclasses.dataclass(frozen=True)
+class TraceResult:
+    """One trace, read: its analysis, its collectives, its alignment, what it adds to the merge."""
+
+    trace_file: TraceFile
+    analysis: RankAnalysis
+    instances: list[Instance]
+    main_pid: Any
+    merge: MergeStats | None  # None when no merged trace is made
+    depths: Path | None  # keep_levels() of the trace, saved for the merge
+    alignment: Alignment | None = None  # set once every trace has been read
 
 
 def build_report(
@@ -67,11 +107,12 @@ def build_report(
     merged: bool = True,
     plot: bool = True,
     jobs: int | None = None,
+    merge_budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
 ) -> dict[str, Any]:
     """Analyse every trace in ``folder`` and write the report files; returns ``report.json``'s content.
 
-    ``jobs`` processes read the traces (default: this process's CPUs, at most 8); each holds
-    one trace's events at a time.
+    ``jobs`` processes read the traces (default: this process's CPUs, at most 8), each one
+    trace at a time; the merged trace keeps within ``merge_budget_bytes`` of JSON (None: all).
     """
     started = time.perf_counter()
     traces = list_traces(folder)
@@ -80,168 +121,177 @@ def build_report(
     out_dir = out_dir or meta_of(folder)
     out_dir.mkdir(parents=True, exist_ok=True)
     jobs = jobs or min(8, len(os.sched_getaffinity(0)))
-
-    if merged:
-        with atomic_path(out_dir / MERGED_NAME) as merged_path:
-            writer = _LazyWriter(merged_path)
-            per_rank, shifts = _read_traces(traces, writer, jobs)
-            writer.close({"clock_alignment": ALIGNMENT_METHOD, "ranks": sorted(per_rank)})
-    else:
-        per_rank, shifts = _read_traces(traces, None, jobs)
-
-    report = _summarise(folder, per_rank, shifts)
+    with tempfile.TemporaryDirectory(prefix="report-") as scratch, _Workers(jobs) as workers:
+        depths_dir = Path(scratch) if merged else None
+        results = list(workers.map(_read_one, traces, [depths_dir] * len(traces)))
+        per_rank = _align(results)
+        report = summarise(folder, per_rank)
+        # the plot is drawn by a worker while the others write the merged trace
+        plotted = workers.submit(plot_report, report, out_dir / "report.png") if plot else None
+        merge = (
+            _write_merged(per_rank, out_dir / MERGED_NAME, workers, merge_budget_bytes) if merged else None
+        )
+        if plotted is not None:
+            plotted.result()
     report["merged_trace"] = MERGED_NAME if merged else None
-    if plot:
-        plot_report(report, out_dir / "report.png")
+    report["merge"] = merge
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomically(out_dir / "report.json", report)
     (out_dir / "report.md").write_text(render_markdown(report))
     return report
 
 
-class _LazyWriter:
-    """A MergedTraceWriter opened once the first trace tells the reference clock."""
+class _Workers:
+    """``map`` over worker processes (or in this process for ``jobs`` = 1), results in order,
+    a bounded number in flight so that memory holds a few traces whatever their number."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self.writer: MergedTraceWriter | None = None
+    def __init__(self, jobs: int) -> None:
+        self.jobs = jobs
+        self._pool: ProcessPoolExecutor | None = None
 
-    def write(self, chunk: bytes, reference: Reference) -> None:
-        if self.writer is None:
-            self.writer = MergedTraceWriter(self.path, gzipped=True, base_time_ns=reference.base_time_ns)
-        self.writer.write(chunk)
+    def __enter__(self) -> _Workers:
+        if self.jobs > 1:
+            # spawn: rank 0 calls this at the end of a job, with torch's threads around: forking
+            # those is unsafe
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.jobs, mp_context=multiprocessing.get_context("spawn")
+            )
+        return self
 
-    def close(self, other_data: dict[str, Any]) -> None:
-        if self.writer is not None:
-            self.writer.close(other_data)
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def submit(self, function: Callable[..., Any], *arguments: Any) -> Future:
+        """One call in a worker (or here, done before returning, for ``jobs`` = 1)."""
+        if self._pool is not None:
+            return self._pool.submit(function, *arguments)
+        done: Future = Future()
+        done.set_result(function(*arguments))
+        return done
+
+    def map(self, function: Callable[..., Any], *arguments: Sequence[Any]) -> Iterator[Any]:
+        calls = list(zip(*arguments, strict=True))
+        if self._pool is None or len(calls) <= 1:
+            yield from (function(*call) for call in calls)
+            return
+        pending: collections.deque = collections.deque()
+        for call in calls:
+            pending.append(self._pool.submit(function, *call))
+            if len(pending) >= 2 * self.jobs:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
-def _load_and_analyse(trace_file: TraceFile) -> tuple[dict[str, Any], RankAnalysis]:
-    with open_trace(trace_file.path) as handle:
-        trace = orjson.loads(handle.read())
-    analysis = analyse(trace)
+def _read_one(trace_file: TraceFile, depths_dir: Path | None) -> TraceResult:
+    """One trace, start to end (in a worker process): its analysis, its collectives, its merge plan."""
+    trace = read_trace(trace_file.path)
+    analysis = analyse(trace, rank_from_name=trace_file.rank)
     if analysis.rank != trace_file.rank:
         raise ReportError(
             f"{trace_file.path.name} says distributedInfo.rank={analysis.rank}; its name says "
             f"{trace_file.rank}. HINT: do not rename trace files"
         )
-    return trace, analysis
+    stats, depths_path = None, None
+    if depths_dir is not None:
+        depths = keep_levels(trace)
+        stats = merge_stats(trace, depths)
+        depths_path = depths_dir / f"rank{trace_file.rank}_{trace_file.first_step}.npy"
+        np.save(depths_path, depths)
+    found = alignment.instances(analysis.collectives)
+    return TraceResult(trace_file, analysis, found, trace.main_pid(), stats, depths_path)
 
 
-def _analyse_and_merge(
-    trace_file: TraceFile, reference: Reference | None
-) -> tuple[RankAnalysis, bytes, float]:
-    """One trace, start to end (in a worker process): its analysis and its merged events."""
-    trace, analysis = _load_and_analyse(trace_file)
-    if reference is None:
-        return analysis, b"", 0.0
-    shift = shift_us(analysis, reference)
-    return analysis, merged_events(trace, analysis.rank, shift), shift
+def _align(results: list[TraceResult]) -> dict[int, list[TraceResult]]:
+    """Every trace's clock against the first rank's trace of the same window; by rank, then window."""
+    first_rank = results[0].trace_file.rank
+    reference = {r.trace_file.first_step: r for r in results if r.trace_file.rank == first_rank}
+    steps = [s.duration_us for r in reference.values() for s in r.analysis.steps]
+    step_us = statistics.median(steps) if steps else None
+    per_rank: dict[int, list[TraceResult]] = {}
+    for result in results:
+        theirs = reference.get(result.trace_file.first_step)
+        if result.trace_file.rank == first_rank:
+            clock = alignment.reference_alignment(len(result.instances))
+        elif theirs is None:
+            clock = Alignment(
+                _prior_us(result, results[0]),
+                "base time",
+                0,
+                None,
+                None,
+                {},
+                note="the first rank did not record this window",
+            )
+        else:
+            clock = alignment.align(
+                theirs.instances, result.instances, prior_us=_prior_us(result, theirs), step_us=step_us
+            )
+        per_rank.setdefault(result.trace_file.rank, []).append(dataclasses.replace(result, alignment=clock))
+    return per_rank
 
 
-def _read_traces(
-    traces: Sequence[TraceFile], writer: _LazyWriter | None, jobs: int
-) -> tuple[dict[int, list[tuple[TraceFile, RankAnalysis]]], dict[int, float]]:
-    """Analyse (and merge) the traces, written in the listed order: by rank, then window.
-
-    The first rank is read here first: its all-reduces define the merged clock. The others
-    are read by ``jobs`` worker processes, a bounded number in flight, so that memory holds a
-    few traces whatever their number.
-    """
-    per_rank: dict[int, list[tuple[TraceFile, RankAnalysis]]] = {}
-    shifts: dict[int, float] = {}
-    first_rank = traces[0].rank
-    reference = Reference(base_time_ns=0, anchors_us={})
-
-    def record(trace_file: TraceFile, analysis: RankAnalysis, chunk: bytes, shift: float) -> None:
-        if writer is not None:
-            if trace_file.rank not in per_rank:
-                writer.write(lane_metadata(trace_file.rank, analysis.host), reference)
-            writer.write(chunk, reference)
-        shifts.setdefault(trace_file.rank, shift)
-        per_rank.setdefault(trace_file.rank, []).append((trace_file, analysis))
-
-    for trace_file in (t for t in traces if t.rank == first_rank):
-        trace, analysis = _load_and_analyse(trace_file)
-        if not per_rank:
-            reference = Reference(base_time_ns=analysis.base_time_ns, anchors_us={})
-        if analysis.steps and analysis.comm_anchor_us is not None:
-            reference.anchors_us[analysis.steps[0].step] = analysis.comm_anchor_us
-        chunk = merged_events(trace, first_rank, 0.0) if writer is not None else b""
-        del trace  # only one trace's events are held here
-        record(trace_file, analysis, chunk, 0.0)
-
-    rest = [t for t in traces if t.rank != first_rank]
-    wanted = reference if writer is not None else None
-    if jobs <= 1 or len(rest) <= 1:
-        for trace_file in rest:
-            record(trace_file, *_analyse_and_merge(trace_file, wanted))
-        return per_rank, shifts
-    # spawn: rank 0 calls this at the end of a job, with torch's threads around; forking those is unsafe
-    with ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-        pending: collections.deque = collections.deque()
-        for trace_file in rest:
-            pending.append((trace_file, pool.submit(_analyse_and_merge, trace_file, wanted)))
-            if len(pending) >= 2 * jobs:
-                done_file, future = pending.popleft()
-                record(done_file, *future.result())
-        while pending:
-            done_file, future = pending.popleft()
-            record(done_file, *future.result())
-    return per_rank, shifts
+def _prior_us(result: TraceResult, reference: TraceResult) -> float:
+    """The shift the two traces' base times give (0 where either has none)."""
+    mine, theirs = result.analysis.base_time_ns, reference.analysis.base_time_ns
+    return (mine - theirs) / 1e3 if mine is not None and theirs is not None else 0.0
 
 
-def _summarise(
-    folder: Path, per_rank: dict[int, list[tuple[TraceFile, RankAnalysis]]], shifts: dict[int, float]
+def _write_merged(
+    per_rank: dict[int, list[TraceResult]], path: Path, workers: _Workers, budget_bytes: float | None
 ) -> dict[str, Any]:
-    ranks = []
-    for rank, items in sorted(per_rank.items()):
-        steps = [step for _, analysis in items for step in analysis.steps]
-        step_ms = [s.duration_us / 1e3 for s in steps]
-        breakdown = {p: _mean([s.phases_us[p] / 1e3 for s in steps]) for p in PHASES}
-        gpu_busy = [s.gpu_busy_us for s in steps if s.gpu_busy_us is not None]
-        ranks.append(
-            {
-                "rank": rank,
-                "host": items[0][1].host,
-                "trace_files": [trace_file.path.name for trace_file, _ in items],
-                "steps": [s.step for s in steps],
-                "step_ms": step_ms,
-                "step_time_ms": {
-                    "mean": _mean(step_ms),
-                    "min": min(step_ms, default=0.0),
-                    "max": max(step_ms, default=0.0),
-                },
-                "breakdown_ms": breakdown,
-                "compute_ms": breakdown["forward"] + breakdown["backward"] + breakdown["optimizer"],
-                "communication_total_ms": sum(a.comm_total_us for _, a in items) / 1e3 / max(len(steps), 1),
-                "gpu": (
-                    {
-                        "busy_ms": _mean([b / 1e3 for b in gpu_busy]),
-                        "idle_ms": _mean([(s.duration_us - s.gpu_busy_us) / 1e3 for s in steps]),
-                    }
-                    if gpu_busy
-                    else None
-                ),
-                "clock_shift_us": shifts.get(rank),
-            }
+    """The merged trace, written atomically; returns what ``report.json`` says of it."""
+    results = [result for _, results in sorted(per_rank.items()) for result in results]
+    max_depth = plan_depth((r.merge for r in results), budget_bytes)
+    base = results[0].analysis.base_time_ns or 0
+    kept = dropped = 0
+    with atomic_path(path) as temp:
+        writer = MergedTraceWriter(temp, base_time_ns=base)
+        writer.write(lane_metadata(results[0].trace_file.rank, results[0].analysis.host))
+        parts = workers.map(
+            write_part,
+            [r.trace_file.path for r in results],
+            [r.depths.with_suffix(".part") for r in results],
+            [r.trace_file.rank for r in results],
+            [r.alignment.shift_us for r in results],
+            [r.main_pid for r in results],
+            [r.depths for r in results],
+            [max_depth] * len(results),
         )
-    compute = [r["compute_ms"] for r in ranks]
+        lanes_written = {results[0].trace_file.rank}
+        for result, part in zip(results, parts, strict=True):
+            if result.trace_file.rank not in lanes_written:
+                writer.write(b"," + lane_metadata(result.trace_file.rank, result.analysis.host))
+                lanes_written.add(result.trace_file.rank)
+            writer.append(part)
+            part.path.unlink()
+            kept, dropped = kept + part.kept, dropped + part.dropped
+        size = writer.close({"ranks": sorted(per_rank), "max_cpu_depth": max_depth})
+    return {
+        "bytes": size,
+        "budget_bytes": budget_bytes,
+        "max_cpu_depth": max_depth,
+        "events_kept": kept,
+        "events_dropped": dropped,
+    }
+
+
+def summarise(folder: Path, per_rank: dict[int, list[TraceResult]]) -> dict[str, Any]:
+    """``report.json``'s content from every trace's result (by rank, then window)."""
+    ranks = [_rank_summary(rank, results) for rank, results in sorted(per_rank.items())]
     means = [r["step_time_ms"]["mean"] for r in ranks]
-    slowest = max(ranks, key=lambda r: r["compute_ms"])
-    median_compute = statistics.median(compute)
+    straggler = find_straggler(
+        arrivals={rank: _arrivals(results) for rank, results in per_rank.items()},
+        anchor_steps=_anchor_steps(per_rank[min(per_rank)]),
+        step_ms={r["rank"]: r["step_ms"] for r in ranks},
+        compute_ms={r["rank"]: r["compute_ms"] for r in ranks},
+    )
     return {
         "folder": str(folder),
         "generated_at": utc_now(),
         "ranks": ranks,
-        "straggler": {
-            "rank": slowest["rank"],
-            "compute_ms": slowest["compute_ms"],
-            "median_compute_ms": median_compute,
-            "over_median_pct": 100.0 * (slowest["compute_ms"] - median_compute) / median_compute
-            if median_compute
-            else 0.0,
-        },
+        "straggler": straggler,
         "step_time_spread_ms": {
             "min": min(means),
             "median": statistics.median(means),
@@ -249,7 +299,88 @@ def _summarise(
             "max_minus_min": max(means) - min(means),
         },
         "communication_wait_ms": {str(r["rank"]): r["breakdown_ms"]["communication"] for r in ranks},
-        "clock_alignment": ALIGNMENT_METHOD,
+        "warnings": [f"rank {r['rank']}: {w}" for r in ranks for w in r["warnings"]],
+    }
+
+
+def _arrivals(results: list[TraceResult]) -> dict[tuple[int, int], float] | None:
+    """When this rank reached each of the first rank's collectives, on the first rank's clock.
+
+    Keyed by (window's first step, the first rank's collective index); None if no window's
+    clock was paired.
+    """
+    if not any(result.alignment.paired for result in results):
+        return None
+    return {
+        (result.trace_file.first_step, theirs): result.instances[mine].arrival + result.alignment.shift_us
+        for result in results
+        if result.alignment.paired
+        for theirs, mine in result.alignment.matched.items()
+    }
+
+
+def _anchor_steps(reference: list[TraceResult]) -> dict[tuple[int, int], int]:
+    """The step (on the first rank) in which each of the first rank's collectives began."""
+    found = {}
+    for result in reference:
+        starts = [s.start_us for s in result.analysis.steps]
+        for index, instance in enumerate(result.instances):
+            at = bisect.bisect_right(starts, instance.arrival) - 1
+            if at >= 0:
+                found[(result.trace_file.first_step, index)] = result.analysis.steps[at].step
+    return found
+
+
+def _rank_summary(rank: int, results: list[TraceResult]) -> dict[str, Any]:
+    analyses = [result.analysis for result in results]
+    steps = [step for analysis in analyses for step in analysis.steps]
+    parts = analyses[0].parts
+    step_ms = [s.duration_us / 1e3 for s in steps]
+    breakdown = {part: _mean([s.parts_us[part] / 1e3 for s in steps]) for part in parts}
+    gpu_steps = [s.gpu for s in steps if s.gpu is not None]
+    gpu = None
+    if gpu_steps:
+        gpu = {
+            "span_ms": _mean([g.duration_us / 1e3 for g in gpu_steps]),
+            "busy_ms": _mean([g.busy_us / 1e3 for g in gpu_steps]),
+            "idle_ms": breakdown["idle"],
+            "communication_overlapped_ms": _mean([g.communication_overlapped_us / 1e3 for g in gpu_steps]),
+            "compute_by_phase_ms": {
+                phase: _mean([g.compute_by_phase_us[phase] / 1e3 for g in gpu_steps])
+                for phase in gpu_steps[0].compute_by_phase_us
+            },
+        }
+    compute = (
+        breakdown["compute"] if gpu else breakdown["forward"] + breakdown["backward"] + breakdown["optimizer"]
+    )
+    clock = results[0].alignment
+    return {
+        "rank": rank,
+        "host": analyses[0].host,
+        "device": analyses[0].device,
+        "trace_files": [result.trace_file.path.name for result in results],
+        "steps": [s.step for s in steps],
+        "step_ms": step_ms,
+        "step_time_ms": {
+            "mean": _mean(step_ms),
+            "min": min(step_ms, default=0.0),
+            "max": max(step_ms, default=0.0),
+        },
+        "breakdown_ms": breakdown,
+        "breakdown_steps_ms": {part: [s.parts_us[part] / 1e3 for s in steps] for part in parts},
+        "accounted_ms": _mean([s.accounted_us / 1e3 for s in steps]),
+        "compute_ms": compute,
+        "communication_total_ms": _mean([s.collectives_us / 1e3 for s in steps]),
+        "gpu": gpu,
+        "clock": {
+            "method": clock.method,
+            "shift_us": clock.shift_us,
+            "pairs": clock.pairs,
+            "residual_us": clock.residual_us,
+            "max_residual_us": clock.max_residual_us,
+            "note": clock.note,
+        },
+        "warnings": list(dict.fromkeys(w for analysis in analyses for w in analysis.warnings)),
     }
 
 
@@ -259,12 +390,10 @@ def _mean(values: Sequence[float]) -> float:
 
 def render_markdown(report: dict[str, Any]) -> str:
     lines = [f"# Trace report: {report['folder']}", ""]
-    straggler = report["straggler"]
+    if report["straggler"] is not None:
+        lines += [f"**{report['straggler']['text'][0].upper()}{report['straggler']['text'][1:]}.**", ""]
+    lines += [f"Warning: {w}." for w in report["warnings"]] + ([""] if report["warnings"] else [])
     lines += [
-        f"**Straggler: rank {straggler['rank']}**, {straggler['compute_ms']:.2f} ms of compute per step, "
-        f"{straggler['over_median_pct']:+.1f}% over the median rank "
-        f"({straggler['median_compute_ms']:.2f} ms).",
-        "",
         "## Step time (ms)",
         "",
         "| rank | host | steps | mean | min | max |",
@@ -282,65 +411,100 @@ def render_markdown(report: dict[str, Any]) -> str:
         f"Spread of the ranks' mean step times: {spread['min']:.2f} to {spread['max']:.2f} ms "
         f"(median {spread['median']:.2f}, max - min {spread['max_minus_min']:.2f}).",
         "",
-    ]
-    lines += [
         "## Where a step's time goes (mean ms per step)",
         "",
-        "| rank | " + " | ".join(PHASES) + " | compute | all collectives | GPU busy | GPU idle |",
-        "|---:|" + "---:|" * (len(PHASES) + 4),
+    ]
+    for device in ("gpu", "cpu"):
+        ranks = [r for r in report["ranks"] if r["device"] == device]
+        if ranks:
+            lines += _breakdown_table(device, ranks)
+    lines += [
+        "## Clock alignment",
+        "",
+        "| rank | method | shift (µs) | pairs | residual (µs) | note |",
+        "|---:|---|---:|---:|---:|---|",
     ]
     for r in report["ranks"]:
-        b, gpu = r["breakdown_ms"], r["gpu"]
-        gpu_cells = f"{gpu['busy_ms']:.2f} | {gpu['idle_ms']:.2f}" if gpu else "- | -"
+        c = r["clock"]
+        residual = f"{c['residual_us']:.1f}" if c["residual_us"] is not None else "-"
         lines.append(
-            f"| {r['rank']} | "
-            + " | ".join(f"{b[p]:.2f}" for p in PHASES)
-            + f" | {r['compute_ms']:.2f} | {r['communication_total_ms']:.2f} | {gpu_cells} |"
+            f"| {r['rank']} | {c['method']} | {c['shift_us']:.1f} | {c['pairs']} | {residual} | {c['note']} |"
         )
-    lines += [
-        "",
-        "*communication* is time waiting in collectives with nothing computing; *all collectives* "
-        "also counts the part hidden behind compute.",
-        "",
-    ]
+    lines.append("")
     if report.get("merged_trace"):
+        merge = report["merge"]
+        depth, kept = merge["max_cpu_depth"], "everything"
+        if depth is not None:
+            what = (
+                f"CPU operators nested up to {depth} deep"
+                if depth >= 0
+                else "top-level CPU operators, steps and collectives, no other GPU kernel"
+            )
+            kept = (
+                f"{what}: {merge['events_dropped']} events left out to stay within "
+                f"{merge['budget_bytes'] / 1e6:.0f} MB (--full-merge keeps them)"
+            )
         lines += [
-            f"Merged timeline: `{report['merged_trace']}` (open in Perfetto). {report['clock_alignment']}",
+            f"Merged timeline: `{report['merged_trace']}` (open in Perfetto), every rank on rank "
+            f"{report['ranks'][0]['rank']}'s clock; {merge['bytes'] / 1e6:.1f} MB of JSON holding {kept}.",
             "",
         ]
     return "\n".join(lines)
 
 
-def plot_report(report: dict[str, Any], path: Path) -> None:
-    import matplotlib
+def _breakdown_table(device: str, ranks: list[dict[str, Any]]) -> list[str]:
+    parts = list(ranks[0]["breakdown_ms"])
+    if device == "gpu":
+        header = parts + ["span", "comm. overlapped", "all collectives"]
+        lines = ["GPU: each step's GPU span = compute + communication (exposed) + memory + other + idle.", ""]
+    else:
+        header = parts + ["step", "compute", "all collectives"]
+        lines = ["CPU: each step = forward + backward + optimizer + communication (waiting) + other.", ""]
+    lines += ["| rank | " + " | ".join(header) + " |", "|---:|" + "---:|" * len(header)]
+    for r in ranks:
+        cells = [r["breakdown_ms"][p] for p in parts]
+        if device == "gpu":
+            cells += [
+                r["gpu"]["span_ms"],
+                r["gpu"]["communication_overlapped_ms"],
+                r["communication_total_ms"],
+            ]
+        else:
+            cells += [r["accounted_ms"], r["compute_ms"], r["communication_total_ms"]]
+        lines.append(f"| {r['rank']} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+    return [*lines, ""]
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+
+def plot_report(report: dict[str, Any], path: Path) -> None:
+    """A stacked bar of each rank's mean step breakdown, and each rank's step times."""
+    # matplotlib's Figure without pyplot: no global state, and less to import
+    from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
 
     ranks = report["ranks"]
     labels = [str(r["rank"]) for r in ranks]
-    fig, (bars, lines) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fig = Figure(figsize=(12, 4.5))
+    bars, lines = fig.subplots(1, 2)
+    fig.subplots_adjust(left=0.06, right=0.98, bottom=0.12, top=0.86, wspace=0.2)
     bottom = [0.0] * len(ranks)
-    for phase in PHASES:
-        values = [r["breakdown_ms"][phase] for r in ranks]
-        bars.bar(labels, values, bottom=bottom, label=phase)
+    for part in dict.fromkeys(p for r in ranks for p in r["breakdown_ms"]):
+        values = [r["breakdown_ms"].get(part, 0.0) for r in ranks]
+        bars.bar(labels, values, bottom=bottom, label=part)
         bottom = [b + v for b, v in zip(bottom, values, strict=True)]
     bars.set(title="Mean step breakdown per rank", xlabel="rank", ylabel="ms per step")
-    bars.legend(fontsize="small")
+    bars.legend(fontsize="small", loc="lower right")
     for r in ranks:
         lines.plot(r["steps"], r["step_ms"], marker="o", label=f"rank {r['rank']}")
     lines.set(title="Step time per rank", xlabel="step (ProfilerStep#)", ylabel="ms")
     lines.xaxis.set_major_locator(MaxNLocator(integer=True))
     if len(ranks) <= 16:
-        lines.legend(fontsize="small")
-    fig.suptitle(
-        f"straggler: rank {report['straggler']['rank']} "
-        f"({report['straggler']['over_median_pct']:+.1f}% compute over median)"
-    )
-    fig.tight_layout()
+        lines.legend(fontsize="small", loc="lower right")
+    if report["straggler"] is not None:
+        verdict = report["straggler"]
+        fig.suptitle(
+            f"straggler: rank {verdict['rank']}" if verdict["rank"] is not None else verdict["text"][:100]
+        )
     fig.savefig(path, dpi=100)
-    plt.close(fig)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -350,6 +514,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta)")
     parser.add_argument("--no-merged-trace", action="store_true", help="skip merged_trace.json.gz")
+    parser.add_argument(
+        "--merge-budget-mb",
+        type=float,
+        default=DEFAULT_BUDGET_BYTES / 1e6,
+        metavar="MB",
+        help="keep the merged trace within MB of JSON by leaving out the deepest CPU operators "
+        "(default: %(default)g)",
+    )
+    parser.add_argument("--full-merge", action="store_true", help="keep every event in the merged trace")
     parser.add_argument("--no-plot", action="store_true", help="skip report.png")
     parser.add_argument(
         "--jobs", type=int, help="processes reading traces (default: CPUs available, at most 8)"
@@ -357,7 +530,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         report = build_report(
-            args.folder, args.out, merged=not args.no_merged_trace, plot=not args.no_plot, jobs=args.jobs
+            args.folder,
+            args.out,
+            merged=not args.no_merged_trace,
+            plot=not args.no_plot,
+            jobs=args.jobs,
+            merge_budget_bytes=None if args.full_merge else args.merge_budget_mb * 1e6,
         )
     except (ReportError, OSError) as error:
         print(f"{parser.prog}: error: {error}", file=sys.stderr)

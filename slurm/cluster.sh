@@ -2,8 +2,9 @@
 # A real SLURM cluster of N nodes on this one machine, for development and CI (run as root).
 #
 #   slurm/cluster.sh install            apt packages: slurm-wlm, munge, slurmdbd, mariadb-server
-#   slurm/cluster.sh start [N] [CPUS]   N nodes (default 2), each declaring CPUS cpus and gpus (default 8)
-#   slurm/cluster.sh status             sinfo, and exit 0 only when every node is idle
+#   slurm/cluster.sh start [N] [CPUS] [--no-gpus] [--no-accounting]
+#                                       N nodes (default 2), each declaring CPUS cpus and gpus (default 8)
+#   slurm/cluster.sh status             sinfo and the flavour; exit 0 only when every node is idle
 #   slurm/cluster.sh logs               the tail of every daemon's log (for failing tests)
 #   slurm/cluster.sh stop               stop every daemon this script started and forget the state
 #
@@ -11,7 +12,10 @@
 # slurmdbd on a local MariaDB so that sacct works (submitit asks it how jobs ended).
 # Nodes declare more CPUs than the host has (SlurmdParameters=config_overrides), and GPUs
 # without device files, so `--nodes 4 --gpus 8` schedules here; tasks then run on the CPU.
-# `start` is idempotent: a running cluster of the same shape is left alone.
+# Two options make it like clusters configured otherwise: --no-gpus (no GPU gres: a CPU
+# partition, where asking for GPUs is refused) and --no-accounting (no slurmdbd:
+# AccountingStorageType=accounting_storage/none, sacct answers nothing).
+# `start` is idempotent: a running cluster of the same shape and flavour is left alone.
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"  # the daemons live there; a non-login root shell may lack it
 
@@ -48,7 +52,7 @@ install() {
 our_config() { [ -f "$CONF_DIR/slurm.conf" ] && grep -qF "$MARK" "$CONF_DIR/slurm.conf"; }
 
 write_config() {
-    local nodes=$1 cpus=$2 host
+    local nodes=$1 cpus=$2 gpus=$3 accounting=$4 host
     host=$(hostname)
     mkdir -p "$CONF_DIR" "$STATE" "$RUN" "$LOGS"
     if [ -f "$CONF_DIR/slurm.conf" ] && ! our_config; then
@@ -82,32 +86,39 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 MpiDefault=none
 ReturnToService=2
-GresTypes=gpu
+$([ "$gpus" = yes ] && echo "GresTypes=gpu")
 # Small, fast test cluster: schedule often, forget finished jobs quickly, kill stragglers fast.
 SchedulerParameters=sched_interval=2,bf_interval=2
 MessageTimeout=20
 KillWait=5
 InactiveLimit=0
 MinJobAge=60
-JobAcctGatherType=jobacct_gather/linux
-JobAcctGatherFrequency=30
-AccountingStorageType=accounting_storage/slurmdbd
-AccountingStorageHost=127.0.0.1
+$(if [ "$accounting" = yes ]; then
+    printf '%s\n' JobAcctGatherType=jobacct_gather/linux JobAcctGatherFrequency=30 \
+        AccountingStorageType=accounting_storage/slurmdbd AccountingStorageHost=127.0.0.1
+else
+    printf '%s\n' JobAcctGatherType=jobacct_gather/none AccountingStorageType=accounting_storage/none
+fi)
 JobRequeue=1
-NodeName=${NAME_PREFIX}[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$((SLURMD_PORT_BASE + 1))-$((SLURMD_PORT_BASE + nodes))] CPUs=$cpus Gres=gpu:$cpus State=UNKNOWN
+NodeName=${NAME_PREFIX}[1-$nodes] NodeHostname=$host NodeAddr=127.0.0.1 Port=[$((SLURMD_PORT_BASE + 1))-$((SLURMD_PORT_BASE + nodes))] CPUs=$cpus $([ "$gpus" = yes ] && echo "Gres=gpu:$cpus ")State=UNKNOWN
 PartitionName=debug Nodes=ALL Default=YES MaxTime=INFINITE State=UP
 EOF
     # GPUs need device files; character devices behaving like /dev/null stand in for them.
     local gpu
-    mkdir -p "$STATE/fake-gpus"
-    for gpu in $(seq 0 $((cpus - 1))); do
-        [ -c "$STATE/fake-gpus/gpu$gpu" ] || mknod "$STATE/fake-gpus/gpu$gpu" c 1 3
-    done
-    cat >"$CONF_DIR/gres.conf" <<EOF
+    if [ "$gpus" = yes ]; then
+        mkdir -p "$STATE/fake-gpus"
+        for gpu in $(seq 0 $((cpus - 1))); do
+            [ -c "$STATE/fake-gpus/gpu$gpu" ] || mknod "$STATE/fake-gpus/gpu$gpu" c 1 3
+        done
+        cat >"$CONF_DIR/gres.conf" <<EOF
 $MARK
 AutoDetect=off
 NodeName=${NAME_PREFIX}[1-$nodes] Name=gpu File=$STATE/fake-gpus/gpu[0-$((cpus - 1))]
 EOF
+    else
+        rm -f "$CONF_DIR/gres.conf"
+    fi
+    echo "$nodes $cpus gpus=$gpus accounting=$accounting" >"$STATE/flavour"
     # No cgroup.conf: with linuxproc and task/none nothing asks for cgroups.
     ! { [ -f "$CONF_DIR/cgroup.conf" ] && grep -qF "$MARK" "$CONF_DIR/cgroup.conf"; } || rm -f "$CONF_DIR/cgroup.conf"
     cat >"$CONF_DIR/slurmdbd.conf" <<EOF
@@ -182,21 +193,32 @@ all_idle() {
 
 start() {
     require_root
-    local nodes=${1:-2} cpus=${2:-8} i
-    [ "$nodes" -ge 1 ] && [ "$cpus" -ge 1 ] || die "usage: cluster.sh start [NODES>=1] [CPUS>=1]"
+    local gpus=yes accounting=yes positional=() i
+    for i in "$@"; do
+        case "$i" in
+            --no-gpus) gpus=no ;;
+            --no-accounting) accounting=no ;;
+            -*) die "unknown option $i; usage: cluster.sh start [NODES] [CPUS] [--no-gpus] [--no-accounting]" ;;
+            *) positional+=("$i") ;;
+        esac
+    done
+    local nodes=${positional[0]:-2} cpus=${positional[1]:-8}
+    [ "$nodes" -ge 1 ] && [ "$cpus" -ge 1 ] || die "usage: cluster.sh start [NODES>=1] [CPUS>=1] [--no-gpus] [--no-accounting]"
     install
-    if our_config && running "$RUN/slurmctld.pid" \
-        && grep -q "^NodeName=${NAME_PREFIX}\[1-$nodes\] .* CPUs=$cpus " "$CONF_DIR/slurm.conf" \
+    local flavour="$nodes $cpus gpus=$gpus accounting=$accounting"
+    if our_config && running "$RUN/slurmctld.pid" && [ "$(cat "$STATE/flavour" 2>/dev/null)" = "$flavour" ] \
         && all_idle "$nodes"; then
-        log "already running: $nodes nodes x $cpus cpus"
+        log "already running: $flavour"
         return
     fi
     stop_daemons
-    write_config "$nodes" "$cpus"
+    write_config "$nodes" "$cpus" "$gpus" "$accounting"
     rm -rf "$STATE/ctld"
     start_munge
-    start_database
-    start_slurmdbd
+    if [ "$accounting" = yes ]; then
+        start_database
+        start_slurmdbd
+    fi
     slurmctld
     wait_for 60 slurmctld scontrol ping
     for i in $(seq 1 "$nodes"); do
@@ -204,12 +226,13 @@ start() {
         slurmd -N "$NAME_PREFIX$i" || { logs; die "slurmd -N $NAME_PREFIX$i did not start"; }
     done
     wait_for 90 "$nodes idle nodes" all_idle "$nodes"
-    log "up: $nodes nodes x $cpus cpus (logs in $LOGS)"
+    log "up: $flavour (logs in $LOGS)"
     sinfo -N
 }
 
 status() {
     sinfo -N || return 1
+    [ -f "$STATE/flavour" ] && echo "flavour: $(cat "$STATE/flavour")"
     local nodes
     nodes=$(sinfo -h -N -o '%N' | wc -l)
     all_idle "$nodes"

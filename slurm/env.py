@@ -38,6 +38,7 @@ SLURM_VARS: Mapping[str, tuple[str, ...]] = {
     "tasks_per_node": ("SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"),
     "restart_count": ("SLURM_RESTART_COUNT",),
     "cpus_per_task": ("SLURM_CPUS_PER_TASK",),
+    "gpus_on_node": ("SLURM_GPUS_ON_NODE",),  # set when the job asked for GPUs (gres)
 }
 
 TORCHRUN_VARS: Mapping[str, str] = {
@@ -93,6 +94,7 @@ class DistributedIdentity:
     restart_count: int = 0
     hostnames: tuple[str, ...] = ()
     cpus_per_task: int | None = None
+    gpus_on_node: int | None = None  # GPUs SLURM gave this node's tasks; None: not under SLURM, or none asked
 
     def __post_init__(self) -> None:
         _check_below("rank", self.rank, "world_size", self.world_size)
@@ -243,6 +245,7 @@ def _from_slurm(env: Mapping[str, str]) -> DistributedIdentity:
         restart_count=_int(env, "SLURM_RESTART_COUNT", default=0, minimum=0),
         hostnames=hosts,
         cpus_per_task=_optional_int(env, SLURM_VARS["cpus_per_task"]),
+        gpus_on_node=_optional_int(env, SLURM_VARS["gpus_on_node"], minimum=0),
     )
 
 
@@ -326,9 +329,9 @@ def _int(env: Mapping[str, str], name: str, *, minimum: int, default: int | None
     return value
 
 
-def _optional_int(env: Mapping[str, str], names: tuple[str, ...]) -> int | None:
+def _optional_int(env: Mapping[str, str], names: tuple[str, ...], minimum: int = 1) -> int | None:
     name = _name_in(env, names)
-    return _int(env, name, minimum=1) if name in env else None
+    return _int(env, name, minimum=minimum) if name in env else None
 
 
 def _check_below(name: str, value: int, limit_name: str, limit: int, hint: str = "") -> None:

@@ -18,7 +18,17 @@ from tests.common import REPO, run_submit
     ("args", "message"),
     [
         (["--nodes", "0"], "--nodes 0 must be at least 1"),
-        (["--gpus", "0"], "--gpus 0 must be at least 1"),
+        (["--gpus", "-1"], r"--gpus -1 must be 0 \(a CPU job\) or more"),
+        (["--gpus", "0", "--tasks-per-node", "0"], "--tasks-per-node 0 must be at least 1"),
+        (
+            ["--gpus", "2", "--tasks-per-node", "4"],
+            r"--tasks-per-node 4 with --gpus 2: every task drives one GPU. "
+            r"HINT: use --tasks-per-node 2, or --gpus 0",
+        ),
+        (["--gpus", "0", "--device", "cuda"], "--device cuda with --gpus 0 asks for no GPU"),
+        (["--cluster", "debug", "--gpus", "0", "--tasks-per-node", "2"], "--cluster debug runs one task"),
+        (["--inject-slowdown", "2:40"], r"--inject-slowdown 2:40 names rank 2, but the job has 1 ranks"),
+        (["--inject-slowdown", "0:0"], "--inject-slowdown 0:0 needs a rank >= 0 and 1 to 60000 ms"),
         (["--gpus", "2", "--profile-ranks", "2"], r"selects rank 2, but the job has 2 ranks \(0-1\)"),
         (["--profile-ranks", "0-x"], "'0-x' is not a rank or a range"),
         (["--profile-ranks", "3-1"], "runs backwards"),

@@ -14,3 +14,39 @@ def test_one_bound_gpu_per_task_is_cuda0() -> None:
 def test_more_tasks_than_gpus() -> None:
     with pytest.raises(RuntimeError, match="LOCAL_RANK=4 but this task sees 4 GPUs"):
         _gpu_index(4, 4)
+
+
+def identity(source: str, gpus_on_node: int | None):
+    from slurm.env import DistributedIdentity
+
+    return DistributedIdentity(
+        source=source, rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0, num_nodes=1,
+        master_addr="h", master_port=1234, job_id="1", gpus_on_node=gpus_on_node,
+    )  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("source", "gpus_on_node", "device", "cuda_available", "expected"),
+    [
+        ("slurm", 4, "auto", True, True),  # SLURM gave this node's tasks GPUs
+        ("slurm", None, "auto", True, False),  # a CPU job on a GPU node: GPUs seen, none given
+        ("slurm", 0, "auto", True, False),
+        ("submitit-local", None, "auto", True, True),
+        ("torchrun", None, "auto", False, False),
+        ("slurm", 4, "cpu", True, False),  # --gpus 0 / --device cpu
+        ("slurm", None, "cuda", True, True),  # a site without GPU gres: --device cuda
+    ],
+)
+def test_uses_gpu(monkeypatch, source, gpus_on_node, device, cuda_available, expected) -> None:
+    from workload import distributed
+
+    monkeypatch.setattr(distributed.torch.cuda, "is_available", lambda: cuda_available)
+    assert distributed.uses_gpu(identity(source, gpus_on_node), device) is expected
+
+
+def test_cuda_asked_for_where_there_is_none(monkeypatch) -> None:
+    from workload import distributed
+
+    monkeypatch.setattr(distributed.torch.cuda, "is_available", lambda: False)
+    with pytest.raises(RuntimeError, match="--device cuda but torch sees no GPU"):
+        distributed.uses_gpu(identity("slurm", 2), "cuda")

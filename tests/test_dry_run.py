@@ -9,6 +9,7 @@ from pathlib import Path
 from tests.common import run_submit
 
 GOLDEN = Path(__file__).parent / "golden" / "dry_run_4x8.sbatch"
+GOLDEN_CPU = Path(__file__).parent / "golden" / "dry_run_cpu_2x16.sbatch"
 TRACES = "/shared/traces"
 
 
@@ -21,6 +22,14 @@ def dry_run(*args: str) -> str:
 def test_dry_run_matches_golden_file() -> None:
     script = dry_run("--nodes", "4", "--gpus", "8", "--partition", "gpu", "--time", "90")
     assert script == GOLDEN.read_text()
+
+
+def test_dry_run_of_a_cpu_job_asks_for_no_gpu() -> None:
+    script = dry_run(
+        "--nodes", "2", "--gpus", "0", "--tasks-per-node", "16", "--partition", "cpu", "--time", "30"
+    )
+    assert script == GOLDEN_CPU.read_text()
+    assert "gpu" not in script.replace("--partition=cpu", "")
 
 
 def test_dry_run_needs_no_slurm_and_creates_nothing(tmp_path: Path) -> None:

@@ -100,6 +100,11 @@ def test_user_master_port_wins() -> None:
     assert from_environment(slurm_env(MASTER_PORT="29512")).master_port == 29512
 
 
+def test_gpus_on_node() -> None:
+    assert from_environment(slurm_env(SLURM_GPUS_ON_NODE="4")).gpus_on_node == 4
+    assert from_environment(slurm_env()).gpus_on_node is None  # a job that asked for no GPU
+
+
 def test_cpus_per_task() -> None:
     assert from_environment(slurm_env(SLURM_CPUS_PER_TASK="6")).cpus_per_task == 6
     assert from_environment(slurm_env()).cpus_per_task is None

@@ -5,60 +5,53 @@ from __future__ import annotations
 import gzip
 import json
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from profiling.analysis import analyse
 from profiling.job_folder import meta_of
 from profiling.report import ReportError, build_report, main
+from profiling.trace_events import from_document
 from tests.common import SMALL_JOB, run_submit, submitted_job_id
-
-BASE_NS = 1_790_000_000_000_000_000
-
-
-def x(
-    name: str, ts: float, dur: float, tid: Any = 1, cat: str = "cpu_op", pid: Any = 100, **args: Any
-) -> dict:
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
 
 
-def cpu_trace(rank: int = 0, offset: float = 0.0, base_ns: int = BASE_NS, slow: float = 0.0) -> dict:
+def cpu_trace(rank: int = 0) -> dict:
     """One step: zero_grad 0-5, forward 5-40, backward 40-70, all-reduce 50-85, optimizer 85-95."""
-    o = offset
     return {
         "distributedInfo": {"rank": rank, "world_size": 2, "backend": "gloo"},
         "host_name": f"host{rank}",
-        "baseTimeNanoseconds": base_ns,
+        "baseTimeNanoseconds": BASE_NS,
         "traceEvents": [
             {"ph": "M", "name": "process_name", "pid": 100, "tid": 0, "args": {"name": "python"}},
             {"ph": "M", "name": "thread_name", "pid": 100, "tid": 2, "args": {"name": "gloo"}},
-            x("ProfilerStep#5", o + 0, 100 + slow, cat="user_annotation"),
-            x("Optimizer.zero_grad#SGD.zero_grad", o + 0, 5, cat="user_annotation"),
-            x("aten::zero_", o + 1, 3),
-            x("DistributedDataParallel.forward", o + 5, 30, cat="user_annotation"),
-            x("aten::conv2d", o + 6, 24),
-            x("aten::mse_loss", o + 35, 5),
-            x("autograd::engine::evaluate_function: ConvolutionBackward0", o + 40, 30 + slow),
-            x("gloo:all_reduce", o + 50, 35 + slow, tid=2),
-            x("Optimizer.step#SGD.step", o + 85 + slow, 10, cat="user_annotation"),
-            {"ph": "s", "id": 7, "pid": 100, "tid": 1, "ts": o + 40, "cat": "fwdbwd", "name": "fwdbwd"},
+            x("ProfilerStep#5", 0, 100, cat="user_annotation"),
+            x("Optimizer.zero_grad#SGD.zero_grad", 0, 5, cat="user_annotation"),
+            x("aten::zero_", 1, 3),
+            x("DistributedDataParallel.forward", 5, 30, cat="user_annotation"),
+            x("aten::conv2d", 6, 24),
+            x("aten::mse_loss", 35, 5),
+            x("autograd::engine::evaluate_function: ConvolutionBackward0", 40, 30),
+            x("gloo:all_reduce", 50, 35, tid=2),
+            x("Optimizer.step#SGD.step", 85, 10, cat="user_annotation"),
+            {"ph": "s", "id": 7, "pid": 100, "tid": 1, "ts": 40, "cat": "fwdbwd", "name": "fwdbwd"},
         ],
     }
 
 
 def test_cpu_step_breakdown() -> None:
-    (step,) = analyse(cpu_trace()).steps
-    assert step.step == 5 and step.duration_us == 100 and step.gpu_busy_us is None
-    assert step.phases_us == {"forward": 35, "backward": 30, "optimizer": 15, "communication": 15, "other": 5}
+    (step,) = analyse(from_document(cpu_trace())).steps
+    assert step.step == 5 and step.duration_us == 100 and step.gpu is None
+    assert step.parts_us == {"forward": 35, "backward": 30, "optimizer": 15, "communication": 15, "other": 5}
+    assert step.accounted_us == 100
 
 
 def test_gpu_step_breakdown_from_kernels() -> None:
     def launch(corr: int, ts: float, tid: int = 1) -> dict:
         return x("cudaLaunchKernel", ts, 1, tid=tid, cat="cuda_runtime", correlation=corr)
 
-    def kernel(name: str, corr: int, ts: float, dur: float) -> dict:
-        return x(name, ts, dur, tid=7, pid=0, cat="kernel", correlation=corr)
+    def kernel(name: str, corr: int, ts: float, dur: float, cat: str = "kernel") -> dict:
+        return x(name, ts, dur, tid=7, pid=0, cat=cat, correlation=corr)
 
     trace = {
         "distributedInfo": {"rank": 0, "world_size": 1},
@@ -71,59 +64,80 @@ def test_gpu_step_breakdown_from_kernels() -> None:
             kernel("conv_bwd", 2, 60, 20),
             launch(3, 55),
             kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 3, 70, 20),
+            launch(6, 56),
+            kernel("Memcpy DtoD (Device -> Device)", 6, 91, 1, cat="gpu_memcpy"),
             x("Optimizer.step#SGD.step", 85, 10, cat="user_annotation"),
             launch(4, 90),
             kernel("sgd_kernel", 4, 92, 4),
+            kernel("launched_before_the_trace", 99, 30, 5),  # its launch is not in the trace
+            x("ProfilerStep#4", 100, 60, cat="user_annotation"),
             launch(5, 150),
-            kernel("next_step_kernel", 5, 150, 10),  # launched by the next step
+            kernel("next_step_kernel", 5, 150, 10),
         ],
     }
-    (step,) = analyse(trace).steps
-    assert step.gpu_busy_us == 54
-    assert step.phases_us == {"forward": 20, "backward": 20, "communication": 10, "optimizer": 4, "other": 46}
+    first, second = analyse(from_document(trace)).steps
+    # GPU span of step 3: its first kernel (20) to step 4's first (150)
+    assert (first.gpu.start_us, first.gpu.duration_us) == (20, 130)
+    # compute 20-40, 60-80, 92-96; NCCL 70-90 of which 80-90 exposed; memcpy 91-92; idle the rest
+    assert first.parts_us == {"compute": 44, "communication": 10, "memory": 1, "other": 0, "idle": 75}
+    assert first.gpu.busy_us == 55 and first.gpu.communication_overlapped_us == 10
+    assert first.gpu.compute_by_phase_us == {"forward": 20, "backward": 20, "optimizer": 4}
+    assert first.collectives_us == 20 and first.gpu.activities == 5
+    assert (second.gpu.duration_us, second.parts_us["compute"], second.parts_us["idle"]) == (10, 10, 0)
+    assert sum(first.parts_us.values()) == first.accounted_us == 130
 
 
-def write_trace(folder: Path, trace: dict, name: str) -> None:
-    folder.mkdir(parents=True, exist_ok=True)
-    opener = gzip.open if name.endswith(".gz") else open
-    with opener(folder / name, "wt") as handle:
-        json.dump(trace, handle)
-
-
-def test_report_finds_straggler_and_merges_with_aligned_clocks(tmp_path: Path) -> None:
-    # rank 1 computes 20 us longer; its clock's base is 1 ms later and its host clock 7 us ahead
-    write_trace(tmp_path, cpu_trace(0), "rank0_iter5_5.json")
-    write_trace(
-        tmp_path,
-        cpu_trace(1, offset=-1000 + 7, base_ns=BASE_NS + 1_000_000, slow=20),
-        "rank1_iter5_5.json.gz",
-    )
+def test_straggler_named_with_its_evidence_and_clocks_aligned(tmp_path: Path) -> None:
+    write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
     report = build_report(tmp_path)
-
-    r0, r1 = report["ranks"]
-    assert (r0["compute_ms"], r1["compute_ms"]) == (pytest.approx(0.080), pytest.approx(0.100))
-    assert report["straggler"]["rank"] == 1
-    assert report["straggler"]["over_median_pct"] == pytest.approx(100 * (0.100 - 0.090) / 0.090)
-    assert report["step_time_spread_ms"]["max_minus_min"] == pytest.approx(0.020)
-    assert report["communication_wait_ms"] == {"0": pytest.approx(0.015), "1": pytest.approx(0.015)}
-    assert r1["trace_files"] == ["rank1_iter5_5.json.gz"]
+    verdict = report["straggler"]
+    assert (verdict["verdict"], verdict["rank"]) == ("straggler", 1)
+    assert verdict["last_arrivals"] == {"0": 0, "1": 8} and verdict["steps_held_back"] == {"0": 0, "1": 8}
+    assert verdict["p_value"] == pytest.approx(2 * 0.5**8)
+    assert "rank 1 arrived last at 8 of 8 collectives, 30.00 ms" not in verdict["text"]  # µs, not ms
+    assert verdict["text"].startswith("straggler: rank 1 arrived last at 8 of 8 collectives, 0.03 ms after")
+    # rank 1's ts count from a base 1 ms later, and its clock is 7 µs ahead: every all-reduce
+    # ends together once 1000 - 7 µs are added
+    clock = report["ranks"][1]["clock"]
+    assert clock["method"] == "matched collectives" and clock["pairs"] == 8
+    assert clock["shift_us"] == pytest.approx(1000 - 7.0)
+    assert clock["residual_us"] == pytest.approx(0.0)
 
     meta = meta_of(tmp_path)
     assert json.loads((meta / "report.json").read_text()) == json.loads(json.dumps(report))
-    assert "Straggler: rank 1" in (meta / "report.md").read_text()
+    markdown = (meta / "report.md").read_text()
+    assert "**Straggler: rank 1 arrived last at 8 of 8 collectives" in markdown
+    assert "| 1 | matched collectives | 993.0 | 8 | 0.0 |" in markdown
     assert (meta / "report.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
     with gzip.open(meta / "merged_trace.json.gz") as handle:
         merged = json.load(handle)
     names = {e["pid"]: e["args"]["name"] for e in merged["traceEvents"] if e.get("name") == "process_name"}
     assert names == {0: "rank 0 (host0)", 1: "rank 1 (host1)"}
-    ends = {e["pid"]: e["ts"] + e["dur"] for e in merged["traceEvents"] if e.get("name") == "gloo:all_reduce"}
-    assert ends[0] == pytest.approx(85) and ends[1] == pytest.approx(85)  # aligned on the all-reduce's end
-    steps = {e["pid"]: e["ts"] for e in merged["traceEvents"] if e.get("name") == "ProfilerStep#5"}
-    assert steps[1] == pytest.approx(-20)  # rank 1 entered the all-reduce's step 20 us "earlier"
-    flows = [e["id"] for e in merged["traceEvents"] if e.get("ph") == "s"]
-    assert len(set(flows)) == 2
-    assert merged["baseTimeNanoseconds"] == BASE_NS
+    ends = {}
+    for e in merged["traceEvents"]:
+        if e.get("name") == "gloo:all_reduce":
+            ends.setdefault(e["pid"], []).append(e["ts"] + e["dur"])
+    assert ends[1] == pytest.approx(ends[0])  # aligned on the all-reduces' ends
+    flows = [e for e in merged["traceEvents"] if e.get("ph") == "s"]
+    assert merged["baseTimeNanoseconds"] == BASE_NS and not flows
+
+
+def test_no_significant_straggler_when_the_late_rank_changes(tmp_path: Path) -> None:
+    write_job(tmp_path, cpu_job(8, lambda step: {step % 2: 30.0}), 8)  # rank 0, then 1, then 0...
+    verdict = build_report(tmp_path, merged=False, plot=False)["straggler"]
+    assert verdict["verdict"] == "none" and verdict["rank"] is None
+    assert verdict["steps_held_back"] == {"0": 4, "1": 4}
+    assert verdict["text"].startswith("no significant straggler: the most often late, rank ")
+
+
+def test_too_few_steps_to_tell(tmp_path: Path) -> None:
+    write_job(tmp_path, cpu_job(3, lambda step: {1: 30.0}), 3)
+    verdict = build_report(tmp_path, merged=False, plot=False)["straggler"]
+    assert (verdict["verdict"], verdict["rank"], verdict["candidate"]) == ("undetermined", None, 1)
+    assert verdict["text"].startswith(
+        "straggler undetermined: 3 step(s) recorded, 8 needed with 2 ranks (--active)"
+    )
 
 
 def test_report_refuses_an_empty_folder(tmp_path: Path) -> None:
@@ -207,10 +221,7 @@ def test_report_command_line(real_job: Path, tmp_path: Path) -> None:
 
 
 def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
-    for rank in range(4):
-        write_trace(
-            tmp_path / "traces", cpu_trace(rank, offset=rank * 3, slow=rank * 5), f"rank{rank}_iter5_5.json"
-        )
+    write_job(tmp_path / "traces", cpu_job(8, lambda step: {3: 25.0 + step}, ranks=4), 8)
     serial = build_report(tmp_path / "traces", tmp_path / "serial", plot=False, jobs=1)
     parallel = build_report(tmp_path / "traces", tmp_path / "parallel", plot=False, jobs=2)
     for key in ("ranks", "straggler", "step_time_spread_ms", "communication_wait_ms"):
@@ -221,3 +232,25 @@ def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
         gzip.open(tmp_path / "parallel" / "merged_trace.json.gz") as b,
     ):
         assert json.load(a) == json.load(b)
+
+
+def test_merged_trace_one_lane_per_rank_and_distinct_flow_ids(tmp_path: Path) -> None:
+    for rank in (0, 1):
+        trace = cpu_trace(rank)
+        trace["traceEvents"].append(x("kernel", 20, 5, tid=7, pid=0, cat="kernel"))  # a GPU lane
+        write_trace(tmp_path, trace, f"rank{rank}_iter5_5.json")
+    build_report(tmp_path, plot=False)
+    with gzip.open(meta_of(tmp_path) / "merged_trace.json.gz") as handle:
+        events = json.load(handle)["traceEvents"]
+    assert {e["args"]["name"] for e in events if e.get("name") == "process_name"} == {
+        "rank 0 (host0)",
+        "rank 1 (host1)",
+    }
+    for rank in (0, 1):
+        mine = [e for e in events if e["pid"] == rank]
+        step = next(e for e in mine if e["name"] == "ProfilerStep#5")
+        assert step["tid"] == 1  # the profiled process keeps its thread ids
+        kernel = next(e for e in mine if e["name"] == "kernel")
+        assert kernel["tid"] >= 1 << 32  # another process's lane, apart from the CPU threads
+    flow_ids = [e["id"] for e in events if e.get("ph") == "s"]
+    assert len(flow_ids) == 2 and len(set(flow_ids)) == 2

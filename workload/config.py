@@ -25,6 +25,17 @@ class RankAndStep:
         return f"{self.rank}:{self.step}"
 
 
+@dataclasses.dataclass(frozen=True)
+class RankAndMs:
+    """An injected slowdown: ``rank`` does ``ms`` milliseconds of extra CPU work every step."""
+
+    rank: int
+    ms: int
+
+    def __str__(self) -> str:
+        return f"{self.rank}:{self.ms}"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WorkloadConfig:
     steps: int = 100
@@ -36,9 +47,10 @@ class WorkloadConfig:
     seed: int = 0
     log_every: int = 10
     threads: int | None = None  # CPU threads per rank; None: the rank's share of its CPUs
-    # Fault injection, to see how the job and the cluster deal with it: that rank raises at
-    # that step.
+    # Fault injection, to see how the job, the cluster and the report deal with it: that rank
+    # raises at that step; that rank works that much longer every step (a slow host, say).
     inject_failure: RankAndStep | None = None
+    inject_slowdown: RankAndMs | None = None
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "image_size", "num_classes", "log_every"):
@@ -57,5 +69,20 @@ class WorkloadConfig:
             raise WorkloadError(
                 f"{{inject_failure}} {failure} needs a rank >= 0 and a step below {{steps}} {self.steps}"
             )
+        slowdown = self.inject_slowdown
+        if slowdown is not None and (slowdown.rank < 0 or not 0 < slowdown.ms <= 60_000):
+            raise WorkloadError(
+                f"{{inject_slowdown}} {slowdown} needs a rank >= 0 and 1 to 60000 ms of extra work per step"
+            )
         if self.threads is not None and self.threads < 1:
             raise WorkloadError(f"{{threads}} {self.threads} must be at least 1")
+
+    def check_ranks(self, world_size: int) -> None:
+        """Refuse an injected fault on a rank the job does not have."""
+        for name in ("inject_failure", "inject_slowdown"):
+            fault = getattr(self, name)
+            if fault is not None and fault.rank >= world_size:
+                raise WorkloadError(
+                    f"{{{name}}} {fault} names rank {fault.rank}, but the job has {world_size} ranks "
+                    f"(0-{world_size - 1})"
+                )

@@ -24,16 +24,16 @@ class DistributedContext:
 
 @contextlib.contextmanager
 def distributed(
-    identity: DistributedIdentity, *, timeout_s: float, threads: int | None = None
+    identity: DistributedIdentity, *, timeout_s: float, threads: int | None = None, device: str = "auto"
 ) -> Iterator[DistributedContext]:
     """Join the job's process group for the duration of the block, then leave it.
 
-    GPU: NCCL on ``cuda:<local rank>`` (by *local* rank: the global rank is out of range on
-    every node but the first). CPU: gloo, with this rank's share of the node's CPUs as threads.
-    A single process still gets a (one-member, in-memory) group, so its traces carry
-    ``distributedInfo`` like everyone else's.
+    GPU (see :func:`uses_gpu`): NCCL on ``cuda:<local rank>`` (by *local* rank: the global rank
+    is out of range on every node but the first). CPU: gloo, with this rank's share of the
+    node's CPUs as threads. A single process still gets a (one-member, in-memory) group, so its
+    traces carry ``distributedInfo`` like everyone else's.
     """
-    if torch.cuda.is_available():
+    if uses_gpu(identity, device):
         device, backend = (
             torch.device("cuda", _gpu_index(identity.local_rank, torch.cuda.device_count())),
             "nccl",
@@ -53,6 +53,19 @@ def distributed(
         yield DistributedContext(identity=identity, device=device, backend=backend, threads=threads)
     finally:
         dist.destroy_process_group()
+
+
+def uses_gpu(identity: DistributedIdentity, device: str) -> bool:
+    """``device`` "cuda" or "cpu" as asked; "auto": CUDA if torch sees a GPU and, under SLURM,
+    the job was given some (a task of a CPU job on a GPU node sees GPUs it was not given)."""
+    if device == "cpu":
+        return False
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("--device cuda but torch sees no GPU. HINT: use --device auto or cpu")
+        return True
+    given = identity.source != "slurm" or bool(identity.gpus_on_node)
+    return given and torch.cuda.is_available()
 
 
 class RendezvousError(RuntimeError):

@@ -101,8 +101,9 @@ class Trainer:
         stop = stop or NeverStop()
         config, rank = self.config, self.ctx.identity.rank
         model, optimizer, inputs, target = self.model, self.optimizer, self.inputs, self.target
-        failure = config.inject_failure
+        failure, slowdown = config.inject_failure, config.inject_slowdown
         fail_at = failure.step if failure is not None and failure.rank == rank else -1
+        extra_cpu_s = slowdown.ms / 1e3 if slowdown is not None and slowdown.rank == rank else 0.0
         log_progress = self.ctx.identity.is_main
         timer = StepTimer(self.ctx.device)
         step = start_step
@@ -113,6 +114,8 @@ class Trainer:
                     return RunResult(timer.seconds(), step, stopped=True)
                 if step == fail_at:
                     raise InjectedFailure(f"rank {rank} failed at step {step} (--inject-failure)")
+                if extra_cpu_s:
+                    _burn_cpu(extra_cpu_s)
                 optimizer.zero_grad(set_to_none=True)
                 loss = F.mse_loss(model(inputs), target)
                 loss.backward()
@@ -157,6 +160,16 @@ class Trainer:
 
 
 STATE_FILE = "state.pt"
+
+
+def _burn_cpu(seconds: float) -> None:
+    """Work on the CPU for ``seconds`` of this thread's CPU time (``--inject-slowdown``).
+
+    CPU time, not wall time: with more ranks than cores, the delay stays what was asked for.
+    """
+    done = time.thread_time() + seconds
+    while time.thread_time() < done:
+        pass
 
 
 def has_checkpoint(folder: Path) -> bool:

@@ -1,25 +1,28 @@
-"""Benchmark: our cross-rank report against HTA on the same job folder, and its scaling.
+"""Benchmark: our cross-rank report against HTA, its memory, and its scaling.
 
-    .venv/bin/python tests/bench/bench_report.py [--ranks 8] [--active 5] [--repeats 3]
+    .venv/bin/python tests/bench/bench_report.py [--repeats 1] [--scale 16 64 256] [--skip-cpu]
 
-1. Runs a real job on this machine (submitit's local executor, ``--ranks`` processes, every
-   rank profiled, ``--active`` recorded steps), giving a folder of real traces.
-2. Times, each in a fresh process, interleaved, ``--repeats`` times: our report (analysis,
-   merged trace, report.json/md/png) and HTA's ``TraceAnalysis`` load plus
-   ``get_temporal_breakdown``; prints medians, the ratio and each side's peak memory.
-3. Copies one trace into synthetic folders of 16, 64 and 256 ranks (gzipped, as with
-   ``--gzip-traces``) and times our report on each, to show that its cost grows linearly
-   with the bytes of trace.
+Every measured program runs in a fresh process; its wall time and peak RSS (its own or its
+largest child's) are printed. Not a test: it prints tables and asserts nothing.
 
-Not a test: it prints a table and asserts nothing about speed.
+1. GPU job folder: 8 ranks, each a real GPU trace from the fixtures (``trace_diff_test``,
+   its 6 steps twice over) with its rank rewritten and its clock moved, about 500 MiB of
+   JSON. HTA 0.5: ``TraceAnalysis`` + ``get_temporal_breakdown`` + ``get_comm_comp_overlap``;
+   ours: the full report (json, md, png, merged timeline). Interleaved, ``--repeats`` times.
+2. CPU job folder: a real 8-rank job run here (submitit's local executor, every rank
+   profiled for 5 steps); HTA loads it (its temporal breakdown needs GPU kernels).
+3. One 1 GiB trace (the GPU trace's steps repeated): our report's peak memory.
+4. Scaling: 16, 64 and 256 copies of one real GPU trace (``nccl_data``), our report only:
+   seconds, MiB/s of JSON per core, and how much of the merged trace the size budget kept.
 """
 
 from __future__ import annotations
 
 import argparse
+import copy
 import gzip
+import json
 import os
-import re
 import shutil
 import statistics
 import subprocess
@@ -27,124 +30,201 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-
-import orjson
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
-from profiling.job_folder import JobFolder  # noqa: E402
+from profiling.job_folder import JobFolder, meta_of  # noqa: E402
 from tests.common import REPO, SMALL_WORKLOAD, submitted_job_id  # noqa: E402
 
+DATA = REPO / "tests" / "data" / "gpu_traces"
 OURS = (
     "import sys\nfrom pathlib import Path\nfrom profiling.report import build_report\n"
-    "build_report(Path(sys.argv[1]), Path(sys.argv[2]))"
+    "build_report(Path(sys.argv[1]))"
 )
 HTA = (
-    "import sys, logging; logging.disable(logging.WARNING);"
-    "from hta.trace_analysis import TraceAnalysis;"
-    "analyzer = TraceAnalysis(trace_dir=sys.argv[1]);"
-    "\ntry:\n    analyzer.get_temporal_breakdown(visualize=False)\n"
-    "except Exception as error:\n"
-    "    print('temporal breakdown failed:', type(error).__name__, error, file=sys.stderr)"
+    "import sys, logging; logging.disable(logging.WARNING)\n"
+    "from hta.trace_analysis import TraceAnalysis\n"
+    "analyzer = TraceAnalysis(trace_dir=sys.argv[1], include_last_profiler_step=True)\n"
+    "for method in ('get_temporal_breakdown', 'get_comm_comp_overlap'):\n"
+    "    try:\n"
+    "        getattr(analyzer, method)(visualize=False)\n"
+    "    except Exception as error:\n"
+    "        print(method, 'failed:', type(error).__name__, error, file=sys.stderr)\n"
 )
 
 
-# Appended to each measured program: its own peak RSS, or its largest worker's (HTA uses a pool).
-_PEAK = (
-    "\nimport resource as _r, sys as _s\n"
-    "_peak = max(_r.getrusage(_r.RUSAGE_SELF).ru_maxrss, _r.getrusage(_r.RUSAGE_CHILDREN).ru_maxrss)\n"
-    "print('PEAK_KIB', _peak, file=_s.stderr)"
-)
+def tree_rss_mib(root: int) -> float:
+    """The resident memory of a process and all its descendants, from /proc."""
+    children: dict[int, list[int]] = {}
+    rss: dict[int, int] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        pid = int(entry.name)
+        children.setdefault(int(fields[1]), []).append(pid)  # field 4: ppid
+        rss[pid] = int(fields[21]) * os.sysconf("SC_PAGE_SIZE")  # field 24: rss in pages
+    total, stack = 0, [root]
+    while stack:
+        pid = stack.pop()
+        total += rss.get(pid, 0)
+        stack.extend(children.get(pid, []))
+    return total / 2**20
 
 
 def timed(code: str, *args: str) -> tuple[float, float]:
-    """(seconds, peak RSS in MiB of the largest process) of ``python -c code args``."""
+    """(seconds, peak resident MiB of the process tree) of ``python -c code args``.
+
+    Memory is sampled from /proc every 50 ms over the program and its workers together (a
+    process's own peak RSS would count what it shared with this one before it exec'd).
+    """
     started = time.perf_counter()
-    result = subprocess.run(
-        [sys.executable, "-c", code + _PEAK, *args], cwd=REPO, capture_output=True, text=True, timeout=3600
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
     )
+    peak = 0.0
+    while process.poll() is None:
+        peak = max(peak, tree_rss_mib(process.pid))
+        time.sleep(0.05)
     seconds = time.perf_counter() - started
-    if result.returncode:
-        raise RuntimeError(result.stderr)
-    notes = [line for line in result.stderr.splitlines() if "failed" in line]
-    if notes:
-        print("   ", notes[-1])
-    peak_kib = int(re.search(r"PEAK_KIB (\d+)", result.stderr).group(1))
-    return seconds, peak_kib / 1024
+    _, stderr = process.communicate()
+    if process.returncode:
+        raise RuntimeError(stderr)
+    for line in stderr.splitlines():
+        if "failed:" in line:
+            print("   ", line[:160])
+    return seconds, peak
 
 
-def make_job(root: Path, ranks: int, active: int) -> Path:
+def load(name: str) -> dict[str, Any]:
+    with gzip.open(DATA / name) as handle:
+        return json.load(handle)
+
+
+def repeated_steps(trace: dict[str, Any], times: int) -> dict[str, Any]:
+    """The trace's steps ``times`` over, one copy after the other, ids kept apart."""
+    events = trace["traceEvents"]
+    timed_events = [e for e in events if "ts" in e]
+    span = max(e["ts"] + e.get("dur", 0) for e in timed_events) - min(e["ts"] for e in timed_events)
+    steps = [int(e["name"][13:]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
+    count = max(steps) - min(steps) + 1
+    out = [e for e in events if e.get("ph") == "M"]
+    for copy_index in range(times):
+        for event in events:
+            if event.get("ph") == "M":
+                continue
+            event = dict(event, ts=event["ts"] + copy_index * span) if "ts" in event else dict(event)
+            if copy_index and str(event.get("name", "")).startswith("ProfilerStep#"):
+                event["name"] = f"ProfilerStep#{int(event['name'][13:]) + copy_index * count}"
+            if copy_index and isinstance(event.get("id"), int):
+                event["id"] += copy_index << 32
+            args = event.get("args")
+            if copy_index and isinstance(args, dict) and "correlation" in args:
+                event["args"] = dict(args, correlation=args["correlation"] + copy_index * (1 << 32))
+            out.append(event)
+    return {**trace, "traceEvents": out}
+
+
+def as_rank(trace: dict[str, Any], rank: int, world_size: int, clock_us: float) -> bytes:
+    moved = copy.copy(trace)
+    moved["distributedInfo"] = {**trace.get("distributedInfo", {}), "rank": rank, "world_size": world_size}
+    moved["traceEvents"] = [dict(e, ts=e["ts"] + clock_us) if "ts" in e else e for e in trace["traceEvents"]]
+    return json.dumps(moved).encode()
+
+
+def gpu_folder(folder: Path, ranks: int, source: dict[str, Any]) -> int:
+    """``ranks`` copies of ``source``, each claiming its rank, clocks apart; returns JSON bytes."""
+    folder.mkdir(parents=True)
+    steps = sorted(
+        int(e["name"][13:])
+        for e in source["traceEvents"]
+        if str(e.get("name", "")).startswith("ProfilerStep#")
+    )
+    total = 0
+    for rank in range(ranks):
+        data = as_rank(source, rank, ranks, clock_us=rank * 37.0)
+        (folder / f"rank{rank}_iter{steps[0]}_{steps[-1]}.json").write_bytes(data)
+        total += len(data)
+    return total
+
+
+def cpu_folder(root: Path, ranks: int, active: int) -> Path:
     command = [
-        sys.executable,
-        str(REPO / "submit.py"),
-        "--cluster",
-        "local",
-        "--gpus",
-        str(ranks),
-        "--profile-ranks",
-        "all",
-        "--steps",
-        str(10 + 5 + active),
-        "--active",
-        str(active),
-        *SMALL_WORKLOAD,
-        "--no-report",
-        "--wait",
-        "--traces-root",
-        str(root),
-    ]
-    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=1800)
+        sys.executable, str(REPO / "submit.py"), "--cluster", "local", "--gpus", str(ranks),
+        "--profile-ranks", "all", "--steps", str(10 + 5 + active), "--active", str(active),
+        *SMALL_WORKLOAD, "--no-report", "--wait", "--traces-root", str(root),
+    ]  # fmt: skip
+    out = subprocess.run(command, cwd=REPO, capture_output=True, text=True, timeout=3600)
     if out.returncode:
         raise RuntimeError(out.stdout + out.stderr)
     return JobFolder(root, submitted_job_id(out.stdout)).path
 
 
-def synthetic_folder(source: Path, folder: Path, ranks: int) -> int:
-    """``ranks`` gzipped copies of one trace, each claiming its own rank; returns raw bytes."""
-    trace = orjson.loads(source.read_bytes())
-    info = trace["distributedInfo"]
-    folder.mkdir(parents=True)
-    for rank in range(ranks):
-        info["rank"], info["world_size"] = rank, ranks
-        with gzip.open(folder / f"rank{rank}_iter15_17.json.gz", "wb", compresslevel=1) as handle:
-            handle.write(orjson.dumps(trace))
-    return ranks * len(orjson.dumps(trace))
+def versus_hta(label: str, folder: Path, repeats: int) -> None:
+    size = sum(p.stat().st_size for p in folder.glob("rank*.json"))
+    print(f"\n{label}: {len(list(folder.glob('rank*.json')))} traces, {size / 2**20:.0f} MiB of JSON")
+    ours, hta = [], []
+    for _ in range(repeats):  # interleaved, so both see the same machine
+        ours.append(timed(OURS, str(folder)))
+        shutil.rmtree(meta_of(folder))
+        hta.append(timed(HTA, str(folder)))
+    ours_s, hta_s = statistics.median(s for s, _ in ours), statistics.median(s for s, _ in hta)
+    ours_mib, hta_mib = max(m for _, m in ours), max(m for _, m in hta)
+    print(f"{'':34}{'seconds':>10}{'peak MiB':>10}")
+    print(f"{'ours (full report, merged trace)':34}{ours_s:10.2f}{ours_mib:10.0f}")
+    print(f"{'HTA load + breakdown + overlap':34}{hta_s:10.2f}{hta_mib:10.0f}")
+    print(f"HTA / ours: {hta_s / ours_s:.1f}x time, {hta_mib / ours_mib:.1f}x peak memory")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--ranks", type=int, default=8)
-    parser.add_argument("--active", type=int, default=5)
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=1)
     parser.add_argument("--scale", type=int, nargs="*", default=[16, 64, 256])
+    parser.add_argument("--skip-cpu", action="store_true")
+    parser.add_argument("--skip-hta", action="store_true")
     args = parser.parse_args()
-
     work = Path(tempfile.mkdtemp(prefix="bench-report-"))
+    cores = len(os.sched_getaffinity(0))
     try:
-        print(f"machine: {os.cpu_count()} cpus, python {sys.version.split()[0]}")
-        job = make_job(work / "traces", args.ranks, args.active)
-        traces = sorted(job.glob("rank*.json"))
-        size = sum(p.stat().st_size for p in traces)
-        print(f"job folder: {len(traces)} real traces, {size / 2**20:.0f} MiB, {args.active} steps each")
+        print(f"machine: {cores} cpus, python {sys.version.split()[0]}")
+        source = repeated_steps(load("trace_diff_test.json.gz"), 2)
+        if not args.skip_hta:
+            gpu_folder(work / "gpu", 8, source)
+            versus_hta("GPU job folder (trace_diff_test x 8 ranks)", work / "gpu", args.repeats)
+            shutil.rmtree(work / "gpu")
+            if not args.skip_cpu:
+                versus_hta("CPU job folder (a real 8-rank job)", cpu_folder(work / "cpu", 8, 5), args.repeats)
 
-        ours, hta = [], []
-        for attempt in range(args.repeats):  # interleaved, so both see the same machine
-            ours.append(timed(OURS, str(job), str(work / f"out{attempt}")))
-            hta.append(timed(HTA, str(job)))
-        ours_s, hta_s = statistics.median(s for s, _ in ours), statistics.median(s for s, _ in hta)
-        print(f"{'':24}{'seconds':>10}{'peak MiB':>10}")
-        print(f"{'ours (full report)':24}{ours_s:10.2f}{max(m for _, m in ours):10.0f}")
-        print(f"{'HTA load + temporal':24}{hta_s:10.2f}{max(m for _, m in hta):10.0f}")
-        print(f"HTA / ours: {hta_s / ours_s:.1f}x")
+        big = work / "big"
+        big.mkdir()
+        repeats = max(1, round(2**30 / len(json.dumps(source))))
+        (big / "rank0_iter1_2.json").write_bytes(as_rank(repeated_steps(source, repeats), 0, 1, 0.0))
+        size = (big / "rank0_iter1_2.json").stat().st_size
+        seconds, peak = timed(OURS, str(big))
+        print(f"\none trace of {size / 2**30:.2f} GiB: our report {seconds:.1f} s, peak {peak:.0f} MiB")
+        shutil.rmtree(big)
 
-        print("\nscaling (synthetic copies of one trace, gzipped):")
-        print(f"{'ranks':>6}{'raw MiB':>10}{'seconds':>10}{'s per GiB':>11}{'peak MiB':>10}")
+        print(f"\nscaling (copies of nccl_data, {cores} cores):")
+        print(f"{'ranks':>6}{'MiB':>8}{'seconds':>10}{'MiB/s/core':>12}{'peak MiB':>10}  merged trace")
+        nccl = load("nccl_data.json.gz")
         for ranks in args.scale:
-            folder = work / f"synthetic{ranks}"
-            raw = synthetic_folder(traces[0], folder, ranks)
-            seconds, peak = timed(OURS, str(folder), str(work / f"synthetic-out{ranks}"))
-            print(f"{ranks:6}{raw / 2**20:10.0f}{seconds:10.2f}{seconds / (raw / 2**30):11.1f}{peak:10.0f}")
+            folder = work / f"scale{ranks}"
+            raw = gpu_folder(folder, ranks, nccl)
+            seconds, peak = timed(OURS, str(folder))
+            merge = json.loads((meta_of(folder) / "report.json").read_text())["merge"]
+            kept = "all" if merge["max_cpu_depth"] is None else f"CPU depth <= {merge['max_cpu_depth']}"
+            print(
+                f"{ranks:6}{raw / 2**20:8.0f}{seconds:10.2f}{raw / 2**20 / seconds / cores:12.1f}{peak:10.0f}"
+                f"  {merge['bytes'] / 1e6:.0f} MB, {kept}"
+            )
             shutil.rmtree(folder)
-            shutil.rmtree(work / f"synthetic-out{ranks}")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 

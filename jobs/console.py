@@ -1,0 +1,33 @@
+"""``slurm-profile [command] [options]``: one command for the toolkit's tools.
+
+``slurm-profile`` alone or with options is ``submit.py``; the first word may name another tool:
+``submit``, ``list`` (``python -m jobs.list``), ``report`` (``python -m profiling.report``),
+``compare`` (``python -m profiling.compare``). Each keeps its own ``--help``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from collections.abc import Sequence
+
+# command -> module whose main() it runs; imported only when chosen (a login node stays fast)
+COMMANDS = {
+    "submit": "jobs.cli",
+    "list": "jobs.list",
+    "report": "profiling.report",
+    "compare": "profiling.compare",
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv and argv[0] in ("-h", "--help") and len(argv) == 1:
+        print(__doc__.strip())
+        return 0
+    command = argv.pop(0) if argv and argv[0] in COMMANDS else "submit"
+    return importlib.import_module(COMMANDS[command]).main(argv)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

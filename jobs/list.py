@@ -1,0 +1,150 @@
+"""The jobs under a traces root: ``python -m jobs.list [traces root] [--json]`` (``slurm-profile list``).
+
+One line per job folder, newest first: job id, when it started, nodes x tasks, launcher, the
+outcome of its last attempt (from its manifest; from the scheduler while it is still in the
+queue), its median step time, the report's straggler verdict, and its traces and their size.
+A folder without a manifest (a job still running, or one that ended before writing it) is
+listed as such. Reads only small files: the manifest and ``report.json``, never a trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jobs.options import TRACES_ROOT_ENV
+from profiling.job_folder import JobFolder, is_job_folder
+from profiling.manifest import read_manifest
+from profiling.traces import list_traces
+
+NO_MANIFEST = "no manifest (running, or ended before writing one)"
+
+
+def describe_job(folder: JobFolder, queue: dict[str, str]) -> dict[str, Any]:
+    """What the listing says of one job folder."""
+    manifest = read_manifest(folder) or {}
+    traces = [t.path for attempt in folder.attempts() for t in list_traces(attempt)]
+    started = manifest.get("started_at") or datetime.datetime.fromtimestamp(
+        folder.path.stat().st_mtime, datetime.timezone.utc
+    ).isoformat(timespec="seconds")
+    attempts = manifest.get("attempts") or []
+    outcome = attempts[-1]["outcome"] if attempts else NO_MANIFEST
+    if folder.job_id in queue:  # requeued or still running: the scheduler knows better
+        outcome = f"{queue[folder.job_id].lower()} (in the queue)"
+    world, nodes = manifest.get("world_size"), manifest.get("nodes")
+    step_s = [r["step_time"]["median_s"] for r in manifest.get("ranks", []) if r["step_time"].get("steps")]
+    return {
+        "job_id": folder.job_id,
+        "path": str(folder.path),
+        "started_at": started,
+        "nodes": nodes,
+        "tasks_per_node": world // nodes if world and nodes else None,
+        "launcher": manifest.get("launcher"),
+        "outcome": outcome,
+        "step_ms": round(statistics.median(step_s) * 1e3, 2) if step_s else None,
+        "straggler": _straggler(folder),
+        "traces": len(traces),
+        "trace_bytes": sum(path.stat().st_size for path in traces),
+    }
+
+
+def _straggler(folder: JobFolder) -> str | None:
+    try:
+        verdict = json.loads((folder.meta / "report.json").read_text())["straggler"]
+    except (OSError, ValueError, KeyError):
+        return None
+    if verdict is None:
+        return "one rank"
+    return f"rank {verdict['rank']}" if verdict["rank"] is not None else verdict["verdict"]
+
+
+def scheduler_queue(job_ids: Sequence[str]) -> dict[str, str]:
+    """job id -> state, for the jobs SLURM still has in its queue (empty where it does not answer)."""
+    if not job_ids or not shutil.which("squeue"):
+        return {}
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)],
+            capture_output=True,
+            text=True,
+            timeout=10,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return {}
+    return dict(line.split(None, 1) for line in out.stdout.splitlines() if " " in line.strip())
+
+
+def list_jobs(root: Path) -> list[dict[str, Any]]:
+    folders = [JobFolder.at(path) for path in root.iterdir() if is_job_folder(path)]
+    queue = scheduler_queue([f.job_id for f in folders if f.job_id.replace("_", "").isdigit()])
+    return sorted((describe_job(f, queue) for f in folders), key=lambda job: job["started_at"], reverse=True)
+
+
+def render(jobs: list[dict[str, Any]]) -> str:
+    header = (
+        "job",
+        "started (UTC)",
+        "nodes x tasks",
+        "launcher",
+        "outcome",
+        "step ms",
+        "straggler",
+        "traces",
+    )
+    rows = [header]
+    for job in jobs:
+        shape = f"{job['nodes']} x {job['tasks_per_node']}" if job["nodes"] else "-"
+        rows.append(
+            (
+                job["job_id"],
+                job["started_at"][:19].replace("T", " "),
+                shape,
+                job["launcher"] or "-",
+                job["outcome"],
+                f"{job['step_ms']:.1f}" if job["step_ms"] is not None else "-",
+                job["straggler"] or "-",
+                f"{job['traces']} ({job['trace_bytes'] / 2**20:.1f} MiB)",
+            )
+        )
+    widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
+    return "\n".join(
+        "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m jobs.list", description=__doc__.split("\n\n")[0])
+    parser.add_argument(
+        "root",
+        nargs="?",
+        type=Path,
+        default=Path(os.environ.get(TRACES_ROOT_ENV, "traces")),
+        help=f"the traces root (default: ${TRACES_ROOT_ENV} or ./traces)",
+    )
+    parser.add_argument("--json", action="store_true", help="one JSON list, for scripts")
+    args = parser.parse_args(argv)
+    if not args.root.is_dir():
+        print(
+            f"{parser.prog}: error: traces root {args.root} is not a folder. HINT: pass the --traces-root "
+            f"the jobs were submitted with, or set {TRACES_ROOT_ENV}",
+            file=sys.stderr,
+        )
+        return 2
+    jobs = list_jobs(args.root)
+    print(
+        json.dumps(jobs, indent=2) if args.json else render(jobs) if jobs else f"no job folder in {args.root}"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

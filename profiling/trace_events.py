@@ -1,0 +1,322 @@
+"""One Chrome trace written by torch.profiler, reduced to what the analysis reads, as columns.
+
+Only complete events (``ph == "X"``) matter, kept as numpy columns in three tables:
+
+- *spans*: every CPU-side event (operators, annotations, ``ProfilerStep#N`` steps, Python
+  frames, runtime calls), with its thread, its name and, for the merged timeline, its position
+  in the file and its nesting depth on its thread;
+- *launches* (``cuda_runtime``, ``cuda_driver``; HIP's calls use the same categories): the CPU
+  side of a kernel, tied to it by ``args.correlation``;
+- *GPU activity* (``kernel``, ``gpu_memcpy``, ``gpu_memset``);
+
+and the few events that say what a collective was (NCCL kernels, gloo and c10d operators),
+with the ``args`` that identify it, as :class:`Collective` objects.
+
+Events are streamed from the file (:mod:`profiling.json_stream`): memory holds the columns
+(tens of bytes per event) and one chunk of events, never the whole document.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import itertools
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from profiling.json_stream import TraceStream
+
+STEP_PREFIX = "ProfilerStep#"
+FLOW_PHASES = ("s", "t", "f")
+ANALYSED_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
+GPU_ACTIVITY = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# What identifies a collective, where the trace records it (NCCL kernels and record_param_comms
+# since torch 2.1; "Seq" since 2.4) and, for gloo, the operator's input shapes.
+COLLECTIVE_ARGS = (
+    "Collective name",
+    "Process Group Name",
+    "Seq",
+    "In msg nelems",
+    "Out msg nelems",
+    "Input Dims",
+)
+_NCCL_KERNEL = re.compile(r"^nccl.*Kernel")  # HTA's definition of a communication kernel
+_CPU_COLLECTIVE_PREFIXES = ("gloo:", "c10d::", "nccl:")
+# span kinds (and what becomes no span: GPU activity, GPU-side annotations)
+ANALYSED, LAUNCH, OTHER_CPU, GPU, IGNORED = 0, 1, 2, 3, 4
+_KIND_OF_CATEGORY = {
+    **dict.fromkeys(ANALYSED_CATEGORIES, ANALYSED),
+    **dict.fromkeys(LAUNCH_CATEGORIES, LAUNCH),
+    **dict.fromkeys(GPU_ACTIVITY, GPU),
+    "gpu_user_annotation": IGNORED,
+}
+
+
+class _Correlation(msgspec.Struct):
+    correlation: int = -1
+
+
+class ReadEvent(msgspec.Struct):
+    """An event as the analysis reads it (the merged trace re-reads the file whole)."""
+
+    ph: str = ""
+    cat: str = ""
+    name: str = ""
+    pid: int | str | None = None
+    tid: int | str | None = None
+    ts: float | None = None
+    dur: float = 0.0
+    args: msgspec.Raw = msgspec.Raw()  # decoded only where needed; empty where absent
+
+
+_CORRELATIONS = msgspec.json.Decoder(list[_Correlation])
+_ARGS = msgspec.json.Decoder(dict[str, Any])
+
+
+def is_collective_name(name: str) -> bool:
+    """An NCCL kernel's name, or a gloo or c10d operator's."""
+    return bool(_NCCL_KERNEL.match(name)) or name.startswith(_CPU_COLLECTIVE_PREFIXES)
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One collective as one rank's trace shows it."""
+
+    name: str  # kernel or operator name
+    start: float  # trace clock, µs
+    end: float
+    tid: Any
+    gpu: bool  # an NCCL kernel (else a CPU operator: gloo's or c10d's)
+    args: tuple[tuple[str, Any], ...]  # the COLLECTIVE_ARGS it has
+
+    def arg(self, key: str) -> Any:
+        return dict(self.args).get(key)
+
+
+@dataclasses.dataclass
+class TraceEvents:
+    """The columns of one trace (see the module docstring); built by :class:`TraceBuilder`."""
+
+    distributed_info: dict[str, Any]
+    host: str
+    base_time_ns: int | None
+    names: list[str]
+    threads: list[tuple[Any, Any]]  # (pid, tid) of each thread code
+    span_start: np.ndarray
+    span_end: np.ndarray
+    span_thread: np.ndarray  # thread codes: threads[span_thread[i]]
+    span_name: np.ndarray  # name codes: names[span_name[i]]
+    span_kind: np.ndarray  # ANALYSED, LAUNCH or OTHER_CPU
+    span_ordinal: np.ndarray  # the event's position among all events of the file
+    flow_ordinal: np.ndarray  # the positions of flow events (arrows from a launch to its kernel...)
+    gpu_ordinal: np.ndarray  # the positions of the GPU activities
+    launch_corr: np.ndarray
+    launch_ts: np.ndarray
+    gpu_start: np.ndarray
+    gpu_end: np.ndarray
+    gpu_corr: np.ndarray
+    gpu_name: np.ndarray
+    collectives: list[Collective]
+    event_count: int  # every event of the trace, of any kind
+    byte_count: int  # the trace's JSON bytes (uncompressed)
+
+    def _analysed(self) -> np.ndarray:
+        return self.span_kind == ANALYSED
+
+    @property
+    def cpu_start(self) -> np.ndarray:
+        return self.span_start[self._analysed()]
+
+    @property
+    def cpu_end(self) -> np.ndarray:
+        return self.span_end[self._analysed()]
+
+    @property
+    def cpu_tid(self) -> np.ndarray:
+        return self.span_thread[self._analysed()]
+
+    @property
+    def cpu_name(self) -> np.ndarray:
+        return self.span_name[self._analysed()]
+
+    def steps(self) -> list[tuple[int, float, float, int]]:
+        """``(number, start, end, thread code)`` of each ``ProfilerStep#N`` CPU span, by number."""
+        codes = {code: name for code, name in enumerate(self.names) if name.startswith(STEP_PREFIX)}
+        found = []
+        analysed = self._analysed()
+        for index in np.flatnonzero(analysed & np.isin(self.span_name, list(codes))):
+            number = codes[int(self.span_name[index])][len(STEP_PREFIX) :]
+            if number.isdigit():
+                found.append(
+                    (
+                        int(number),
+                        float(self.span_start[index]),
+                        float(self.span_end[index]),
+                        int(self.span_thread[index]),
+                    )
+                )
+        return sorted(found)
+
+    def main_pid(self) -> Any:
+        """The pid of the profiled process itself (its CPU threads), as opposed to device lanes."""
+        steps = self.steps()
+        return self.threads[steps[0][3]][0] if steps else None
+
+    def depths(self) -> np.ndarray:
+        """Each span's nesting depth on its thread: 0 for a span inside no other."""
+        depth = np.zeros(len(self.span_start), dtype=np.int16)
+        for thread in np.unique(self.span_thread):
+            members = np.flatnonzero(self.span_thread == thread)
+            order = members[np.lexsort((-self.span_end[members], self.span_start[members]))]
+            starts, ends = self.span_start[order], self.span_end[order]
+            # spans open when this one starts: those started before it that have not ended
+            ended = np.searchsorted(np.sort(ends), starts, side="right")
+            # (a zero-length span starting with this one could count as ended: never below 0)
+            depth[order] = np.maximum(np.arange(len(order)) - ended, 0)
+        return depth
+
+
+class TraceBuilder:
+    """Collects events, a chunk at a time, into :class:`TraceEvents` columns."""
+
+    def __init__(self) -> None:
+        self._names: dict[str, int] = {}
+        self._threads: dict[tuple[Any, Any], int] = {}
+        self._columns: dict[str, list[np.ndarray]] = collections.defaultdict(list)
+        self._collective_name: list[bool] = []  # by name code: is it a collective's
+        self.collectives: list[Collective] = []
+        self.event_count = 0
+
+    def add(self, events: Sequence[ReadEvent]) -> None:
+        """The next events of ``traceEvents``, in file order.
+
+        Column by column rather than event by event: a list comprehension per field, then
+        numpy masks, costs a fraction of a Python loop with branches per event.
+        """
+        first = self.event_count
+        self.event_count += len(events)
+        phases = [e.ph for e in events]
+        self._columns["flow_ordinal"].append(np.flatnonzero(np.isin(phases, FLOW_PHASES)) + first)
+        complete = [e.ph == "X" and e.ts is not None for e in events]
+        ordinal = np.flatnonzero(complete) + first
+        events = list(itertools.compress(events, complete))
+        if not events:
+            return
+        names, threads, columns = self._names, self._threads, self._columns
+        kind = np.array([_KIND_OF_CATEGORY.get(e.cat, OTHER_CPU) for e in events], dtype=np.int8)
+        start = np.array([e.ts for e in events], dtype=np.float64)
+        end = start + np.array([e.dur for e in events], dtype=np.float64)
+        name = np.array([names.setdefault(e.name, len(names)) for e in events], dtype=np.int32)
+
+        def where(mask: np.ndarray) -> Iterator[ReadEvent]:
+            return itertools.compress(events, mask.tolist())
+
+        gpu = kind == GPU
+        for key, values in (
+            ("gpu_start", start),
+            ("gpu_end", end),
+            ("gpu_name", name),
+            ("gpu_ordinal", ordinal),
+        ):
+            columns[key].append(values[gpu])
+        columns["gpu_corr"].append(_correlations([e.args for e in where(gpu)]))
+        cpu = (kind != GPU) & (kind != IGNORED)
+        for key, values in (
+            ("start", start),
+            ("end", end),
+            ("name", name),
+            ("kind", kind),
+            ("ordinal", ordinal),
+        ):
+            columns[key].append(values[cpu])
+        thread = [threads.setdefault((e.pid, e.tid), len(threads)) for e in where(cpu)]
+        columns["thread"].append(np.array(thread, dtype=np.int32))
+        launch = kind == LAUNCH
+        correlation = _correlations([e.args for e in where(launch)])
+        found = correlation >= 0  # a launch without a correlation id cannot be tied to a kernel
+        columns["launch_corr"].append(correlation[found])
+        columns["launch_ts"].append(start[launch][found])
+
+        flags = self._collective_name
+        flags.extend(is_collective_name(n) for n in itertools.islice(names, len(flags), None))
+        candidates = np.array(flags, dtype=bool)[name] & ((kind == ANALYSED) | gpu)
+        for i in np.flatnonzero(candidates).tolist():
+            event = events[i]
+            if kind[i] == ANALYSED or event.cat == "kernel":  # NCCL kernels, not their memcpys
+                self._add_collective(event, float(start[i]), float(end[i]), gpu=bool(gpu[i]))
+
+    def _add_collective(self, event: ReadEvent, start: float, end: float, gpu: bool) -> None:
+        args = _ARGS.decode(event.args) if event.args else {}
+        kept = tuple((key, _hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
+        self.collectives.append(Collective(event.name, start, end, event.tid, gpu, kept))
+
+    def build(self, header: dict[str, Any], byte_count: int) -> TraceEvents:
+        """The columns, with the trace's top-level fields (all but ``traceEvents``)."""
+
+        def column(key: str, dtype: Any) -> np.ndarray:
+            chunks = self._columns.get(key)
+            return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype=dtype)
+
+        base = header.get("baseTimeNanoseconds")
+        return TraceEvents(
+            distributed_info=dict(header.get("distributedInfo") or {}),
+            host=str(header.get("host_name", "")),
+            base_time_ns=int(base) if base is not None else None,
+            names=list(self._names),
+            threads=list(self._threads),
+            span_start=column("start", np.float64),
+            span_end=column("end", np.float64),
+            span_thread=column("thread", np.int32),
+            span_name=column("name", np.int32),
+            span_kind=column("kind", np.int8),
+            span_ordinal=column("ordinal", np.int64),
+            flow_ordinal=column("flow_ordinal", np.int64),
+            gpu_ordinal=column("gpu_ordinal", np.int64),
+            launch_corr=column("launch_corr", np.int64),
+            launch_ts=column("launch_ts", np.float64),
+            gpu_start=column("gpu_start", np.float64),
+            gpu_end=column("gpu_end", np.float64),
+            gpu_corr=column("gpu_corr", np.int64),
+            gpu_name=column("gpu_name", np.int32),
+            collectives=sorted(self.collectives, key=lambda c: (c.start, c.end)),
+            event_count=self.event_count,
+            byte_count=byte_count,
+        )
+
+
+def _correlations(raw_args: list[bytes]) -> np.ndarray:
+    """``args.correlation`` of each event (-1 where none), decoded in one go."""
+    if not raw_args:
+        return np.zeros(0, dtype=np.int64)
+    decoded = _CORRELATIONS.decode(b"[" + b",".join(raw or b"{}" for raw in raw_args) + b"]")
+    return np.array([args.correlation for args in decoded], dtype=np.int64)
+
+
+def read(path: Path) -> TraceEvents:
+    """The columns of the trace file at ``path`` (``.json`` or ``.json.gz``), streamed."""
+    stream = TraceStream(path, ReadEvent)
+    builder = TraceBuilder()
+    for chunk in stream.chunks():
+        builder.add(chunk)
+    return builder.build(stream.header, stream.bytes_read)
+
+
+def from_document(trace: dict[str, Any]) -> TraceEvents:
+    """A trace already in memory (``json.load`` of a file), as columns: for tests and tools."""
+    builder = TraceBuilder()
+    builder.add(msgspec.json.decode(msgspec.json.encode(trace.get("traceEvents", [])), type=list[ReadEvent]))
+    return builder.build({key: value for key, value in trace.items() if key != "traceEvents"}, 0)
+
+
+def _hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(_hashable(item) for item in value)
+    if isinstance(value, dict):
+        return tuple(sorted((key, _hashable(item)) for key, item in value.items()))
+    return value

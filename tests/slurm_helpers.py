@@ -1,0 +1,90 @@
+"""Running and watching jobs on the local SLURM cluster, for the SLURM tests."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tests.common import REPO, submitted_job_id
+
+
+class SubmittedJob:
+    """``submit.py --wait`` running in the background, followed through rank 0's output."""
+
+    def __init__(self, traces_root: Path, *args: str) -> None:
+        self.log = traces_root.parent / "submit.log"
+        self._out = open(self.log, "w")  # noqa: SIM115 - closed by finish()
+        self.process = subprocess.Popen(
+            [
+                sys.executable,
+                str(REPO / "submit.py"),
+                "--cluster",
+                "slurm",
+                "--wait",
+                "--traces-root",
+                str(traces_root),
+                *args,
+            ],
+            cwd=REPO,
+            stdout=self._out,
+            stderr=subprocess.STDOUT,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+
+    def output(self) -> str:
+        return self.log.read_text()
+
+    def wait_for_line(self, pattern: str, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        while not re.search(pattern, self.output(), re.MULTILINE):
+            assert self.process.poll() is None, f"submit.py ended early:\n{self.output()}"
+            assert time.monotonic() < deadline, f"no {pattern!r} within {timeout}s:\n{self.output()}"
+            time.sleep(0.5)
+
+    @property
+    def job_id(self) -> str:
+        return submitted_job_id(self.output())
+
+    def finish(self, timeout: float) -> int:
+        try:
+            return self.process.wait(timeout=timeout)
+        finally:
+            if self.process.poll() is None:
+                self.process.kill()
+                subprocess.run(["scancel", self.job_id], timeout=30)
+            self._out.close()
+
+
+def task_processes(job_id: str) -> dict[int, int]:
+    """rank -> pid of the job's task processes on this machine (all nodes are on it)."""
+    found = {}
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            environ = dict(
+                item.split("=", 1)
+                for item in (proc / "environ").read_bytes().decode(errors="replace").split("\0")
+                if "=" in item
+            )
+            cmdline = (proc / "cmdline").read_bytes()
+        except OSError:
+            continue
+        if (
+            environ.get("SLURM_JOB_ID") == job_id
+            and b"submitit.core._submit" in cmdline
+            and "SLURM_PROCID" in environ
+        ):
+            found[int(environ["SLURM_PROCID"])] = int(proc.name)
+    return found
+
+
+def wait_until_no_tasks(job_id: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while task_processes(job_id):
+        assert time.monotonic() < deadline, f"tasks of job {job_id} still running: {task_processes(job_id)}"
+        time.sleep(0.5)
