@@ -8,12 +8,15 @@ is one line naming the option and the fix. The task options it shares with
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
+import os
 import shutil
 import sys
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import IO
 
 from jobs.options import add_task_arguments, describe, task_config_from_args
 from jobs.spec import JobSpec, SlurmResources, SpecError
@@ -143,9 +146,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(executors.submission_script(spec), end="")
         return 0
     try:
-        job = executors.submit(spec)
+        with _stderr_of_children() as child_stderr:  # sbatch writes its refusal there itself
+            job = executors.submit(spec)
     except Exception as error:  # sbatch's own refusal, say: show it as one line, not a traceback
-        print(f"{parser.prog}: error: submission failed: {error}", file=sys.stderr)
+        reason = " ".join(str(error).split()) or " ".join(child_stderr.read().split())
+        print(f"{parser.prog}: error: submission failed: {reason}", file=sys.stderr)
         return 1
     job_dir = JobFolder(spec.task.traces_root, str(job.job_id))
     shape = f"{spec.nodes} node(s) x {spec.tasks_per_node} task(s)"
@@ -159,6 +164,21 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return wait_for(job, job_dir, sys.stdout)
     return 0
+
+
+@contextlib.contextmanager
+def _stderr_of_children() -> Iterator[IO[str]]:
+    """Catch what child processes (sbatch) write to stderr, instead of letting it through."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile("w+") as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield caught
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
 
 
 def _run_debug(job, job_dir: JobFolder) -> int:

@@ -1,0 +1,176 @@
+"""Why a job hung: ``python -m profiling.hang <job folder>`` (also run by ``submit.py --wait``).
+
+Every rank of a job watches its own progress (:mod:`workload.watchdog`). A rank that makes no
+progress for half of ``--dist-timeout`` writes ``meta/hang/rank<r>.json``: its step, its node,
+the Python stack of every thread, and torch's flight recorder (the last collectives it
+queued, with their sequence ids, operations, sizes and process group); a rank whose collective
+times out writes it again on its way out. This module turns those files into a verdict:
+
+- per process group, the highest collective sequence id any rank queued; a rank that never
+  queued it is the one the others waited for ("never reached");
+- that rank's step, node and the line its main thread was stuck on (the innermost frame).
+
+``hang.json`` and ``hang.md`` go to ``meta/hang/``; the verdict is two or three lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from profiling.job_folder import JobFolder
+from profiling.traces import write_json_atomically
+
+VERDICT_NAME = "hang.json"
+
+
+class HangError(ValueError):
+    """A folder with nothing to say about a hang."""
+
+
+def read_dumps(folder: JobFolder) -> dict[int, dict[str, Any]]:
+    dumps = {}
+    for path in sorted(folder.hang.glob("rank*.json")):
+        try:
+            dump = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue  # a dump cut short by the kill: the other ranks' still tell
+        dumps[int(dump["rank"])] = dump
+    return dumps
+
+
+def analyse(dumps: dict[int, dict[str, Any]], world_size: int | None = None) -> dict[str, Any]:
+    """The verdict (``hang.json``'s content) from every rank's dump."""
+    if not dumps:
+        raise HangError("no rank left a hang dump (meta/hang/rank<r>.json)")
+    world_size = world_size or max(dumps) + 1
+    groups: dict[str, dict[int, int]] = {}  # process group -> rank -> highest sequence id queued
+    last_entry: dict[str, dict[str, Any]] = {}  # process group -> the latest collective anyone queued
+    for rank, dump in dumps.items():
+        for entry in (dump.get("flight_recorder") or {}).get("entries", []):
+            if entry.get("is_p2p"):
+                continue
+            group = _group_name(entry)
+            seq = int(entry["collective_seq_id"])
+            groups.setdefault(group, {})
+            groups[group][rank] = max(groups[group].get(rank, 0), seq)
+            if seq >= int(last_entry.get(group, {}).get("collective_seq_id", -1)):
+                last_entry[group] = entry
+    missed = []
+    for group, seqs in sorted(groups.items()):
+        highest = max(seqs.values())
+        entry = last_entry[group]
+        for rank in sorted(dumps):
+            if seqs.get(rank, 0) < highest:
+                missed.append(
+                    {
+                        "rank": rank,
+                        "process_group": group,
+                        "collective_seq_id": highest,
+                        "op": entry.get("profiling_name"),
+                        "input_sizes": entry.get("input_sizes"),
+                        "last_reached": seqs.get(rank, 0),
+                    }
+                )
+    culprits = sorted({m["rank"] for m in missed})
+    if not culprits:  # no flight recorder, or every rank queued the same: the least advanced rank
+        least = min(dumps.values(), key=lambda d: d.get("step", 0))
+        culprits = [least["rank"]] if len({d.get("step") for d in dumps.values()}) > 1 else []
+    ranks = {
+        str(rank): {
+            "node": dump.get("node"),
+            "step": dump.get("step"),
+            "reason": dump.get("reason"),
+            "stuck_at": stuck_at(dump),
+        }
+        for rank, dump in sorted(dumps.items())
+    }
+    silent = sorted(set(range(world_size)) - set(dumps))
+    return {
+        "culprits": culprits,
+        "missed": missed,
+        "ranks": ranks,
+        "ranks_without_dump": silent,
+        "verdict": _verdict(culprits, missed, ranks, silent),
+    }
+
+
+def stuck_at(dump: dict[str, Any]) -> str | None:
+    """The innermost frame of the main thread's stack: ``file:line in function: code``."""
+    frames = (dump.get("stacks") or {}).get("MainThread") or []
+    return frames[-1] if frames else None
+
+
+def _group_name(entry: dict[str, Any]) -> str:
+    group = entry.get("process_group")
+    return " ".join(str(part) for part in group) if isinstance(group, list | tuple) else str(group)
+
+
+def _verdict(culprits: list[int], missed: list[dict], ranks: dict[str, dict], silent: list[int]) -> list[str]:
+    if not culprits:
+        return ["hang: no rank stands out (every rank reached the same collective); see the stacks in meta/hang/"]
+    lines = []
+    for rank in culprits:
+        info = ranks[str(rank)]
+        what = next((m for m in missed if m["rank"] == rank), None)
+        collective = (
+            f"never reached {what['op']} #{what['collective_seq_id']} (process group {what['process_group']}, "
+            f"sizes {what['input_sizes']})"
+            if what
+            else "was the least advanced"
+        )
+        lines.append(f"hang: rank {rank} on {info['node']} {collective} at step {info['step']}")
+        if info["stuck_at"]:
+            lines.append(f"  rank {rank} was stuck at {info['stuck_at']}")
+    if silent:
+        lines.append(f"  no dump from rank(s) {', '.join(map(str, silent))} (ended before writing one)")
+    return lines
+
+
+def render_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -> str:
+    lines = ["# Hang", "", *verdict["verdict"], "", "| rank | node | step | reason | stuck at |", "|---:|---|---:|---|---|"]
+    for rank, info in verdict["ranks"].items():
+        lines.append(f"| {rank} | {info['node']} | {info['step']} | {info['reason']} | `{info['stuck_at']}` |")
+    for rank, dump in sorted(dumps.items()):
+        lines += ["", f"## Rank {rank}", ""]
+        for thread, frames in (dump.get("stacks") or {}).items():
+            lines += [f"Thread `{thread}`:", "", "```", *frames, "```", ""]
+    return "\n".join(lines)
+
+
+def explain(folder: JobFolder) -> dict[str, Any]:
+    """Analyse the job's dumps and write ``hang.json`` and ``hang.md``; returns the verdict."""
+    dumps = read_dumps(folder)
+    manifest = {}
+    try:
+        manifest = json.loads(folder.manifest.read_text())
+    except (OSError, ValueError):
+        pass
+    verdict = analyse(dumps, manifest.get("world_size"))
+    write_json_atomically(folder.hang / VERDICT_NAME, verdict)
+    (folder.hang / "hang.md").write_text(render_markdown(verdict, dumps))
+    return verdict
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m profiling.hang", description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="a job folder, <traces root>/<job id>")
+    args = parser.parse_args(argv)
+    if not args.folder.is_dir():
+        print(f"{parser.prog}: error: {args.folder} is not a folder. HINT: pass a job folder", file=sys.stderr)
+        return 2
+    try:
+        verdict = explain(JobFolder.at(args.folder))
+    except HangError as error:
+        print(f"{parser.prog}: error: {args.folder}: {error}. HINT: did the job hang?", file=sys.stderr)
+        return 2
+    print("\n".join(verdict["verdict"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

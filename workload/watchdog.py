@@ -1,0 +1,124 @@
+"""A rank that stops making progress says where it is stuck, and then ends.
+
+The training loop reports each step (:meth:`Watchdog.progress`: a clock read). A daemon thread
+looks once a second: after ``dump_after_s`` without progress (half of ``--dist-timeout``, so
+before the other ranks' collectives time out and srun kills everyone) it writes
+``<job>/meta/hang/rank<r>.json`` (see :mod:`profiling.hang`): the step, the node, the Python
+stack of every thread and torch's flight recorder. After ``exit_after_s`` (``--dist-timeout``
+plus a grace) it ends the process, so that a rank stuck outside any collective (a hung data
+loader, a ``sleep``) cannot keep a job alive once the others have given up: under srun the
+others' failure kills it sooner; under submitit's local executor nothing else would.
+
+A Python thread, not a C-level one (faulthandler): the stacks come out as data, with file,
+line and code, and every blocking call torch or gloo makes releases the GIL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from profiling.traces import write_json_atomically
+
+EXIT_STATUS = 3  # a rank the watchdog ended
+
+
+def flight_recorder() -> dict[str, Any] | None:
+    """torch's flight recorder of this process (its last collectives), or None where it is off."""
+    try:
+        from torch._C._distributed_c10d import _dump_fr_trace_json
+
+        return json.loads(_dump_fr_trace_json())
+    except Exception:  # off, or torch without it: the stacks still tell
+        return None
+
+
+def thread_stacks() -> dict[str, list[str]]:
+    """Every thread's stack, outermost frame first: ``file:line in function: code``."""
+    names = {thread.ident: thread.name for thread in threading.enumerate()}
+    main = threading.main_thread().ident
+    stacks = {}
+    for ident, frame in sys._current_frames().items():
+        name = "MainThread" if ident == main else names.get(ident, f"thread {ident}")
+        stacks[name] = [
+            f"{_short(f.filename)}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
+            for f in traceback.extract_stack(frame)
+        ]
+    return stacks
+
+
+def _short(path: str) -> str:
+    """Paths relative to the repository or to site-packages, which is what people read."""
+    for marker in ("site-packages/", os.getcwd() + "/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return path
+
+
+class Watchdog:
+    def __init__(
+        self, *, rank: int, node: str | None, dump_dir: Path, dump_after_s: float, exit_after_s: float
+    ) -> None:
+        self.rank, self.node, self.dump_dir = rank, node or socket.gethostname(), dump_dir
+        self.dump_after_s, self.exit_after_s = dump_after_s, exit_after_s
+        self._step: int | None = None
+        self._since = time.monotonic()
+        self._dumped_at: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="progress-watchdog", daemon=True)
+
+    def __enter__(self) -> Watchdog:
+        self._since = time.monotonic()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def progress(self, step: int) -> None:
+        """Step ``step`` starts."""
+        self._step, self._since = step, time.monotonic()
+
+    def dump(self, reason: str) -> Path:
+        """Write what this rank is doing, atomically (a reader never sees half a dump)."""
+        self.dump_dir.mkdir(parents=True, exist_ok=True)
+        path = self.dump_dir / f"rank{self.rank}.json"
+        write_json_atomically(
+            path,
+            {
+                "rank": self.rank,
+                "node": self.node,
+                "host": socket.gethostname(),
+                "pid": os.getpid(),
+                "step": self._step,
+                "reason": reason,
+                "written_at": time.time(),
+                "stacks": thread_stacks(),
+                "flight_recorder": flight_recorder(),
+            },
+        )
+        return path
+
+    def _watch(self) -> None:
+        while not self._stop.wait(1.0):
+            idle = time.monotonic() - self._since
+            if idle > self.exit_after_s:
+                self.dump(f"no progress for {idle:.0f} s at step {self._step}: ended by the watchdog")
+                print(
+                    f"rank {self.rank}: no progress for {idle:.0f} s at step {self._step}; ending this rank "
+                    f"(stacks in {self.dump_dir})",
+                    file=sys.stderr,
+                    flush=True,
+                )
+                os._exit(EXIT_STATUS)
+            if idle > self.dump_after_s and (self._dumped_at is None or self._dumped_at < self._since):
+                self.dump(f"no progress for {idle:.0f} s at step {self._step}")
+                self._dumped_at = time.monotonic()
