@@ -27,7 +27,9 @@ def slurm_cluster_nodes() -> int:
     if out is None or out.returncode:
         return 0
     return sum(
-        1 for line in out.stdout.splitlines() if line.split()[-1].rstrip("*") in {"idle", "mix", "alloc"}
+        1
+        for line in out.stdout.splitlines()
+        if line.split()[-1].rstrip("*") in {"idle", "mix", "alloc", "comp"}
     )
 
 
