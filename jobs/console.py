@@ -2,7 +2,8 @@
 
 ``slurm-profile`` alone or with options is ``submit.py``; the first word may name another tool:
 ``submit``, ``list`` (``python -m jobs.list``), ``report`` (``python -m profiling.report``),
-``compare`` (``python -m profiling.compare``). Each keeps its own ``--help``.
+``compare`` (``python -m profiling.compare``), ``capture`` (``python -m jobs.capture``), ``hang``
+(``python -m profiling.hang``). Each keeps its own ``--help``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ COMMANDS = {
     "list": "jobs.list",
     "report": "profiling.report",
     "compare": "profiling.compare",
+    "capture": "jobs.capture",
+    "hang": "profiling.hang",
 }
 
 

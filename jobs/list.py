@@ -31,7 +31,8 @@ NO_MANIFEST = "no manifest (running, or ended before writing one)"
 
 def describe_job(folder: JobFolder, queue: dict[str, str]) -> dict[str, Any]:
     """What the listing says of one job folder."""
-    manifest = read_manifest(folder) or {}
+    # while the job runs, what its rank 0 wrote at the start stands in for the manifest
+    manifest = read_manifest(folder) or _running(folder)
     traces = [t.path for attempt in folder.attempts() for t in list_traces(attempt)]
     started = manifest.get("started_at") or datetime.datetime.fromtimestamp(
         folder.path.stat().st_mtime, datetime.timezone.utc
@@ -55,6 +56,14 @@ def describe_job(folder: JobFolder, queue: dict[str, str]) -> dict[str, Any]:
         "traces": len(traces),
         "trace_bytes": sum(path.stat().st_size for path in traces),
     }
+
+
+def _running(folder: JobFolder) -> dict[str, Any]:
+    try:
+        running = json.loads(folder.running.read_text())
+    except (OSError, ValueError):
+        return {}
+    return {key: running.get(key) for key in ("started_at", "world_size", "nodes", "launcher")}
 
 
 def _straggler(folder: JobFolder) -> str | None:

@@ -72,12 +72,27 @@ def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float =
             print("\n".join(line for _, line in srun_report[:ERROR_TAIL_LINES]), file=out)
         print(f"--- rank {first.rank}: last lines of its error ---", file=out)
         print(_tail(first.error, ERROR_TAIL_LINES), file=out)
+        _explain_hang(job_dir, out)
         return 1
     if scheduler is not None and scheduler.state not in ("COMPLETED", UNKNOWN_END):
         print(f"job {job.job_id} ended {scheduler.state}", file=out)
         return 1
     print(f"job {job.job_id} done; traces in {job_dir.path}, manifest and report in {job_dir.meta}", file=out)
     return 0
+
+
+def _explain_hang(job_dir: JobFolder, out: TextIO) -> None:
+    """Where ranks left hang dumps (a collective timed out, a rank stopped): the verdict."""
+    from profiling.hang import HangError, explain
+
+    if not any(job_dir.hang.glob("rank*.json")):
+        return
+    try:
+        verdict = explain(job_dir)
+    except (HangError, OSError):
+        return
+    print("--- why it hung (meta/hang/hang.md) ---", file=out)
+    print("\n".join(verdict["verdict"]), file=out)
 
 
 class SlurmJobState:

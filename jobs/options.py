@@ -34,6 +34,7 @@ OPTIONS = {
     "threads": "--threads-per-rank",
     "inject_failure": "--inject-failure",
     "inject_slowdown": "--inject-slowdown",
+    "inject_hang": "--inject-hang",
     # ProfilerConfig, ScheduleConfig
     "ranks": "--profile-ranks",
     "wait": "--schedule-wait",
@@ -88,6 +89,12 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="RANK:STEP",
         type=_rank_and(RankAndStep, "STEP"),
         help="make RANK raise at STEP, to test how a job with a dead rank ends",
+    )
+    work.add_argument(
+        "--inject-hang",
+        metavar="RANK:STEP",
+        type=_rank_and(RankAndStep, "STEP"),
+        help="make RANK stop making progress at STEP, to see what a hang leaves behind (meta/hang/)",
     )
     work.add_argument(
         "--inject-slowdown",
@@ -181,6 +188,7 @@ def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
             threads=args.threads_per_rank,
             inject_failure=args.inject_failure,
             inject_slowdown=args.inject_slowdown,
+            inject_hang=args.inject_hang,
         ),
         profiler=ProfilerConfig(
             ranks=RankSelection.parse(args.profile_ranks),

@@ -22,6 +22,10 @@ from profiling.job_folder import JobFolder, meta_of
 from profiling.setting_error import SettingError
 from slurm.env import DistributedEnvError, DistributedIdentity, from_environment
 
+# A rank with no progress for --dist-timeout plus this long is ended by its watchdog: by then
+# the others' collectives have timed out, and nothing but this rank keeps the job alive.
+WATCHDOG_GRACE_S = 30.0
+
 
 class ProfiledTraining(Checkpointable):
     """The callable submitit runs in each task (and requeues after a preemption)."""
@@ -91,8 +95,7 @@ def run_task(
     # Imported here so that ``submit.py`` (which imports this module to pickle the task)
     # never loads torch on a login node.
     from profiling.manifest import utc_now
-    from profiling.profiler import profiler_for_rank
-    from workload.distributed import distributed
+    from workload.distributed import distributed, enable_flight_recorder
     from workload.resnet_ddp import Trainer, has_checkpoint
 
     # settings that depend on the world size fail here, before joining the others
@@ -100,6 +103,7 @@ def run_task(
     config.workload.check_ranks(identity.world_size)
     folder = JobFolder(config.traces_root, identity.job_id)
     attempt = Attempt(config, identity, folder, started_at=utc_now())
+    enable_flight_recorder(folder.hang)
     with distributed(
         identity, timeout_s=config.dist_timeout_s, threads=config.workload.threads, device=config.device
     ) as ctx:
@@ -108,31 +112,111 @@ def run_task(
             attempt = dataclasses.replace(attempt, start_step=trainer.restore(folder.checkpoint))
         if identity.is_main:
             _log_start(attempt, ctx.backend, ctx.device.type)
-        profiler = profiler_for_rank(
-            config.profiler,
-            profiled=profiled,
-            rank=identity.rank,
-            steps=config.workload.steps,
-            trace_dir=attempt.trace_dir,
-            cuda=ctx.device.type == "cuda",
-            start_step=attempt.start_step,
-        )
+            _write_running(attempt)
+        profiler, hooks = _profiler(attempt, ctx, profiled)
+        watchdog = _watchdog(attempt)
         try:
-            result = trainer.run(profiler, start_step=attempt.start_step, stop=preemption, log=_log)
+            with watchdog:
+                result = trainer.run(
+                    profiler,
+                    start_step=attempt.start_step,
+                    stop=preemption,
+                    log=_log,
+                    progress=watchdog.progress,
+                )
         except Exception as error:
-            if identity.is_main:  # what this attempt did write stays listed
-                _record_failure(attempt, ctx.backend, error)
+            _on_failure(attempt, ctx.backend, watchdog, error)
             raise
         if result.stopped:
             assert preemption is not None
             _stop_for_requeue(attempt, trainer, ctx.backend, result.next_step, preemption)
         record = _rank_record(attempt, ctx, profiler, result, profiled)
-        records = _gather_and_write_manifest(attempt, ctx.backend, record, result.next_step)
+        records = _gather_and_write_manifest(attempt, ctx.backend, record, result.next_step, hooks)
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
     if identity.is_main and config.report and any(r["trace_files"] for r in records):
         _report(attempt, _log)
     return record
+
+
+def _profiler(attempt: Attempt, ctx: Any, profiled: bool) -> tuple[Any, dict[str, Any]]:
+    """This rank's profiler, with the hooks that add windows while the job runs."""
+    from profiling.capture import CaptureWatcher
+    from profiling.profiler import StepProfiler, scheduled_windows
+    from profiling.slowest import SlowestRank
+
+    config, identity = attempt.config, attempt.identity
+    steps = config.workload.steps
+    schedule = scheduled_windows(config.profiler, steps, attempt.start_step)
+    hooks: dict[str, Any] = {
+        "capture": CaptureWatcher(
+            attempt.folder,
+            rank=identity.rank,
+            world_size=identity.world_size,
+            agree=ctx.agree,
+            schedule_windows=[(w.first, w.last) for w in schedule],
+            log=_log,
+        )
+    }
+    if config.profiler.ranks.slowest:
+        hooks["slowest"] = SlowestRank(
+            rank=identity.rank, recording=profiled, windows=schedule, gather=ctx.gather
+        )
+    profiler = StepProfiler(
+        config.profiler,
+        rank=identity.rank,
+        steps=steps,
+        trace_dir=attempt.trace_dir,
+        cuda=ctx.device.type == "cuda",
+        start_step=attempt.start_step,
+        scheduled=profiled,
+        hooks=list(hooks.values()),
+    )
+    return profiler, hooks
+
+
+def _watchdog(attempt: Attempt) -> Any:
+    """Dumps at half the collective timeout, before the others give up; ends the rank a grace after it."""
+    from workload.watchdog import Watchdog
+
+    timeout = attempt.config.dist_timeout_s
+    return Watchdog(
+        rank=attempt.identity.rank,
+        node=attempt.identity.node_name,
+        dump_dir=attempt.folder.hang,
+        dump_after_s=max(5.0, timeout / 2),
+        exit_after_s=timeout + WATCHDOG_GRACE_S,
+    )
+
+
+def _on_failure(attempt: Attempt, backend: str, watchdog: Any, error: Exception) -> None:
+    """Keep what this attempt wrote listed; after a collective timed out, say where this rank was."""
+    import torch.distributed as dist
+
+    if isinstance(error, dist.DistError) or "timed out" in str(error).lower():
+        first_line = next(iter(str(error).strip().splitlines()), "")
+        watchdog.dump(f"{type(error).__name__}: {first_line}", error)
+    if attempt.identity.is_main:
+        _record_failure(attempt, backend, error)
+
+
+def _write_running(attempt: Attempt) -> None:
+    """What a live capture needs to know of the running job (rank 0, at the start)."""
+    from profiling.traces import write_json_atomically
+
+    identity = attempt.identity
+    attempt.folder.meta.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(
+        attempt.folder.running,
+        {
+            "job_id": identity.job_id,
+            "world_size": identity.world_size,
+            "nodes": identity.num_nodes,
+            "restart_count": identity.restart_count,
+            "launcher": identity.source,
+            "started_at": attempt.started_at,
+        },
+    )
 
 
 def _log_start(attempt: Attempt, backend: str, device_type: str) -> None:
@@ -174,6 +258,7 @@ def _stop_for_requeue(
 def _rank_record(attempt: Attempt, ctx: Any, profiler: Any, result: Any, profiled: bool) -> dict[str, Any]:
     """What this rank did, as the manifest lists it under ``ranks``."""
     from profiling.manifest import step_time_summary
+    from profiling.profiler import describe
 
     identity = attempt.identity
     return {
@@ -185,8 +270,9 @@ def _rank_record(attempt: Attempt, ctx: Any, profiler: Any, result: Any, profile
         "device": str(ctx.device),
         "threads": ctx.threads,
         "launcher": identity.source,
-        "profiled": profiled,
+        "profiled": profiled or bool(profiler.recorded),
         "trace_files": [path.name for path in profiler.trace_files],
+        "windows": describe(profiler.recorded),  # what each trace holds, and why it was recorded
         "step_time": step_time_summary(
             result.step_seconds, first_step=attempt.start_step, windows=profiler.windows
         ),
@@ -197,7 +283,7 @@ def _rank_record(attempt: Attempt, ctx: Any, profiler: Any, result: Any, profile
 
 
 def _gather_and_write_manifest(
-    attempt: Attempt, backend: str, record: dict[str, Any], next_step: int
+    attempt: Attempt, backend: str, record: dict[str, Any], next_step: int, hooks: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Every rank's record to rank 0, which writes the manifest; returns the records."""
     import torch.distributed as dist
@@ -218,7 +304,11 @@ def _gather_and_write_manifest(
             started_at=min([attempts[0]["started_at"], *(r["started_at"] for r in records)]),
             ended_at=utc_now(),
         )
+        manifest["captures"] = hooks["capture"].captures
+        if "slowest" in hooks:
+            manifest["slowest"] = hooks["slowest"].choices
         path = write_manifest(attempt.folder, manifest)
+        attempt.folder.running.unlink(missing_ok=True)
         _log(f"wrote {len(manifest['trace_files'])} trace(s) and {path}")
     dist.barrier()
     return records

@@ -44,42 +44,49 @@ def read_dumps(folder: JobFolder) -> dict[int, dict[str, Any]]:
 
 
 def analyse(dumps: dict[int, dict[str, Any]], world_size: int | None = None) -> dict[str, Any]:
-    """The verdict (``hang.json``'s content) from every rank's dump."""
+    """The verdict (``hang.json``'s content) from every rank's dump.
+
+    Per process group, each rank's highest queued sequence id: collectives are queued in the
+    same order everywhere, so the ranks at the lowest one stopped first and the others waited
+    for them. Ranks that merely waited may stop at different later ids (a broadcast can
+    finish on the sender before the receivers arrive), so only the lowest counts.
+    """
     if not dumps:
         raise HangError("no rank left a hang dump (meta/hang/rank<r>.json)")
     world_size = world_size or max(dumps) + 1
-    groups: dict[str, dict[int, int]] = {}  # process group -> rank -> highest sequence id queued
-    last_entry: dict[str, dict[str, Any]] = {}  # process group -> the latest collective anyone queued
+    reached: dict[str, dict[int, int]] = {}  # process group -> rank -> highest sequence id queued
+    entries: dict[str, dict[int, dict[str, Any]]] = {}  # process group -> sequence id -> entry
     for rank, dump in dumps.items():
         for entry in (dump.get("flight_recorder") or {}).get("entries", []):
             if entry.get("is_p2p"):
                 continue
-            group = _group_name(entry)
-            seq = int(entry["collective_seq_id"])
-            groups.setdefault(group, {})
-            groups[group][rank] = max(groups[group].get(rank, 0), seq)
-            if seq >= int(last_entry.get(group, {}).get("collective_seq_id", -1)):
-                last_entry[group] = entry
+            group, seq = _group_name(entry), int(entry["collective_seq_id"])
+            reached.setdefault(group, {})
+            reached[group][rank] = max(reached[group].get(rank, 0), seq)
+            entries.setdefault(group, {})[seq] = entry
     missed = []
-    for group, seqs in sorted(groups.items()):
-        highest = max(seqs.values())
-        entry = last_entry[group]
-        for rank in sorted(dumps):
-            if seqs.get(rank, 0) < highest:
-                missed.append(
-                    {
-                        "rank": rank,
-                        "process_group": group,
-                        "collective_seq_id": highest,
-                        "op": entry.get("profiling_name"),
-                        "input_sizes": entry.get("input_sizes"),
-                        "last_reached": seqs.get(rank, 0),
-                    }
-                )
+    for group, seqs in sorted(reached.items()):
+        lowest = min(seqs.get(rank, 0) for rank in dumps)
+        if lowest == max(seqs.values()):
+            continue
+        entry = entries[group].get(lowest + 1, {})
+        missed += [
+            {
+                "rank": rank,
+                "process_group": group,
+                "collective_seq_id": lowest + 1,
+                "op": entry.get("profiling_name"),
+                "input_sizes": entry.get("input_sizes"),
+                "waiting_ranks": sorted(r for r in dumps if seqs.get(r, 0) > lowest),
+            }
+            for rank in sorted(dumps)
+            if seqs.get(rank, 0) == lowest
+        ]
     culprits = sorted({m["rank"] for m in missed})
     if not culprits:  # no flight recorder, or every rank queued the same: the least advanced rank
-        least = min(dumps.values(), key=lambda d: d.get("step", 0))
-        culprits = [least["rank"]] if len({d.get("step") for d in dumps.values()}) > 1 else []
+        steps = {rank: dump.get("step") or 0 for rank, dump in dumps.items()}
+        if len(set(steps.values())) > 1:
+            culprits = [min(steps, key=lambda rank: (steps[rank], rank))]
     ranks = {
         str(rank): {
             "node": dump.get("node"),
@@ -112,29 +119,45 @@ def _group_name(entry: dict[str, Any]) -> str:
 
 def _verdict(culprits: list[int], missed: list[dict], ranks: dict[str, dict], silent: list[int]) -> list[str]:
     if not culprits:
-        return ["hang: no rank stands out (every rank reached the same collective); see the stacks in meta/hang/"]
+        return [
+            "hang: no rank stands out (every rank reached the same collective); see the stacks in meta/hang/"
+        ]
     lines = []
     for rank in culprits:
         info = ranks[str(rank)]
         what = next((m for m in missed if m["rank"] == rank), None)
-        collective = (
-            f"never reached {what['op']} #{what['collective_seq_id']} (process group {what['process_group']}, "
-            f"sizes {what['input_sizes']})"
-            if what
-            else "was the least advanced"
-        )
+        collective = "was the least advanced"
+        if what:
+            collective = (
+                f"never reached {what['op']} #{what['collective_seq_id']} "
+                f"(process group {what['process_group']}, sizes {what['input_sizes']}; "
+                f"rank(s) {_ranks(what['waiting_ranks'])} waited for it)"
+            )
         lines.append(f"hang: rank {rank} on {info['node']} {collective} at step {info['step']}")
         if info["stuck_at"]:
             lines.append(f"  rank {rank} was stuck at {info['stuck_at']}")
     if silent:
-        lines.append(f"  no dump from rank(s) {', '.join(map(str, silent))} (ended before writing one)")
+        lines.append(f"  no dump from rank(s) {_ranks(silent)} (ended before writing one)")
     return lines
 
 
+def _ranks(ranks: list[int]) -> str:
+    return ", ".join(map(str, ranks))
+
+
 def render_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -> str:
-    lines = ["# Hang", "", *verdict["verdict"], "", "| rank | node | step | reason | stuck at |", "|---:|---|---:|---|---|"]
+    lines = [
+        "# Hang",
+        "",
+        *verdict["verdict"],
+        "",
+        "| rank | node | step | reason | stuck at |",
+        "|---:|---|---:|---|---|",
+    ]
     for rank, info in verdict["ranks"].items():
-        lines.append(f"| {rank} | {info['node']} | {info['step']} | {info['reason']} | `{info['stuck_at']}` |")
+        lines.append(
+            f"| {rank} | {info['node']} | {info['step']} | {info['reason']} | `{info['stuck_at']}` |"
+        )
     for rank, dump in sorted(dumps.items()):
         lines += ["", f"## Rank {rank}", ""]
         for thread, frames in (dump.get("stacks") or {}).items():
@@ -161,7 +184,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("folder", type=Path, help="a job folder, <traces root>/<job id>")
     args = parser.parse_args(argv)
     if not args.folder.is_dir():
-        print(f"{parser.prog}: error: {args.folder} is not a folder. HINT: pass a job folder", file=sys.stderr)
+        print(
+            f"{parser.prog}: error: {args.folder} is not a folder. HINT: pass a job folder", file=sys.stderr
+        )
         return 2
     try:
         verdict = explain(JobFolder.at(args.folder))

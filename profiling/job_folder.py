@@ -7,7 +7,8 @@
     │   ├── rank<r>_iter<a>_<b>.json    attempt 0's traces: .attempt(0) is the job folder itself
     │   ├── restart<k>/                 attempt k's traces (after k requeues): .attempt(k)
     │   │   └── meta/                   that attempt's report: meta_of(.attempt(k))
-    │   ├── meta/                       .meta: .manifest, the report, .hang (hang forensics)
+    │   ├── meta/                       .meta: .manifest, the report, .hang (hang forensics),
+    │   │                               .capture (live capture), .running (while it runs)
     │   └── checkpoint/                 .checkpoint: training state a requeued attempt resumes from
     └── logs/                           .logs: submitit's per-task logs and pickles, for every job
 
@@ -24,6 +25,8 @@ _META = "meta"
 _LOGS = "logs"
 _CHECKPOINT = "checkpoint"
 _HANG = "hang"
+_CAPTURE = "capture"
+_RUNNING = "running.json"
 _MANIFEST = "manifest.json"
 
 
@@ -66,6 +69,16 @@ class JobFolder:
     @property
     def hang(self) -> Path:
         return self.meta / _HANG
+
+    @property
+    def capture(self) -> Path:
+        """Live capture requests and what the ranks agreed on (``python -m jobs.capture``)."""
+        return self.meta / _CAPTURE
+
+    @property
+    def running(self) -> Path:
+        """Written by rank 0 while the job runs (its size, for ``jobs.capture``); removed at the end."""
+        return self.meta / _RUNNING
 
     @property
     def checkpoint(self) -> Path:

@@ -1,63 +1,75 @@
-"""The per-rank profiler: torch.profiler on selected ranks, a no-op everywhere else.
+"""The per-rank profiler: records windows of steps into Chrome traces, one window at a time.
 
-Both kinds are context managers with a ``step()`` method that the training loop calls after
-every step. A rank that is not selected gets :class:`NoProfiler`, whose ``step`` does nothing,
-so it runs exactly the plain loop.
+A *window* is a run of steps to record: the schedule's (on the ranks ``--profile-ranks``
+selects), the slowest rank's (``--profile-ranks slowest``, chosen before each window, see
+:class:`SlowestRank`), or a live capture (``python -m jobs.capture``, see
+:mod:`profiling.capture`). Each window gets a ``torch.profiler.profile`` of its own, started
+for its warm-up and stopped once its trace is written, so between windows a step costs a
+counter and a comparison: a rank with nothing to record runs the plain loop.
+
+Closing a window costs the step after it torch's own post-processing (in DDP every rank
+waits for that step); writing the trace (export, gzip, fsync, rename) does not add to it: a
+writer thread does it while training goes on (compression and file I/O release the GIL), and
+:meth:`StepProfiler.flush` waits for it before the rank reports its files.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import time
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Protocol
+from typing import Any, Protocol
 
 from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
 from profiling.config import ProfilerConfig
-from profiling.schedule import Phase
 from profiling.traces import export_trace, trace_file_name
 
-_ACTIONS = {
-    Phase.IDLE: ProfilerAction.NONE,
-    Phase.WARMUP: ProfilerAction.WARMUP,
-    Phase.RECORD: ProfilerAction.RECORD,
-    Phase.RECORD_AND_SAVE: ProfilerAction.RECORD_AND_SAVE,
-}
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """Steps ``first`` to ``last`` recorded, after ``warmup`` steps of warm-up."""
+
+    first: int
+    last: int
+    warmup: int
+    reason: str  # "schedule", "slowest", "capture <id>"
+
+    @property
+    def start(self) -> int:
+        return self.first - self.warmup
+
+    def action(self, step: int) -> ProfilerAction:
+        if not self.start <= step <= self.last:
+            return ProfilerAction.NONE
+        if step < self.first:
+            return ProfilerAction.WARMUP
+        return ProfilerAction.RECORD if step < self.last else ProfilerAction.RECORD_AND_SAVE
+
+    def overlaps(self, other: Window) -> bool:
+        return self.start <= other.last and other.start <= self.last
 
 
-class StepProfiler(Protocol):
-    trace_files: list[Path]
-    windows: list[tuple[int, int]]  # (first, last) step of each trace written
-    export_seconds: float  # time spent writing traces
-
-    def __enter__(self) -> StepProfiler: ...
-
-    def __exit__(self, *exc: object) -> None: ...
-
-    def step(self) -> None: ...
+def scheduled_windows(config: ProfilerConfig, steps: int, start_step: int = 0) -> list[Window]:
+    """The schedule's windows of a run of ``steps`` resumed at ``start_step`` (a warm-up that
+    began before the resume is shortened, the window kept)."""
+    return [
+        Window(first, last, min(config.schedule.warmup, first - start_step), "schedule")
+        for first, last in config.schedule.windows(steps, start_step)
+    ]
 
 
-class NoProfiler:
-    """For ranks that are not profiled: costs one empty method call per step."""
+class StepHook(Protocol):
+    """Called after every step, before the profiler moves on (may add windows)."""
 
-    def __init__(self) -> None:
-        self.trace_files: list[Path] = []
-        self.windows: list[tuple[int, int]] = []
-        self.export_seconds = 0.0
-
-    def __enter__(self) -> NoProfiler:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        return None
-
-    def step(self) -> None:
-        pass
+    def after_step(self, step: int, profiler: StepProfiler) -> None: ...
 
 
-class RankProfiler:
-    """torch.profiler for one rank, writing one trace per recorded window into ``trace_dir``."""
+class StepProfiler:
+    """torch.profiler over this rank's windows, writing one trace per window into ``trace_dir``."""
 
     def __init__(
         self,
@@ -66,79 +78,116 @@ class RankProfiler:
         rank: int,
         steps: int,
         trace_dir: Path,
-        cuda: bool,
+        cuda: bool = False,
         start_step: int = 0,
+        scheduled: bool = True,
+        hooks: Sequence[StepHook] = (),
     ) -> None:
-        self.trace_files: list[Path] = []
-        self.windows: list[tuple[int, int]] = []
-        self.export_seconds = 0.0
-        self._config = config
-        self._rank = rank
-        self._steps = steps
-        self._start = start_step
-        self._trace_dir = trace_dir
-        activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-        self._profile = profile(
-            activities=activities,
-            schedule=self._action,
-            on_trace_ready=self._write_trace,
-            record_shapes=config.record_shapes,
-            with_stack=config.with_stack,
-        )
-        if start_step:
-            # Number profiler steps like the run's steps, so that a resumed run's traces hold
-            # ProfilerStep#<global step> and the schedule sees global steps. torch.profiler has
-            # no argument for this; these are the attributes its __init__ derives from step 0.
-            action = self._action(start_step)
-            self._profile.step_num = start_step
-            self._profile.current_action = action
-            self._profile._prev_schedule_action = action
+        self.config, self.rank, self.steps, self.trace_dir = config, rank, steps, trace_dir
+        self.activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+        self.recorded: list[tuple[Window, Path]] = []  # written, or being written until flush()
+        self.export_seconds = 0.0  # spent writing traces, off the training thread
+        self.hooks = list(hooks)
+        self._step = start_step  # the step running now
+        self._pending: list[Window] = []
+        self._current: tuple[Window, profile] | None = None
+        self._writer: ThreadPoolExecutor | None = None
+        self._writing: list[Future] = []
+        if scheduled:
+            for window in scheduled_windows(config, steps, start_step):
+                self.add(window)
 
-    def _action(self, step: int) -> ProfilerAction:
-        return _ACTIONS[self._config.schedule.phase(step, self._steps, self._start)]
+    @property
+    def trace_files(self) -> list[Path]:
+        return [path for _, path in self.recorded]
 
-    def _write_trace(self, prof: profile) -> None:
-        # on_trace_ready runs inside prof.step() *after* the last recorded step, when
-        # step_num already counts it: the window is the ``active`` steps before step_num.
-        # (The tutorial named it step_num - 2 .. step_num, one step late.)
-        last = prof.step_num - 1
-        if self._config.schedule.phase(last, self._steps, self._start) is not Phase.RECORD_AND_SAVE:
-            return  # the run stopped inside a window (preemption): half a window is no trace
-        first = last - self._config.schedule.active + 1
-        name = trace_file_name(self._rank, first, last, gzipped=self._config.gzip)
-        path = self._trace_dir / name
-        started = time.perf_counter()
-        self._trace_dir.mkdir(parents=True, exist_ok=True)
-        export_trace(prof.export_chrome_trace, path)
-        self.export_seconds += time.perf_counter() - started
-        self.trace_files.append(path)
-        self.windows.append((first, last))
+    @property
+    def windows(self) -> list[tuple[int, int]]:
+        return [(window.first, window.last) for window, _ in self.recorded]
 
-    def __enter__(self) -> RankProfiler:
-        self._profile.__enter__()
+    def add(self, window: Window) -> bool:
+        """Record ``window`` too; False if its warm-up should have begun already, it ends past
+        the run, or it overlaps a window already planned (one profiler at a time)."""
+        planned = [self._current[0]] if self._current is not None else []
+        if window.start < self._step or window.last >= self.steps:
+            return False
+        if any(window.overlaps(other) for other in [*planned, *self._pending]):
+            return False
+        self._pending = sorted([*self._pending, window], key=lambda w: w.start)
+        return True
+
+    def __enter__(self) -> StepProfiler:
+        self._begin_if_due()
         return self
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self._profile.__exit__(exc_type, exc, tb)
+        if self._current is not None:  # stopped inside a window (preemption, a failure): no trace
+            window, prof = self._current
+            self._current = None  # torch saves what it has on exit: _recorded drops it
+            prof.__exit__(exc_type, exc, tb)
+        self.flush()
 
     def step(self) -> None:
-        self._profile.step()
+        """Step ``self._step`` ended."""
+        ended = self._step
+        self._step += 1
+        for hook in self.hooks:
+            hook.after_step(ended, self)
+        if self._current is not None:
+            window, prof = self._current
+            prof.step()  # after the window's last step this calls _recorded
+            if ended >= window.last:
+                prof.__exit__(None, None, None)
+                self._current = None
+        self._begin_if_due()
+
+    def flush(self) -> None:
+        """Wait until every recorded trace is written (and raise if one could not be)."""
+        while self._writing:
+            self._writing.pop(0).result()
+        if self._writer is not None:
+            self._writer.shutdown()
+            self._writer = None
+
+    def _begin_if_due(self) -> None:
+        self._pending = [w for w in self._pending if w.start >= self._step]  # a missed start: dropped
+        if self._current is not None or not self._pending or self._pending[0].start != self._step:
+            return
+        window = self._pending.pop(0)
+        prof = profile(
+            activities=self.activities,
+            schedule=window.action,
+            on_trace_ready=lambda finished: self._recorded(window, finished),
+            record_shapes=self.config.record_shapes,
+            with_stack=self.config.with_stack,
+        )
+        # Number profiler steps like the run's steps, so the trace holds ProfilerStep#<step>.
+        # torch.profiler has no argument for it; these are what its __init__ derives from step 0.
+        prof.step_num = self._step
+        prof.current_action = prof._prev_schedule_action = window.action(self._step)
+        prof.__enter__()
+        self._current = (window, prof)
+
+    def _recorded(self, window: Window, prof: profile) -> None:
+        if self._current is None or self._current[0] is not window:
+            return  # a window cut short: half a window is no trace
+        path = self.trace_dir / trace_file_name(
+            self.rank, window.first, window.last, gzipped=self.config.gzip
+        )
+        self.recorded.append((window, path))
+        if self._writer is None:
+            self._writer = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trace-writer")
+        self._writing.append(self._writer.submit(self._export, prof, path))
+
+    def _export(self, prof: profile, path: Path) -> None:
+        started = time.perf_counter()
+        self.trace_dir.mkdir(parents=True, exist_ok=True)
+        export_trace(prof.export_chrome_trace, path)
+        self.export_seconds += time.perf_counter() - started
 
 
-def profiler_for_rank(
-    config: ProfilerConfig,
-    *,
-    profiled: bool,
-    rank: int,
-    steps: int,
-    trace_dir: Path,
-    cuda: bool = False,
-    start_step: int = 0,
-) -> StepProfiler:
-    """A :class:`RankProfiler` (recording CUDA activity too if ``cuda``) if this rank is
-    ``profiled`` and has a window left, else a no-op."""
-    if not profiled or not config.schedule.windows(steps, start_step):
-        return NoProfiler()
-    return RankProfiler(config, rank=rank, steps=steps, trace_dir=trace_dir, cuda=cuda, start_step=start_step)
+def describe(recorded: Sequence[tuple[Window, Path]]) -> list[dict[str, Any]]:
+    """What the manifest lists of a rank's windows."""
+    return [{"first": w.first, "last": w.last, "reason": w.reason, "file": p.name} for w, p in recorded]

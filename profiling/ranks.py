@@ -1,4 +1,9 @@
-"""Which ranks record a trace: ``all``, ``0,3``, ``"0, 2, 4"``, ``0-3,8``."""
+"""Which ranks record a trace: ``all``, ``0,3``, ``"0, 2, 4"``, ``0-3,8``, ``0,slowest``.
+
+``slowest`` is the rank with the most compute per step before each window, chosen while the
+job runs (see :mod:`profiling.slowest`). Ranges stay ranges until checked against the job's
+world size: a typo like ``0-9999999999`` is refused at once, never expanded.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +11,8 @@ import dataclasses
 
 from profiling.setting_error import SettingError
 
-_HINT = "HINT: use 'all', a list '0,3' or ranges '0-3,8'"
+_HINT = "HINT: use 'all', a list '0,3', ranges '0-3,8', or 'slowest'"
+SLOWEST = "slowest"
 
 
 class RankSpecError(SettingError):
@@ -19,41 +25,48 @@ class RankSelection:
 
     text: str
     everyone: bool
-    ranks: tuple[int, ...]  # sorted, unique; empty when ``everyone``
+    spans: tuple[tuple[int, int], ...]  # (first, last) of each rank or range, as written
+    slowest: bool = False
 
     @classmethod
     def parse(cls, text: str) -> RankSelection:
         spec = text.strip()
         if spec.lower() == "all":
-            return cls(text=spec, everyone=True, ranks=())
+            return cls(text=spec, everyone=True, spans=())
         if not spec:
             raise RankSpecError(f"{{ranks}} is empty. {_HINT}")
-        ranks: set[int] = set()
-        for item in spec.split(","):
-            ranks.update(_parse_item(item.strip(), spec))
-        return cls(text=spec, everyone=False, ranks=tuple(sorted(ranks)))
+        items = [item.strip() for item in spec.split(",")]
+        slowest = any(item.lower() == SLOWEST for item in items)
+        spans = tuple(_parse_item(item, spec) for item in items if item.lower() != SLOWEST)
+        return cls(text=spec, everyone=False, spans=spans, slowest=slowest)
 
     def resolve(self, world_size: int) -> frozenset[int]:
-        """The selected ranks of a job of ``world_size`` ranks."""
+        """The ranks selected from the start in a job of ``world_size`` ranks (``slowest`` aside)."""
         if self.everyone:
             return frozenset(range(world_size))
-        outside = [rank for rank in self.ranks if rank >= world_size]
-        if outside:
+        highest = max((last for _, last in self.spans), default=-1)
+        if highest >= world_size:
+            outside = min(max(first, world_size) for first, last in self.spans if last >= world_size)
             raise RankSpecError(
-                f"{{ranks}} {self.text!r} selects rank {outside[0]}, but the job has {world_size} "
+                f"{{ranks}} {self.text!r} selects rank {outside}, but the job has {world_size} "
                 f"ranks (0-{world_size - 1}). HINT: ranks are global, 0 to nodes x gpus - 1"
             )
-        return frozenset(self.ranks)
+        return frozenset(rank for first, last in self.spans for rank in range(first, last + 1))
 
     def __str__(self) -> str:
-        return "all" if self.everyone else ",".join(map(str, self.ranks))
+        if self.everyone:
+            return "all"
+        spans = sorted(set(self.spans))
+        return ",".join(
+            [*(f"{a}" if a == b else f"{a}-{b}" for a, b in spans), *([SLOWEST] if self.slowest else [])]
+        )
 
 
-def _parse_item(item: str, spec: str) -> range:
+def _parse_item(item: str, spec: str) -> tuple[int, int]:
     low, dash, high = item.partition("-")
-    if not low.strip().isdigit() or (dash and not high.strip().isdigit()):
+    if not low.strip().isdigit() or (dash and not high.strip().isdigit()) or not item.isascii():
         raise RankSpecError(f"{{ranks}} {spec!r}: {item!r} is not a rank or a range. {_HINT}")
     first, last = int(low), int(high) if dash else int(low)
     if last < first:
         raise RankSpecError(f"{{ranks}} {spec!r}: range {item!r} runs backwards. HINT: write {last}-{first}")
-    return range(first, last + 1)
+    return first, last

@@ -15,7 +15,8 @@ from tests.common import REPO, submitted_job_id
 class SubmittedJob:
     """``submit.py --wait`` running in the background, followed through rank 0's output."""
 
-    def __init__(self, traces_root: Path, *args: str) -> None:
+    def __init__(self, traces_root: Path, *args: str, cluster: str = "slurm") -> None:
+        self.cluster = cluster
         self.log = traces_root.parent / "submit.log"
         self._out = open(self.log, "w")  # noqa: SIM115 - closed by finish()
         self.process = subprocess.Popen(
@@ -23,7 +24,7 @@ class SubmittedJob:
                 sys.executable,
                 str(REPO / "submit.py"),
                 "--cluster",
-                "slurm",
+                cluster,
                 "--wait",
                 "--traces-root",
                 str(traces_root),
@@ -55,7 +56,8 @@ class SubmittedJob:
         finally:
             if self.process.poll() is None:
                 self.process.kill()
-                subprocess.run(["scancel", self.job_id], timeout=30)
+                if self.cluster == "slurm":
+                    subprocess.run(["scancel", self.job_id], timeout=30)
             self._out.close()
 
 

@@ -63,6 +63,20 @@ def test_newest_first_with_outcome_step_time_and_straggler(root: Path) -> None:
     assert NO_MANIFEST in lines[1]
 
 
+def test_a_running_job_is_described_by_what_its_rank_0_wrote_at_the_start(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "50")
+    folder.meta.mkdir(parents=True)
+    folder.running.write_text(
+        json.dumps(
+            {"job_id": "50", "world_size": 8, "nodes": 2, "launcher": "slurm", "restart_count": 0,
+             "started_at": "2026-11-30T12:00:00.000+00:00"}
+        )
+    )  # fmt: skip
+    [job] = list_jobs(tmp_path)
+    assert (job["nodes"], job["tasks_per_node"], job["launcher"]) == (2, 4, "slurm")
+    assert job["started_at"] == "2026-11-30T12:00:00.000+00:00" and job["outcome"] == NO_MANIFEST
+
+
 def test_json_for_scripts(root: Path, capsys: pytest.CaptureFixture) -> None:
     assert main([str(root), "--json"]) == 0
     assert [job["job_id"] for job in json.loads(capsys.readouterr().out)] == ["43", "42", "41"]

@@ -16,6 +16,8 @@ from profiling.ranks import RankSelection, RankSpecError
         ("all", 3, {0, 1, 2}),
         (" ALL ", 2, {0, 1}),
         ("3,3,1-2", 4, {1, 2, 3}),
+        ("0,slowest", 4, {0}),
+        ("SLOWEST", 4, set()),
     ],
 )
 def test_parse_and_resolve(text: str, world: int, ranks: set[int]) -> None:
@@ -52,5 +54,6 @@ def test_rank_outside_world() -> None:
 
 
 def test_str_round_trips() -> None:
-    assert str(RankSelection.parse("0-2, 5")) == "0,1,2,5"
+    assert str(RankSelection.parse("0-2, 5")) == "0-2,5"
     assert str(RankSelection.parse("all")) == "all"
+    assert str(RankSelection.parse("slowest, 3,0")) == "0,3,slowest"

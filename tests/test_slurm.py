@@ -148,3 +148,69 @@ def test_failed_rank_fails_the_job_visibly(slurm_cluster: int, traces_root: Path
     assert "InjectedFailure: rank 1 failed at step 3 (--inject-failure)" in result.stdout
     assert sacct_state(job_id) == "FAILED"
     assert elapsed < 120, f"the failed job took {elapsed:.0f}s to be reported"
+
+
+def job_nodes(job_id: str) -> list[str]:
+    import hostlist
+
+    out = subprocess.run(
+        ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "NodeList"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    return hostlist.expand_hostlist(out.stdout.strip())
+
+
+def test_hung_rank_is_named_with_its_node_collective_and_line(slurm_cluster: int, traces_root: Path) -> None:
+    dist_timeout = 20
+    started = time.monotonic()
+    result = run_submit(
+        "--cluster", "slurm", "--nodes", "2", "--gpus", "2", "--inject-hang", "2:12",
+        "--dist-timeout", str(dist_timeout), "--wait", "--traces-root", str(traces_root), *SMALL_JOB,
+        timeout=300,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, result.stdout + result.stderr
+    job_id = submitted_job_id(result.stdout)
+    assert sacct_state(job_id) == "FAILED"
+    # startup (scheduling, 4 processes importing torch, 12 steps) within 40 s on this machine
+    assert elapsed < 40 + dist_timeout + 60, elapsed
+    verdict = result.stdout.split("--- why it hung (meta/hang/hang.md) ---\n", 1)[1].splitlines()
+    node = job_nodes(job_id)[1]  # ranks 2 and 3 run on the allocation's second node
+    assert verdict[0].startswith(f"hang: rank 2 on {node} never reached gloo:"), verdict
+    assert verdict[0].endswith("rank(s) 0, 1, 3 waited for it) at step 12")
+    assert verdict[1].startswith("  rank 2 was stuck at workload/resnet_ddp.py:")
+    assert "in _hang_forever" in verdict[1]
+
+
+def test_live_capture_of_a_plain_sbatch_job(slurm_cluster: int, traces_root: Path, tmp_path: Path) -> None:
+    submitted = subprocess.run(
+        [
+            "sbatch", "--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2",
+            f"--output={tmp_path}/slurm-%j.out", "slurm/profile_resnet18.sbatch",
+            "--traces-root", str(traces_root), "--steps", "150", *SMALL_JOB[2:],
+        ],
+        cwd=REPO, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable},
+    )  # fmt: skip
+    job_id = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
+    try:
+        folder = traces_root / job_id
+        deadline = time.monotonic() + 120
+        while not (folder / "meta" / "running.json").exists():
+            assert time.monotonic() < deadline, "the job did not start within 120 s"
+            time.sleep(1)
+        result = subprocess.run(
+            [sys.executable, "-m", "jobs.capture", job_id, "--traces-root", str(traces_root),
+             "--ranks", "0,3", "--active", "2", "--wait", "--timeout", "200"],
+            cwd=REPO, capture_output=True, text=True, timeout=240,
+        )  # fmt: skip
+        assert result.returncode == 0, result.stdout + result.stderr
+        paths = [Path(p) for p in result.stdout.splitlines()[1:]]
+        assert [p.name.split("_")[0] for p in paths] == ["rank0", "rank3"]
+        assert paths[0].name.split("_", 1)[1] == paths[1].name.split("_", 1)[1]  # the same steps
+        assert sacct_state(job_id, timeout=300) == "COMPLETED"
+    finally:
+        subprocess.run(["scancel", job_id], timeout=30)
+    manifest = check_job_folder(folder, job_id=job_id, world_size=4, profiled={0, 3})
+    assert [c["ranks"] for c in manifest["captures"]] == [[0, 3]]

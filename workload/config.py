@@ -51,6 +51,7 @@ class WorkloadConfig:
     # raises at that step; that rank works that much longer every step (a slow host, say).
     inject_failure: RankAndStep | None = None
     inject_slowdown: RankAndMs | None = None
+    inject_hang: RankAndStep | None = None  # that rank stops making progress at that step
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "image_size", "num_classes", "log_every"):
@@ -64,11 +65,12 @@ class WorkloadConfig:
             raise WorkloadError(f"{{dtype}} {self.dtype!r} is not one of {', '.join(DTYPES)}")
         if not self.lr > 0:
             raise WorkloadError(f"{{lr}} {self.lr!r} must be positive")
-        failure = self.inject_failure
-        if failure is not None and (failure.rank < 0 or not 0 <= failure.step < self.steps):
-            raise WorkloadError(
-                f"{{inject_failure}} {failure} needs a rank >= 0 and a step below {{steps}} {self.steps}"
-            )
+        for name in ("inject_failure", "inject_hang"):
+            fault = getattr(self, name)
+            if fault is not None and (fault.rank < 0 or not 0 <= fault.step < self.steps):
+                raise WorkloadError(
+                    f"{{{name}}} {fault} needs a rank >= 0 and a step below {{steps}} {self.steps}"
+                )
         slowdown = self.inject_slowdown
         if slowdown is not None and (slowdown.rank < 0 or not 0 < slowdown.ms <= 60_000):
             raise WorkloadError(
@@ -79,7 +81,7 @@ class WorkloadConfig:
 
     def check_ranks(self, world_size: int) -> None:
         """Refuse an injected fault on a rank the job does not have."""
-        for name in ("inject_failure", "inject_slowdown"):
+        for name in ("inject_failure", "inject_slowdown", "inject_hang"):
             fault = getattr(self, name)
             if fault is not None and fault.rank >= world_size:
                 raise WorkloadError(

@@ -6,7 +6,9 @@ import contextlib
 import dataclasses
 import datetime
 import os
-from collections.abc import Iterator
+from collections.abc import Iterator, MutableMapping
+from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -20,6 +22,31 @@ class DistributedContext:
     device: torch.device
     backend: str
     threads: int
+    store: dist.Store  # the group's key-value store: small agreements outside collectives
+
+    def agree(self, key: str, proposal: int) -> int:
+        """The first proposal any rank made for ``key``: the same answer on every rank."""
+        return int(self.store.compare_set(key, "", str(proposal)))
+
+    def gather(self, value: float) -> list[float]:
+        """Every rank's ``value``, in rank order (a collective: every rank must call it)."""
+        values: list[Any] = [None] * self.identity.world_size
+        dist.all_gather_object(values, value)
+        return values
+
+
+# Flight recorder entries kept per process group: far more than the collectives of a step.
+FLIGHT_RECORDER_ENTRIES = 2000
+
+
+def enable_flight_recorder(dump_dir: Path, env: MutableMapping[str, str] = os.environ) -> None:
+    """Have torch record every rank's last collectives (read by :mod:`workload.watchdog`), and
+    with NCCL dump them itself when a collective times out. Must run before the process group
+    is made; the one place this project writes the environment."""
+    env.setdefault("TORCH_FR_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES))
+    env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES))  # its name before 2.6
+    env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
+    env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(dump_dir / "nccl_trace_rank_"))
 
 
 @contextlib.contextmanager
@@ -46,11 +73,14 @@ def distributed(
 
     timeout = datetime.timedelta(seconds=timeout_s)
     if identity.is_distributed:
-        _join(identity, backend, timeout, device)
+        store = _join(identity, backend, timeout, device)
     else:
-        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
+        store = dist.HashStore()
+        dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=timeout)
     try:
-        yield DistributedContext(identity=identity, device=device, backend=backend, threads=threads)
+        yield DistributedContext(
+            identity=identity, device=device, backend=backend, threads=threads, store=store
+        )
     finally:
         dist.destroy_process_group()
 
@@ -74,7 +104,7 @@ class RendezvousError(RuntimeError):
 
 def _join(
     identity: DistributedIdentity, backend: str, timeout: datetime.timedelta, device: torch.device
-) -> None:
+) -> dist.Store:
     address = f"{identity.master_addr}:{identity.master_port}"
     try:
         # An explicit store, rather than a tcp:// init method, so that one timeout bounds the
@@ -94,6 +124,7 @@ def _join(
             timeout=timeout,
             device_id=device if backend == "nccl" else None,
         )
+        return store
     except dist.DistError as error:
         reason = str(error).strip().splitlines()[0]
         raise RendezvousError(

@@ -96,13 +96,17 @@ class Trainer:
         start_step: int = 0,
         stop: StopRequest | None = None,
         log: Callable[[str], None] = print,
+        progress: Callable[[int], None] = lambda step: None,
     ) -> RunResult:
-        """Run steps ``start_step`` .. ``steps - 1`` under ``profiler``, or until ``stop`` is requested."""
+        """Run steps ``start_step`` .. ``steps - 1`` under ``profiler``, or until ``stop`` is requested.
+
+        ``progress(step)`` is told when each step starts (the watchdog's clock)."""
         stop = stop or NeverStop()
         config, rank = self.config, self.ctx.identity.rank
         model, optimizer, inputs, target = self.model, self.optimizer, self.inputs, self.target
-        failure, slowdown = config.inject_failure, config.inject_slowdown
+        failure, slowdown, hang = config.inject_failure, config.inject_slowdown, config.inject_hang
         fail_at = failure.step if failure is not None and failure.rank == rank else -1
+        hang_at = hang.step if hang is not None and hang.rank == rank else -1
         extra_cpu_s = slowdown.ms / 1e3 if slowdown is not None and slowdown.rank == rank else 0.0
         log_progress = self.ctx.identity.is_main
         timer = StepTimer(self.ctx.device)
@@ -112,8 +116,11 @@ class Trainer:
             for step in range(start_step, config.steps):
                 if stop.requested:
                     return RunResult(timer.seconds(), step, stopped=True)
+                progress(step)
                 if step == fail_at:
                     raise InjectedFailure(f"rank {rank} failed at step {step} (--inject-failure)")
+                if step == hang_at:
+                    _hang_forever()
                 if extra_cpu_s:
                     _burn_cpu(extra_cpu_s)
                 optimizer.zero_grad(set_to_none=True)
@@ -160,6 +167,12 @@ class Trainer:
 
 
 STATE_FILE = "state.pt"
+
+
+def _hang_forever() -> None:
+    """``--inject-hang``: stop making progress, as a stuck data loader or a deadlock would."""
+    while True:
+        time.sleep(60)  # injected hang (--inject-hang): the watchdog ends this rank
 
 
 def _burn_cpu(seconds: float) -> None:

@@ -31,27 +31,42 @@ EXIT_STATUS = 3  # a rank the watchdog ended
 
 
 def flight_recorder() -> dict[str, Any] | None:
-    """torch's flight recorder of this process (its last collectives), or None where it is off."""
-    try:
-        from torch._C._distributed_c10d import _dump_fr_trace_json
+    """torch's flight recorder of this process (its last collectives), or None where it is off.
 
-        return json.loads(_dump_fr_trace_json())
-    except Exception:  # off, or torch without it: the stacks still tell
+    torch keeps two: one for NCCL (CUDA events) and one for every other backend (gloo); the
+    entries of both go into one list, which is what :mod:`profiling.hang` reads.
+    """
+    try:
+        from torch._C._distributed_c10d import _dump_fr_trace_json, _dump_nccl_trace_json
+    except ImportError:  # torch without the flight recorder: the stacks still tell
         return None
+    record: dict[str, Any] | None = None
+    for dump in (_dump_nccl_trace_json, _dump_fr_trace_json):
+        try:
+            part = json.loads(dump())
+        except Exception:  # NCCL not built in, or the recorder off
+            continue
+        if record is None:
+            record = part
+        else:
+            record.setdefault("entries", []).extend(part.get("entries", []))
+    return record
 
 
 def thread_stacks() -> dict[str, list[str]]:
     """Every thread's stack, outermost frame first: ``file:line in function: code``."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
     main = threading.main_thread().ident
-    stacks = {}
-    for ident, frame in sys._current_frames().items():
-        name = "MainThread" if ident == main else names.get(ident, f"thread {ident}")
-        stacks[name] = [
-            f"{_short(f.filename)}:{f.lineno} in {f.name}: {(f.line or '').strip()}"
-            for f in traceback.extract_stack(frame)
-        ]
-    return stacks
+    return {
+        "MainThread" if ident == main else names.get(ident, f"thread {ident}"): _lines(
+            traceback.extract_stack(frame)
+        )
+        for ident, frame in sys._current_frames().items()
+    }
+
+
+def _lines(frames: traceback.StackSummary) -> list[str]:
+    return [f"{_short(f.filename)}:{f.lineno} in {f.name}: {(f.line or '').strip()}" for f in frames]
 
 
 def _short(path: str) -> str:
@@ -87,10 +102,17 @@ class Watchdog:
         """Step ``step`` starts."""
         self._step, self._since = step, time.monotonic()
 
-    def dump(self, reason: str) -> Path:
-        """Write what this rank is doing, atomically (a reader never sees half a dump)."""
+    def dump(self, reason: str, error: BaseException | None = None) -> Path:
+        """Write what this rank is doing, atomically (a reader never sees half a dump).
+
+        With ``error`` (a collective that timed out), the main thread's stack is where the error
+        came from: the main thread itself is only writing this dump by then.
+        """
         self.dump_dir.mkdir(parents=True, exist_ok=True)
         path = self.dump_dir / f"rank{self.rank}.json"
+        stacks = thread_stacks()
+        if error is not None and error.__traceback__ is not None:
+            stacks["MainThread"] = _lines(traceback.extract_tb(error.__traceback__))
         write_json_atomically(
             path,
             {
@@ -101,7 +123,7 @@ class Watchdog:
                 "step": self._step,
                 "reason": reason,
                 "written_at": time.time(),
-                "stacks": thread_stacks(),
+                "stacks": stacks,
                 "flight_recorder": flight_recorder(),
             },
         )

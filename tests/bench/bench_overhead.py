@@ -1,6 +1,6 @@
 """Benchmark: what the toolkit costs the training loop, against a plain DDP loop.
 
-    .venv/bin/python tests/bench/bench_overhead.py [--ranks 2] [--steps 200] [--rounds 3]
+    .venv/bin/python tests/bench/bench_overhead.py [--ranks 2] [--steps 200] [--rounds 3] [--dtype fp32]
 
 Interleaved, ``--rounds`` times, on submitit's local executor (``--ranks`` processes, one
 thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
@@ -9,7 +9,8 @@ thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
 - a plain DDP loop of the same model, batch, dtype and world size, written below.
 
 Prints the median step time of a non-profiled rank and of the profiled rank outside its
-window over the plain loop's (target <= 1.01), the profiled window's cost (steps inside it,
+window over the plain loop's (target <= 1.01; this includes what every rank does for live
+capture when no one asks: a clock read per step, a stat every 2 s), the profiled window's cost (steps inside it,
 the step after it, which closes the window and writes the trace, and the export itself),
 and trace bytes per recorded step, plain JSON and ``--gzip-traces`` (target gz <= 0.2 x).
 """
@@ -31,7 +32,7 @@ from profiling.job_folder import JobFolder  # noqa: E402
 from tests.common import REPO, load_manifest, submitted_job_id  # noqa: E402
 
 
-def plain_ddp(steps: int, image_size: int, batch_size: int) -> float:
+def plain_ddp(steps: int, image_size: int, batch_size: int, dtype: str) -> float:
     """The tutorial's loop and nothing else; returns this rank's median step time."""
     import time
 
@@ -52,11 +53,12 @@ def plain_ddp(steps: int, image_size: int, batch_size: int) -> float:
         world_size=env.num_tasks,
     )
     torch.manual_seed(0)
-    model = torchvision.models.resnet18().to(device=device, dtype=torch.bfloat16)
+    dtype_ = {"bf16": torch.bfloat16, "fp32": torch.float32}[dtype]
+    model = torchvision.models.resnet18().to(device=device, dtype=dtype_)
     model = DistributedDataParallel(model, device_ids=[env.local_rank] if cuda else None)
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
-    inputs = torch.randn(batch_size, 3, image_size, image_size, device=device, dtype=torch.bfloat16)
-    target = torch.randn(batch_size, 1000, device=device, dtype=torch.bfloat16)
+    inputs = torch.randn(batch_size, 3, image_size, image_size, device=device, dtype=dtype_)
+    target = torch.randn(batch_size, 1000, device=device, dtype=dtype_)
     times, last = [], time.perf_counter()
     for _ in range(steps):
         optimizer.zero_grad(set_to_none=True)
@@ -87,6 +89,8 @@ def toolkit_job(root: Path, args: argparse.Namespace, *extra: str) -> dict:
         str(args.image_size),
         "--batch-size",
         str(args.batch_size),
+        "--dtype",
+        args.dtype,
         "--threads-per-rank",
         "1",
         "--no-report",
@@ -111,6 +115,9 @@ def main() -> None:
     parser.add_argument("--image-size", type=int, default=32)
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument(
+        "--dtype", choices=("bf16", "fp32"), default="bf16", help="fp32 on CPUs without AVX-512 (bf16 is slow)"
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
@@ -120,7 +127,7 @@ def main() -> None:
         toolkit, plain = [], []
         for _ in range(args.rounds):
             toolkit.append(toolkit_job(work / "traces", args))
-            job = executor.submit(plain_ddp, args.steps, args.image_size, args.batch_size)
+            job = executor.submit(plain_ddp, args.steps, args.image_size, args.batch_size, args.dtype)
             plain.append(statistics.median(job.results()))
         gzipped = toolkit_job(work / "traces", args, "--gzip-traces")
 
@@ -139,7 +146,7 @@ def main() -> None:
 
         print(
             f"{args.ranks} ranks, {args.steps} steps, image {args.image_size}, batch {args.batch_size}, "
-            f"{args.rounds} interleaved rounds, backend {toolkit[0]['backend']}"
+            f"{args.dtype}, {args.rounds} interleaved rounds, backend {toolkit[0]['backend']}"
         )
         rows = [
             ("plain DDP loop, median step", plain_s * 1e3, "ms", 1.0),

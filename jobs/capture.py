@@ -1,0 +1,158 @@
+"""Capture steps of a running job: ``python -m jobs.capture <job id or folder> [--active 3]
+[--ranks 0,3|all] [--wait]`` from a login node.
+
+Writes a request into the job folder (see :mod:`profiling.capture`); every rank of the job
+looks for requests every couple of seconds, and the chosen ranks record the same steps a few
+seconds later, into the usual ``rank<r>_iter<a>_<b>.json`` files, listed in the manifest under
+``captures``. ``--wait`` blocks until those traces exist and prints their paths. Works under
+``submit.py``, the plain batch script and the local executor alike: all it needs is the job
+folder on the shared filesystem.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from jobs.options import TRACES_ROOT_ENV
+from profiling.capture import read_accepted, write_request
+from profiling.job_folder import JobFolder
+from profiling.ranks import RankSelection, RankSpecError
+from profiling.traces import trace_file_name
+
+PROG = "python -m jobs.capture"
+
+
+class CaptureRequestError(ValueError):
+    """A capture that cannot be asked for; the message names the argument and the fix."""
+
+
+def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
+    """The job's folder and what its rank 0 wrote at the start, if it is still running."""
+    path = Path(job)
+    folder = JobFolder.at(path) if path.is_dir() else JobFolder(root, job)
+    if not folder.path.is_dir():
+        raise CaptureRequestError(
+            f"job {job!r}: no folder {folder.path}. HINT: pass the job's folder, or its id with --traces-root"
+        )
+    try:
+        running = json.loads(folder.running.read_text())
+    except (OSError, ValueError):
+        state = "has ended" if folder.manifest.exists() else "has not started, or ended before its first step"
+        raise CaptureRequestError(
+            f"job {folder.job_id} {state}: there is nothing to capture. HINT: capture a job while it runs"
+        ) from None
+    if running.get("launcher") == "slurm" and not _in_queue(folder.job_id):
+        raise CaptureRequestError(
+            f"job {folder.job_id} is no longer in SLURM's queue: it ended without a manifest (killed?). "
+            "HINT: capture a job while it runs"
+        )
+    return folder, running
+
+
+def _in_queue(job_id: str) -> bool:
+    """False only where SLURM answers that it does not know the job."""
+    if not shutil.which("squeue"):
+        return True
+    try:
+        out = subprocess.run(
+            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=10
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return True
+    return bool(out.stdout.strip()) or (out.returncode != 0 and "Invalid job id" not in out.stderr)
+
+
+def wait_for_traces(folder: JobFolder, request_id: int, restart_count: int, timeout_s: float) -> list[Path]:
+    """The capture's trace files, once every chosen rank has written its own."""
+    deadline = time.monotonic() + timeout_s
+    accepted = None
+    while accepted is None:
+        accepted = read_accepted(folder, request_id)
+        if accepted is None and time.monotonic() > deadline:
+            raise CaptureRequestError(
+                f"capture {request_id}: no rank took the request within {timeout_s:g}s. HINT: is the job "
+                "still running (a job checks for requests between steps)?"
+            )
+        time.sleep(0.5)
+    if not accepted["within_run"]:
+        raise CaptureRequestError(
+            f"capture {request_id}: steps {accepted['first']}-{accepted['last']} "
+            "come after the job's last step. HINT: capture earlier, or ask for fewer --active steps"
+        )
+    trace_dir = folder.attempt(restart_count)
+    names = {
+        rank: [trace_file_name(rank, accepted["first"], accepted["last"], gzipped=gz) for gz in (False, True)]
+        for rank in accepted["ranks"]
+    }
+    while True:
+        found = {
+            rank: next((trace_dir / n for n in options if (trace_dir / n).exists()), None)
+            for rank, options in names.items()
+        }
+        if all(found.values()):
+            return sorted(found.values())
+        if time.monotonic() > deadline:
+            missing = sorted(rank for rank, path in found.items() if path is None)
+            raise CaptureRequestError(
+                f"capture {request_id}: no trace from rank(s) {missing} within {timeout_s:g}s "
+                f"(steps {accepted['first']}-{accepted['last']})"
+            )
+        time.sleep(0.5)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser.add_argument("job", help="the job's id (under --traces-root) or its folder")
+    parser.add_argument(
+        "--active", type=int, default=3, metavar="N", help="steps to record (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--ranks", default="0", metavar="SPEC", help="'all', '0,3', '0-3' (default: %(default)s)"
+    )
+    parser.add_argument(
+        "--traces-root",
+        type=Path,
+        default=Path(os.environ.get(TRACES_ROOT_ENV, "traces")),
+        metavar="PATH",
+        help=f"where the job folders are (default: ${TRACES_ROOT_ENV} or ./traces)",
+    )
+    parser.add_argument(
+        "--wait", action="store_true", help="block until the traces exist, then print their paths"
+    )
+    parser.add_argument(
+        "--timeout", type=float, default=600, metavar="SECONDS", help="for --wait (default: %(default)s)"
+    )
+    args = parser.parse_args(argv)
+    try:
+        if args.active < 1:
+            raise CaptureRequestError(f"--active {args.active} must be at least 1")
+        folder, running = running_job(args.job, args.traces_root)
+        try:
+            ranks = RankSelection.parse(args.ranks)
+            chosen = sorted(ranks.resolve(running["world_size"]))
+        except RankSpecError as error:
+            raise CaptureRequestError(error.naming({"ranks": "--ranks"})) from None
+        if ranks.slowest:
+            raise CaptureRequestError("--ranks slowest is for --profile-ranks only. HINT: name the ranks")
+        request = write_request(folder, active=args.active, ranks=str(ranks))
+        print(f"capture {request.id} of job {folder.job_id}: ranks {chosen}, {args.active} steps", flush=True)
+        if args.wait:
+            for path in wait_for_traces(folder, request.id, running["restart_count"], args.timeout):
+                print(path)
+    except CaptureRequestError as error:
+        print(f"{PROG}: error: {error}", file=sys.stderr)
+        return 2 if not args.wait else 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,156 @@
+"""Live capture of a running job: the request files, and each rank's watch for them.
+
+``python -m jobs.capture`` writes ``meta/capture/request-<n>.json`` into the job folder. Each
+rank looks for new requests at most every :data:`POLL_S` seconds (one stat of that folder), so
+a step without a request costs a clock read. The first rank to see a request proposes the step
+the capture starts at, far enough ahead that every rank has seen the request by then (they
+look every couple of seconds), and past the schedule's windows; the process group's store
+settles the race (the first proposal is the one every rank reads back), so every chosen rank
+records the same steps. The agreed steps go to ``accepted-<n>.json`` for the requester.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import math
+import os
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from profiling.job_folder import JobFolder
+from profiling.profiler import StepProfiler, Window
+from profiling.ranks import RankSelection
+from profiling.traces import write_json_atomically
+
+POLL_S = 2.0
+_REQUEST = "request-{}.json"
+_ACCEPTED = "accepted-{}.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureRequest:
+    id: int
+    active: int  # steps to record
+    ranks: str  # a --profile-ranks spec: "all", "0,3"
+    requested_at: str
+
+    def selection(self) -> RankSelection:
+        return RankSelection.parse(self.ranks)
+
+
+def write_request(folder: JobFolder, *, active: int, ranks: str) -> CaptureRequest:
+    """A new request in the job folder; its id is one more than the last (never overwritten)."""
+    folder.capture.mkdir(parents=True, exist_ok=True)
+    while True:
+        number = 1 + max((request.id for request in read_requests(folder)), default=0)
+        request = CaptureRequest(number, active, ranks, _now())
+        try:  # exclusive creation: two requesters at once get two ids
+            with open(folder.capture / _REQUEST.format(number), "x") as handle:
+                json.dump(dataclasses.asdict(request), handle)
+            return request
+        except FileExistsError:
+            continue
+
+
+def read_requests(folder: JobFolder) -> list[CaptureRequest]:
+    found = []
+    for path in sorted(folder.capture.glob(_REQUEST.format("*"))):
+        try:
+            found.append(CaptureRequest(**json.loads(path.read_text())))
+        except (OSError, ValueError, TypeError):
+            continue  # being written: seen at the next look
+    return sorted(found, key=lambda request: request.id)
+
+
+def read_accepted(folder: JobFolder, request_id: int) -> dict[str, Any] | None:
+    try:
+        return json.loads((folder.capture / _ACCEPTED.format(request_id)).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+class CaptureWatcher:
+    """A step hook: turns capture requests into windows of this rank's profiler."""
+
+    def __init__(
+        self,
+        folder: JobFolder,
+        *,
+        rank: int,
+        world_size: int,
+        agree: Callable[[str, int], int],
+        schedule_windows: Sequence[tuple[int, int]],
+        log: Callable[[str], None] = print,
+    ) -> None:
+        self.folder, self.rank, self.world_size = folder, rank, world_size
+        self._agree = agree  # (key, proposal) -> the proposal every rank settles on
+        self._schedule = list(schedule_windows)
+        self._log = log
+        self._last_poll = time.monotonic()
+        self._seen_mtime: int | None = None
+        self._handled: set[int] = set()
+        self._step_ends: list[float] = []
+        self.captures: list[dict[str, Any]] = []
+
+    def after_step(self, step: int, profiler: StepProfiler) -> None:
+        now = time.monotonic()
+        if len(self._step_ends) < 16:
+            self._step_ends.append(now)
+        if now - self._last_poll < POLL_S:
+            return
+        self._last_poll = now
+        try:
+            mtime = os.stat(self.folder.capture).st_mtime_ns
+        except FileNotFoundError:
+            return
+        if mtime == self._seen_mtime:
+            return
+        self._seen_mtime = mtime
+        for request in read_requests(self.folder):
+            if request.id not in self._handled:
+                self._handled.add(request.id)
+                self._accept(request, step, profiler)
+
+    def _accept(self, request: CaptureRequest, step: int, profiler: StepProfiler) -> None:
+        first = self._agree(f"capture/{request.id}", self._proposal(request, step))
+        last = first + request.active - 1
+        chosen = self.rank in request.selection().resolve(self.world_size)
+        recorded = chosen and profiler.add(Window(first, last, 1, f"capture {request.id}"))
+        if chosen and not recorded:
+            self._log(
+                f"capture {request.id}: rank {self.rank} cannot record steps {first}-{last} (past the end?)"
+            )
+        record = {
+            "id": request.id,
+            "requested_at": request.requested_at,
+            "first": first,
+            "last": last,
+            "ranks": sorted(request.selection().resolve(self.world_size)),
+            "within_run": last < profiler.steps,
+        }
+        self.captures.append(record)
+        if self.rank == min(record["ranks"], default=0):
+            write_json_atomically(self.folder.capture / _ACCEPTED.format(request.id), record)
+
+    def _proposal(self, request: CaptureRequest, step: int) -> int:
+        """A first step every rank will have seen the request before: two looks away, and more."""
+        gaps = [b - a for a, b in zip(self._step_ends, self._step_ends[1:], strict=False)]
+        step_s = statistics.median(gaps) if gaps else 1.0
+        first = step + 2 + math.ceil(2 * POLL_S / max(step_s, 1e-3))
+        for window_first, window_last in self._schedule:  # scheduled windows come first
+            if first - 1 <= window_last and window_first - 1 <= first + request.active - 1:
+                first = window_last + 2
+        return first
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def accepted_path(folder: JobFolder, request_id: int) -> Path:
+    return folder.capture / _ACCEPTED.format(request_id)

@@ -1,0 +1,60 @@
+"""``--profile-ranks ...,slowest``: before each window, the slowest rank joins the recording.
+
+Every rank times its own work: the CPU time of its training thread per step (waiting in a
+collective takes none, so a rank slowed on the CPU side shows, and one that waits does not).
+At the end of the schedule's wait phase before each window, the ranks share their mean over
+the steps since the previous window (one small all-gather, at the same step on every rank);
+the rank with the most joins that window's recording, unless it records anyway. Each choice,
+with the times behind it, goes to the manifest.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from profiling.profiler import StepProfiler, Window
+
+
+class SlowestRank:
+    """A step hook (see :class:`profiling.profiler.StepHook`)."""
+
+    def __init__(
+        self,
+        *,
+        rank: int,
+        recording: bool,
+        windows: Sequence[Window],
+        gather: Callable[[float], list[float]],
+    ) -> None:
+        self.rank, self.recording = rank, recording
+        self._by_start = {window.start: window for window in windows}
+        self._gather = gather  # this rank's mean -> every rank's, in rank order (a collective)
+        self._cpu = time.thread_time()
+        self._spent, self._steps = 0.0, 0
+        self.choices: list[dict[str, Any]] = []
+
+    def after_step(self, step: int, profiler: StepProfiler) -> None:
+        now = time.thread_time()
+        self._spent, self._steps, self._cpu = self._spent + now - self._cpu, self._steps + 1, now
+        window = self._by_start.get(step + 1)  # its warm-up starts next step: choose now
+        if window is None:
+            return
+        means = self._gather(self._spent / self._steps)
+        self._spent, self._steps = 0.0, 0
+        slowest = max(range(len(means)), key=lambda rank: means[rank])
+        median = statistics.median(means)
+        self.choices.append(
+            {
+                "first": window.first,
+                "last": window.last,
+                "rank": slowest,
+                "compute_ms": means[slowest] * 1e3,
+                "median_ms": median * 1e3,
+                "over_median_pct": 100 * (means[slowest] - median) / median if median else 0.0,
+            }
+        )
+        if slowest == self.rank and not self.recording:
+            profiler.add(Window(window.first, window.last, window.warmup, "slowest"))

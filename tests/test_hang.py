@@ -1,0 +1,234 @@
+"""Hang forensics: the verdict from every rank's dump, the watchdog that writes the dumps, and a
+real hang on the local executor (the SLURM one is in test_faults)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiling.hang import HangError, analyse, explain
+from profiling.hang import main as hang_main
+from profiling.job_folder import JobFolder
+from tests.common import REPO, SMALL_WORKLOAD, run_submit, submitted_job_id
+from workload.distributed import enable_flight_recorder
+from workload.watchdog import EXIT_STATUS, Watchdog
+
+STUCK_LINE = "train.py:88 in next_batch: batch = queue.get()"
+
+
+def entry(seq: int, op: str = "gloo:all_reduce", group: tuple[str, str] = ("0", "default_pg")) -> dict:
+    """A flight recorder entry, as ``_dump_fr_trace_json`` writes it (the fields we read)."""
+    return {
+        "collective_seq_id": seq,
+        "profiling_name": op,
+        "process_group": list(group),
+        "input_sizes": [[seq * 10]],
+        "is_p2p": False,
+        "state": "scheduled",
+    }
+
+
+def dump(rank: int, *, step: int, last_seq: int | None, stack: list[str] | None = None) -> dict[str, Any]:
+    recorder = None if last_seq is None else {"entries": [entry(s) for s in range(1, last_seq + 1)]}
+    return {
+        "rank": rank,
+        "node": f"node{rank // 2}",
+        "step": step,
+        "reason": "no progress for 10 s",
+        "stacks": {"MainThread": stack or ["train.py:10 in main: train()", "ddp.py:5 in backward: wait()"]},
+        "flight_recorder": recorder,
+    }
+
+
+def test_the_rank_that_stopped_first_is_named_not_the_ones_that_waited() -> None:
+    # Rank 2 stopped after #64; rank 0 got stuck at #66 waiting for it while 1 and 3 went on.
+    dumps = {
+        0: dump(0, step=12, last_seq=66),
+        1: dump(1, step=12, last_seq=69),
+        2: dump(2, step=12, last_seq=64, stack=["train.py:40 in run: next_batch()", STUCK_LINE]),
+        3: dump(3, step=12, last_seq=69),
+    }
+    verdict = analyse(dumps, world_size=4)
+    assert verdict["culprits"] == [2]
+    [missed] = verdict["missed"]
+    assert missed["collective_seq_id"] == 65
+    assert missed["op"] == "gloo:all_reduce"
+    assert missed["input_sizes"] == [[650]]
+    assert missed["waiting_ranks"] == [0, 1, 3]
+    assert verdict["verdict"] == [
+        "hang: rank 2 on node1 never reached gloo:all_reduce #65 (process group 0 default_pg, "
+        "sizes [[650]]; rank(s) 0, 1, 3 waited for it) at step 12",
+        f"  rank 2 was stuck at {STUCK_LINE}",
+    ]
+
+
+def test_every_rank_that_stopped_at_the_lowest_collective_is_named() -> None:
+    dumps = {r: dump(r, step=5, last_seq=30 if r in (1, 3) else 31) for r in range(4)}
+    assert analyse(dumps)["culprits"] == [1, 3]
+
+
+def test_without_flight_recorder_the_least_advanced_rank_is_named() -> None:
+    dumps = {0: dump(0, step=9, last_seq=None), 1: dump(1, step=7, last_seq=None)}
+    verdict = analyse(dumps)
+    assert verdict["culprits"] == [1]
+    assert verdict["verdict"][0] == "hang: rank 1 on node0 was the least advanced at step 7"
+
+
+def test_ranks_that_all_reached_the_same_collective_blame_no_one() -> None:
+    verdict = analyse({r: dump(r, step=4, last_seq=12) for r in range(2)})
+    assert verdict["culprits"] == []
+    assert verdict["verdict"][0].startswith("hang: no rank stands out")
+
+
+def test_ranks_without_a_dump_are_listed() -> None:
+    verdict = analyse({0: dump(0, step=3, last_seq=9), 1: dump(1, step=3, last_seq=8)}, world_size=4)
+    assert verdict["ranks_without_dump"] == [2, 3]
+    assert verdict["verdict"][-1] == "  no dump from rank(s) 2, 3 (ended before writing one)"
+
+
+def test_no_dump_at_all_is_an_error() -> None:
+    with pytest.raises(HangError, match=r"no rank left a hang dump \(meta/hang/rank<r>.json\)"):
+        analyse({})
+
+
+def test_explain_writes_json_and_markdown_and_the_cli_prints_the_verdict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    folder = JobFolder(tmp_path, "77")
+    folder.hang.mkdir(parents=True)
+    for rank, last_seq in ((0, 5), (1, 4)):
+        (folder.hang / f"rank{rank}.json").write_text(json.dumps(dump(rank, step=2, last_seq=last_seq)))
+    (folder.hang / "rank2.json").write_text('{"rank": 2, "stac')  # cut short by a kill: ignored
+    assert hang_main([str(folder.path)]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("hang: rank 1 on node0 never reached gloo:all_reduce #5")
+    assert json.loads((folder.hang / "hang.json").read_text())["culprits"] == [1]
+    markdown = (folder.hang / "hang.md").read_text()
+    assert "| 1 | node0 | 2 |" in markdown and "## Rank 1" in markdown
+    assert explain(folder)["culprits"] == [1]
+
+
+@pytest.mark.parametrize("make", [False, True])
+def test_hang_cli_on_a_folder_without_dumps_says_so_in_one_line(
+    tmp_path: Path, make: bool, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "42"
+    if make:
+        path.mkdir()
+    assert hang_main([str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert ("no rank left a hang dump" if make else "is not a folder") in err
+
+
+def test_watchdog_dumps_after_a_pause_and_not_while_progressing(tmp_path: Path) -> None:
+    watchdog = Watchdog(rank=3, node="n7", dump_dir=tmp_path, dump_after_s=0.5, exit_after_s=600)
+    with watchdog:
+        for step in range(3):
+            watchdog.progress(step)
+            time.sleep(0.3)
+        assert not (tmp_path / "rank3.json").exists()
+        time.sleep(2.2)  # the watchdog looks once a second
+    written = json.loads((tmp_path / "rank3.json").read_text())
+    assert (written["rank"], written["node"], written["step"]) == (3, "n7", 2)
+    assert written["reason"].startswith("no progress for ")
+    assert "time.sleep(2.2)" in written["stacks"]["MainThread"][-1]
+
+
+def test_a_dump_after_an_error_shows_where_the_error_came_from(tmp_path: Path) -> None:
+    def collective() -> None:
+        raise RuntimeError("Timed out waiting 20000ms for recv operation to complete")
+
+    watchdog = Watchdog(rank=0, node="n0", dump_dir=tmp_path, dump_after_s=60, exit_after_s=600)
+    try:
+        collective()
+    except RuntimeError as error:
+        watchdog.dump("RuntimeError: timed out", error)
+    stack = json.loads((tmp_path / "rank0.json").read_text())["stacks"]["MainThread"]
+    assert "in collective: raise RuntimeError(" in stack[-1]
+
+
+def test_watchdog_ends_a_rank_stuck_outside_any_collective(tmp_path: Path) -> None:
+    script = textwrap.dedent(
+        f"""
+        import sys, time
+        sys.path.insert(0, {str(REPO)!r})
+        from pathlib import Path
+        from workload.watchdog import Watchdog
+        with Watchdog(rank=1, node="n0", dump_dir=Path(sys.argv[1]), dump_after_s=1, exit_after_s=2) as w:
+            w.progress(5)
+            time.sleep(60)  # stuck here
+        """
+    )
+    (tmp_path / "stuck.py").write_text(script)
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, str(tmp_path / "stuck.py"), str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == EXIT_STATUS, result.stderr
+    assert time.monotonic() - started < 10
+    assert re.search(r"^rank 1: no progress for \d+ s at step 5; ending this rank", result.stderr)
+    written = json.loads((tmp_path / "rank1.json").read_text())
+    assert written["reason"].endswith("ended by the watchdog")
+    assert written["stacks"]["MainThread"][-1].endswith("time.sleep(60)  # stuck here")
+
+
+def test_flight_recorder_is_switched_on_without_overriding_the_user(tmp_path: Path) -> None:
+    env = {"TORCH_FR_BUFFER_SIZE": "50"}
+    enable_flight_recorder(tmp_path, env)
+    assert env["TORCH_FR_BUFFER_SIZE"] == "50"  # the user's choice stands
+    assert int(env["TORCH_NCCL_TRACE_BUFFER_SIZE"]) >= 1000
+    assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
+    assert env["TORCH_FR_DUMP_TEMP_FILE"] == str(tmp_path / "nccl_trace_rank_")
+
+
+DIST_TIMEOUT_S = 20
+# the job's start (4 processes importing torch, 12 steps) on 2 slow cores, beyond the issue's bound
+STARTUP_S = 40
+
+
+def test_a_hung_rank_is_named_with_its_collective_and_line_on_the_local_executor(traces_root: Path) -> None:
+    started = time.monotonic()
+    result = run_submit(
+        "--cluster",
+        "local",
+        "--gpus",
+        "4",
+        "--inject-hang",
+        "2:12",
+        "--dist-timeout",
+        str(DIST_TIMEOUT_S),
+        "--traces-root",
+        str(traces_root),
+        "--wait",
+        "--steps",
+        "20",
+        *SMALL_WORKLOAD,
+        timeout=300,
+    )
+    elapsed = time.monotonic() - started
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert elapsed < STARTUP_S + DIST_TIMEOUT_S + 60, elapsed
+    assert "FAILED" in result.stdout
+    verdict_lines = result.stdout.split("--- why it hung (meta/hang/hang.md) ---\n", 1)[1].splitlines()
+    assert verdict_lines[0].startswith("hang: rank 2 on ")
+    assert "never reached gloo:" in verdict_lines[0] and verdict_lines[0].endswith(" at step 12")
+    assert "rank(s) 0, 1, 3 waited for it" in verdict_lines[0]
+    assert verdict_lines[1].startswith("  rank 2 was stuck at workload/resnet_ddp.py:")
+    assert "in _hang_forever" in verdict_lines[1]
+    folder = JobFolder(traces_root, submitted_job_id(result.stdout))
+    assert {p.name for p in folder.hang.iterdir()} >= {f"rank{r}.json" for r in range(4)} | {
+        "hang.json",
+        "hang.md",
+    }
