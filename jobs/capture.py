@@ -11,7 +11,6 @@ folder on the shared filesystem.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.options import TRACES_ROOT_ENV
+from jobs.options import TRACES_ROOT_ENV, OneLineParser
 from profiling.capture import read_accepted, write_request
 from profiling.job_folder import JobFolder
 from profiling.ranks import RankSelection, RankSpecError
@@ -110,7 +109,7 @@ def wait_for_traces(folder: JobFolder, request_id: int, restart_count: int, time
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
     parser.add_argument("job", help="the job's id (under --traces-root) or its folder")
     parser.add_argument(
         "--active", type=int, default=3, metavar="N", help="steps to record (default: %(default)s)"

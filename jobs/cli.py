@@ -18,13 +18,13 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from jobs.options import add_task_arguments, describe, task_config_from_args
+from jobs.options import OneLineParser, add_task_arguments, describe, task_config_from_args
 from jobs.spec import JobSpec, SlurmResources, SpecError
 from profiling.job_folder import JobFolder
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="submit.py",
         description=(
             "Submit a profiled ResNet18 DDP job; one Chrome trace per profiled rank lands in "

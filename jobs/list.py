@@ -9,7 +9,6 @@ listed as such. Reads only small files: the manifest and ``report.json``, never 
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import json
 import os
@@ -21,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.options import TRACES_ROOT_ENV
+from jobs.options import TRACES_ROOT_ENV, OneLineParser
 from profiling.job_folder import JobFolder, is_job_folder
 from profiling.manifest import read_manifest
 from profiling.traces import list_traces
@@ -131,7 +130,7 @@ def render(jobs: list[dict[str, Any]]) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m jobs.list", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m jobs.list", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "root",
         nargs="?",

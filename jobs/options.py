@@ -11,7 +11,7 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from jobs.spec import DEVICES, TaskConfig
 from profiling.config import ProfilerConfig
@@ -59,6 +59,13 @@ OPTIONS = {
     "qos": "--qos",
     "extra": "--sbatch",
 }
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (its usage text is for --help, not for a typo)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}. HINT: {self.prog} --help\n")
 
 
 def describe(error: ValueError) -> str:
@@ -207,7 +214,7 @@ def task_config_from_args(args: argparse.Namespace) -> TaskConfig:
 
 def parse_task_argv(argv: Sequence[str] | None, prog: str) -> TaskConfig:
     """For ``python -m jobs.task``: exits with status 2 and one line on a bad option."""
-    parser = argparse.ArgumentParser(prog=prog, description="One task of the profiled ResNet18 DDP job.")
+    parser = OneLineParser(prog=prog, description="One task of the profiled ResNet18 DDP job.")
     add_task_arguments(parser)
     args = parser.parse_args(argv)
     try:

@@ -17,6 +17,67 @@ CLUSTERS = ("slurm", "local", "debug")
 DEVICES = ("auto", "cpu", "cuda")
 _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
 
+# sbatch options the toolkit sets itself -> the setting to use instead. One set through
+# --sbatch too would win in the script while the tasks are planned from ours (nodes=5 next to
+# --nodes 2), or move the logs that --wait follows and submitit reads its results from.
+_LOGS = (
+    "the job's logs, which --wait follows and submitit reads results from, go to logs/ under {traces_root}"
+)
+_PREEMPTION = "the warning before preemption or the time limit, for the checkpoint"
+OWNED_SBATCH_OPTIONS: dict[str, tuple[str, str]] = {  # option -> (what it is to us, the fix)
+    "nodes": ("", "use {nodes}"),
+    "ntasks": ("", "use {gpus_per_node}, or {tasks_per_node} for CPU tasks"),
+    "ntasks-per-node": ("", "use {gpus_per_node}, or {tasks_per_node} for CPU tasks"),
+    "ntasks-per-gpu": ("", "use {gpus_per_node}: one task per GPU"),
+    "ntasks-per-core": ("", "use {tasks_per_node}"),
+    "ntasks-per-socket": ("", "use {tasks_per_node}"),
+    "gpus": ("", "use {gpus_per_node} (GPUs per node)"),
+    "gpus-per-node": ("", "use {gpus_per_node}"),
+    "gpus-per-task": ("", "use {gpus_per_node}: one task per GPU"),
+    "gpus-per-socket": ("", "use {gpus_per_node}"),
+    "gres": ("GPUs, as --gpus-per-node", "use {gpus_per_node}"),  # only when it asks for GPUs
+    "output": (_LOGS, "use {traces_root}"),
+    "error": (_LOGS, "use {traces_root}"),
+    "open-mode": (_LOGS, "remove it"),
+    "signal": (_PREEMPTION, "remove it"),
+    "requeue": ("requeue after preemption", "use {max_restarts}"),
+    "no-requeue": ("requeue after preemption", "use {max_restarts} 0"),
+    "job-name": ("", "use {job_name}"),
+    "time": ("", "use {time_min} (minutes)"),
+    "partition": ("", "use {partition}"),
+    "account": ("", "use {account}"),
+    "qos": ("", "use {qos}"),
+    "cpus-per-task": ("", "use {cpus_per_task}"),
+}
+# sbatch's one-letter forms of those
+SBATCH_SHORT_OPTIONS = {
+    "N": "nodes",
+    "n": "ntasks",
+    "G": "gpus",
+    "o": "output",
+    "e": "error",
+    "J": "job-name",
+    "t": "time",
+    "p": "partition",
+    "A": "account",
+    "q": "qos",
+    "c": "cpus-per-task",
+}
+
+
+def owned_sbatch_option(key: str, value: str) -> str | None:
+    """The option of ours that ``--sbatch KEY=VALUE`` would fight, if any.
+
+    sbatch also takes a long option by any unambiguous prefix (``--part``): a prefix of one of
+    ours is either that option or ambiguous, and is refused too.
+    """
+    name = SBATCH_SHORT_OPTIONS.get(key, key)
+    if name == "gres" and "gpu" not in value.lower():
+        return None  # other generic resources (a local disk, say) are the user's to ask for
+    if name in OWNED_SBATCH_OPTIONS:
+        return name
+    return next((owned for owned in OWNED_SBATCH_OPTIONS if len(name) > 1 and owned.startswith(name)), None)
+
 
 class SpecError(SettingError):
     """A job that must not be submitted; the message names the setting and the fix."""
@@ -83,7 +144,15 @@ class SlurmResources:
                 raise SpecError(
                     f"{setting} {value!r} contains a control character (newline, tab...); remove it"
                 )
-        for key, _ in self.extra:
+        for key, value in self.extra:
+            owned = owned_sbatch_option(key, value)
+            if owned is not None:
+                what, fix = OWNED_SBATCH_OPTIONS[owned]
+                raise SpecError(
+                    f"{{extra}} {key}={value}: the toolkit sets --{owned} itself"
+                    + (f" ({what})" if what else "")
+                    + f". HINT: {fix}"
+                )
             if not _SBATCH_KEY.match(key):
                 raise SpecError(
                     f"{{extra}} {key!r} is not an sbatch option name. HINT: write it as in "

@@ -34,7 +34,12 @@ class ProfiledTraining(Checkpointable):
         self.config = config
 
     def __call__(self) -> dict[str, Any]:
-        return run_task(self.config, from_environment(), Preemption().install())
+        from jobs.options import describe
+
+        try:
+            return run_task(self.config, from_environment(), Preemption().install())
+        except SettingError as error:  # submitit shows str(error): name the options, as submit.py does
+            raise type(error)(describe(error)) from None
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission | None:
         # submitit calls this on rank 0 when the job is preempted, after run_task has saved the
@@ -107,6 +112,7 @@ def run_task(
     with distributed(
         identity, timeout_s=config.dist_timeout_s, threads=config.workload.threads, device=config.device
     ) as ctx:
+        _check_shared_folder(attempt)
         trainer = Trainer(config.workload, ctx)
         if identity.restart_count and has_checkpoint(folder.checkpoint):
             attempt = dataclasses.replace(attempt, start_step=trainer.restore(folder.checkpoint))
@@ -137,6 +143,28 @@ def run_task(
     if identity.is_main and config.report and any(r["trace_files"] for r in records):
         _report(attempt, _log)
     return record
+
+
+def _check_shared_folder(attempt: Attempt) -> None:
+    """Stop every rank at once, with one line, if some cannot see the job folder rank 0 sees."""
+    import torch.distributed as dist
+
+    from profiling.shared_folder import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
+
+    identity = attempt.identity
+    if identity.world_size == 1:
+        return
+    node = identity.node_name or socket.gethostname()
+    written = leave_marker(attempt.folder, identity.rank, node)
+    where: list[Any] = [None] * identity.world_size  # each rank's (node, job folder, write error)
+    dist.all_gather_object(where, (node, str(attempt.folder.path), written))  # after every marker
+    message: list[str | None] = [None]
+    if identity.is_main:
+        missing = unseen_ranks(attempt.folder, identity.world_size)
+        message[0] = unshared_error(attempt.folder, missing, where) if missing else None
+    dist.broadcast_object_list(message, src=0)
+    if message[0] is not None:
+        raise UnsharedFolderError(message[0])
 
 
 def _profiler(attempt: Attempt, ctx: Any, profiled: bool) -> tuple[Any, dict[str, Any]]:

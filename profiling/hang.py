@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling.job_folder import JobFolder
+from profiling.ranks import format_ranks
 from profiling.traces import write_json_atomically
 
 VERDICT_NAME = "hang.json"
@@ -131,18 +132,14 @@ def _verdict(culprits: list[int], missed: list[dict], ranks: dict[str, dict], si
             collective = (
                 f"never reached {what['op']} #{what['collective_seq_id']} "
                 f"(process group {what['process_group']}, sizes {what['input_sizes']}; "
-                f"rank(s) {_ranks(what['waiting_ranks'])} waited for it)"
+                f"rank(s) {format_ranks(what['waiting_ranks'])} waited for it)"
             )
         lines.append(f"hang: rank {rank} on {info['node']} {collective} at step {info['step']}")
         if info["stuck_at"]:
             lines.append(f"  rank {rank} was stuck at {info['stuck_at']}")
     if silent:
-        lines.append(f"  no dump from rank(s) {_ranks(silent)} (ended before writing one)")
+        lines.append(f"  no dump from rank(s) {format_ranks(silent)} (ended before writing one)")
     return lines
-
-
-def _ranks(ranks: list[int]) -> str:
-    return ", ".join(map(str, ranks))
 
 
 def render_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -> str:

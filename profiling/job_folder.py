@@ -8,7 +8,8 @@
     │   ├── restart<k>/                 attempt k's traces (after k requeues): .attempt(k)
     │   │   └── meta/                   that attempt's report: meta_of(.attempt(k))
     │   ├── meta/                       .meta: .manifest, the report, .hang (hang forensics),
-    │   │                               .capture (live capture), .running (while it runs)
+    │   │                               .capture (live capture), .running (while it runs),
+    │   │                               .markers (every rank's, to check the folder is shared)
     │   └── checkpoint/                 .checkpoint: training state a requeued attempt resumes from
     └── logs/                           .logs: submitit's per-task logs and pickles, for every job
 
@@ -27,6 +28,7 @@ _CHECKPOINT = "checkpoint"
 _HANG = "hang"
 _CAPTURE = "capture"
 _RUNNING = "running.json"
+_MARKERS = "ranks"
 _MANIFEST = "manifest.json"
 
 
@@ -79,6 +81,11 @@ class JobFolder:
     def running(self) -> Path:
         """Written by rank 0 while the job runs (its size, for ``jobs.capture``); removed at the end."""
         return self.meta / _RUNNING
+
+    @property
+    def markers(self) -> Path:
+        """One file per rank, left at the start to check that every node sees this folder."""
+        return self.meta / _MARKERS
 
     @property
     def checkpoint(self) -> Path:

@@ -8,6 +8,7 @@ world size: a typo like ``0-9999999999`` is refused at once, never expanded.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Iterable
 
 from profiling.setting_error import SettingError
 
@@ -60,6 +61,17 @@ class RankSelection:
         return ",".join(
             [*(f"{a}" if a == b else f"{a}-{b}" for a, b in spans), *([SLOWEST] if self.slowest else [])]
         )
+
+
+def format_ranks(ranks: Iterable[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5``: thousands of ranks stay short (and parse back)."""
+    spans: list[list[int]] = []
+    for rank in sorted(set(ranks)):
+        if spans and spans[-1][1] == rank - 1:
+            spans[-1][1] = rank
+        else:
+            spans.append([rank, rank])
+    return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def _parse_item(item: str, spec: str) -> tuple[int, int]:

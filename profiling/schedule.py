@@ -14,6 +14,8 @@ import enum
 
 from profiling.setting_error import SettingError
 
+MAX_WINDOWS = 10_000
+
 
 class ScheduleError(SettingError):
     """A schedule that is invalid or records nothing within the run."""
@@ -52,7 +54,14 @@ class ScheduleConfig:
         return [(first, last) for first, last in every if first >= start]
 
     def check_fits(self, steps: int) -> None:
-        """Refuse a run that would not record every window the schedule asks for."""
+        """Refuse a run that would not record every window the schedule asks for, or that
+        would record more windows than anyone can read (a file per window and rank)."""
+        if self._cycles(steps) > MAX_WINDOWS:
+            raise ScheduleError(
+                f"the schedule (wait {self.wait}, warmup {self.warmup}, active {self.active}, repeat "
+                f"{self.repeat}) would record {self._cycles(steps)} windows in {{steps}} {steps}, a trace "
+                f"file per window and rank. HINT: use {{repeat}} {MAX_WINDOWS} or fewer"
+            )
         needed = self.cycle * max(self.repeat, 1)
         if steps < needed:
             asked = f"{self.repeat} windows" if self.repeat > 1 else "a window"

@@ -6,6 +6,7 @@ import os
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -44,6 +45,35 @@ from tests.common import REPO, run_submit
         (["--sbatch", "constraint"], "--sbatch 'constraint' is not KEY=VALUE"),
         (["--job-name", "a\nb"], "contains a control character"),
         (["--dist-timeout", "0"], "--dist-timeout 0.0 must be a positive number"),
+        (
+            ["--sbatch", "nodes=5"],
+            "^submit.py: error: --sbatch nodes=5: the toolkit sets --nodes itself. HINT: use --nodes$",
+        ),
+        (["--sbatch", "N=5"], "--sbatch N=5: the toolkit sets --nodes itself"),
+        (["--sbatch", "ntasks-per-node=8"], "HINT: use --gpus, or --tasks-per-node for CPU tasks"),
+        (["--sbatch", "gres=gpu:4"], "the toolkit sets --gres itself .*HINT: use --gpus$"),
+        (
+            ["--sbatch", "output=/somewhere"],
+            r"--sbatch output=/somewhere: the toolkit sets --output itself \(the job's logs, which "
+            r"--wait follows and submitit reads results from, go to logs/ under --traces-root\). "
+            r"HINT: use --traces-root",
+        ),
+        (["--sbatch", "o=/x"], "the toolkit sets --output itself"),
+        (
+            ["--sbatch", "signal=USR1@60"],
+            r"sets --signal itself \(the warning before preemption.*HINT: remove it",
+        ),
+        (["--sbatch", "requeue=1"], "HINT: use --max-restarts"),
+        (
+            ["--sbatch", "part=gpu"],
+            "--sbatch part=gpu: the toolkit sets --partition itself. HINT: use --partition",
+        ),
+        (["--sbatch", "time=10"], r"HINT: use --time \(minutes\)"),
+        (["--sbatch", "J=x"], "sets --job-name itself. HINT: use --job-name"),
+        (["--sbatch", "cpus-per-task=4"], "HINT: use --cpus-per-task"),
+        (["--repeat", "0", "--steps", "10000000"], "would record 555555 windows in --steps 10000000"),
+        (["--inject-hang", "1:3"], "--inject-hang 1:3 names rank 1, but the job has 1 ranks"),
+        (["--inject-hang", "x"], "argument --inject-hang: 'x' is not RANK:STEP"),
     ],
 )
 def test_bad_input_is_one_line_and_submits_nothing(args: list[str], message: str, traces_root: Path) -> None:
@@ -54,6 +84,23 @@ def test_bad_input_is_one_line_and_submits_nothing(args: list[str], message: str
     assert len(lines) == 1 and lines[0].startswith("submit.py: error: "), result.stderr
     assert re.search(message, lines[0]), lines[0]
     assert not logs_folder(traces_root).exists()  # nothing was submitted
+
+
+def test_a_huge_rank_range_is_refused_in_milliseconds() -> None:
+    # one digit too many: this used to expand every rank (49 s, 24 GB, killed by the kernel)
+    from jobs.cli import build_parser, job_spec_from_args
+    from jobs.options import describe
+
+    args = build_parser().parse_args(
+        ["--dry-run", "--nodes", "2", "--gpus", "2", "--profile-ranks", "0-9999999999"]
+    )
+    started = time.process_time()
+    with pytest.raises(ValueError) as refused:
+        job_spec_from_args(args)
+    assert time.process_time() - started < 0.01
+    assert describe(refused.value).startswith(
+        "--profile-ranks '0-9999999999' selects rank 4, but the job has 4 ranks"
+    )
 
 
 def test_unwritable_traces_root(tmp_path: Path) -> None:

@@ -64,7 +64,10 @@ def test_user_values_are_shell_quoted() -> None:
 
 
 def test_extra_sbatch_options_land_in_the_script() -> None:
-    script = dry_run("--sbatch", "constraint=h100", "--sbatch=--mail-type=END", "--qos", "high")
+    script = dry_run(
+        "--sbatch", "constraint=h100", "--sbatch=--mail-type=END", "--qos", "high", "--sbatch", "gres=nvme:1"
+    )  # fmt: skip
+    assert "#SBATCH --gres=nvme:1" in script  # a generic resource that is not a GPU is the user's
     assert "#SBATCH --constraint=h100" in script
     assert "#SBATCH --mail-type=END" in script
     assert "#SBATCH --qos=high" in script

@@ -265,6 +265,52 @@ def test_task_with_inconsistent_slurm_variables(overrides: dict, message: str, t
     )
 
 
+def test_a_traces_root_the_nodes_do_not_share_stops_every_rank_with_one_line(tmp_path: Path) -> None:
+    # Two "nodes" whose ranks write to different folders, as /tmp on two machines would.
+    port = free_port()
+    two_nodes = {
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": "nodeA,nodeB",
+        "SLURM_TASKS_PER_NODE": "1(x2)",
+    }
+    roots = [tmp_path / "nodeA-tmp" / "traces", tmp_path / "nodeB-tmp" / "traces"]
+    started = time.monotonic()
+    ranks = [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "jobs.task",
+                "--traces-root",
+                str(roots[rank]),
+                *SMALL_JOB,
+                "--dist-timeout",
+                "30",
+            ],
+            cwd=REPO,
+            env=fake_slurm_env(
+                rank, port, **two_nodes, SLURM_NODEID=str(rank), SLURM_LOCALID="0", MASTER_ADDR="127.0.0.1"
+            ),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for rank in (0, 1)
+    ]
+    outputs = [process.communicate(timeout=120) for process in ranks]
+    assert time.monotonic() - started < 60  # at once, not after a timeout
+    expected = (
+        f"jobs.task: error: --traces-root is not shared by every node: rank 0 on nodeA sees "
+        f"{roots[0] / '999999'}, but not what was written there from nodeB (rank(s) 1, writing to "
+        f"{roots[1] / '999999'}). HINT: use a folder on the shared filesystem, the same path on every "
+        "node (--traces-root, or TRACES_ROOT)"
+    )
+    for process, (stdout, stderr) in zip(ranks, outputs, strict=True):
+        assert process.returncode == 2, stdout + stderr
+        assert stderr.strip().splitlines() == [expected]
+    assert not list(roots[0].glob("999999/rank*.json"))  # stopped before training
+
+
 @pytest.mark.slurm
 def test_plain_sbatch_job_is_requeued_and_resumes(
     slurm_cluster: int, traces_root: Path, tmp_path: Path

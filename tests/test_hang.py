@@ -65,7 +65,7 @@ def test_the_rank_that_stopped_first_is_named_not_the_ones_that_waited() -> None
     assert missed["waiting_ranks"] == [0, 1, 3]
     assert verdict["verdict"] == [
         "hang: rank 2 on node1 never reached gloo:all_reduce #65 (process group 0 default_pg, "
-        "sizes [[650]]; rank(s) 0, 1, 3 waited for it) at step 12",
+        "sizes [[650]]; rank(s) 0-1,3 waited for it) at step 12",
         f"  rank 2 was stuck at {STUCK_LINE}",
     ]
 
@@ -91,7 +91,7 @@ def test_ranks_that_all_reached_the_same_collective_blame_no_one() -> None:
 def test_ranks_without_a_dump_are_listed() -> None:
     verdict = analyse({0: dump(0, step=3, last_seq=9), 1: dump(1, step=3, last_seq=8)}, world_size=4)
     assert verdict["ranks_without_dump"] == [2, 3]
-    assert verdict["verdict"][-1] == "  no dump from rank(s) 2, 3 (ended before writing one)"
+    assert verdict["verdict"][-1] == "  no dump from rank(s) 2-3 (ended before writing one)"
 
 
 def test_no_dump_at_all_is_an_error() -> None:
@@ -185,10 +185,12 @@ def test_watchdog_ends_a_rank_stuck_outside_any_collective(tmp_path: Path) -> No
 
 
 def test_flight_recorder_is_switched_on_without_overriding_the_user(tmp_path: Path) -> None:
+    env: dict[str, str] = {}
+    enable_flight_recorder(tmp_path, env)
+    assert int(env["TORCH_FR_BUFFER_SIZE"]) >= 1000
     env = {"TORCH_FR_BUFFER_SIZE": "50"}
     enable_flight_recorder(tmp_path, env)
     assert env["TORCH_FR_BUFFER_SIZE"] == "50"  # the user's choice stands
-    assert int(env["TORCH_NCCL_TRACE_BUFFER_SIZE"]) >= 1000
     assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
     assert env["TORCH_FR_DUMP_TEMP_FILE"] == str(tmp_path / "nccl_trace_rank_")
 
@@ -224,7 +226,7 @@ def test_a_hung_rank_is_named_with_its_collective_and_line_on_the_local_executor
     verdict_lines = result.stdout.split("--- why it hung (meta/hang/hang.md) ---\n", 1)[1].splitlines()
     assert verdict_lines[0].startswith("hang: rank 2 on ")
     assert "never reached gloo:" in verdict_lines[0] and verdict_lines[0].endswith(" at step 12")
-    assert "rank(s) 0, 1, 3 waited for it" in verdict_lines[0]
+    assert "rank(s) 0-1,3 waited for it" in verdict_lines[0]
     assert verdict_lines[1].startswith("  rank 2 was stuck at workload/resnet_ddp.py:")
     assert "in _hang_forever" in verdict_lines[1]
     folder = JobFolder(traces_root, submitted_job_id(result.stdout))

@@ -3,7 +3,7 @@ import re
 import pytest
 
 from jobs.options import describe
-from profiling.ranks import RankSelection, RankSpecError
+from profiling.ranks import RankSelection, RankSpecError, format_ranks
 
 
 @pytest.mark.parametrize(
@@ -57,3 +57,13 @@ def test_str_round_trips() -> None:
     assert str(RankSelection.parse("0-2, 5")) == "0-2,5"
     assert str(RankSelection.parse("all")) == "all"
     assert str(RankSelection.parse("slowest, 3,0")) == "0,3,slowest"
+
+
+@pytest.mark.parametrize(
+    ("ranks", "text"),
+    [([], ""), ([4], "4"), ([0, 1, 2, 5], "0-2,5"), ([7, 3, 4, 3], "3-4,7"), (range(10_000), "0-9999")],
+)
+def test_format_ranks_is_short_and_parses_back(ranks, text: str) -> None:
+    assert format_ranks(ranks) == text
+    if text:
+        assert RankSelection.parse(text).resolve(10_000) == frozenset(ranks)

@@ -43,8 +43,8 @@ def enable_flight_recorder(dump_dir: Path, env: MutableMapping[str, str] = os.en
     """Have torch record every rank's last collectives (read by :mod:`workload.watchdog`), and
     with NCCL dump them itself when a collective times out. Must run before the process group
     is made; the one place this project writes the environment."""
+    # torch reads the older names (TORCH_NCCL_TRACE_BUFFER_SIZE...) too, and warns when they are set
     env.setdefault("TORCH_FR_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES))
-    env.setdefault("TORCH_NCCL_TRACE_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES))  # its name before 2.6
     env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
     env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(dump_dir / "nccl_trace_rank_"))
 

@@ -10,9 +10,10 @@ thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
 
 Prints the median step time of a non-profiled rank and of the profiled rank outside its
 window over the plain loop's (target <= 1.01; this includes what every rank does for live
-capture when no one asks: a clock read per step, a stat every 2 s), the profiled window's cost (steps inside it,
-the step after it, which closes the window and writes the trace, and the export itself),
-and trace bytes per recorded step, plain JSON and ``--gzip-traces`` (target gz <= 0.2 x).
+capture when no one asks: a clock read per step, a stat every 2 s), the profiled window's
+cost (steps inside it, the step after it, which closes the window, and the trace's export,
+which a writer thread does while training goes on), and trace bytes per recorded step, plain
+JSON and ``--gzip-traces`` (target gz <= 0.2 x).
 """
 
 from __future__ import annotations
@@ -116,7 +117,10 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument(
-        "--dtype", choices=("bf16", "fp32"), default="bf16", help="fp32 on CPUs without AVX-512 (bf16 is slow)"
+        "--dtype",
+        choices=("bf16", "fp32"),
+        default="bf16",
+        help="fp32 on CPUs without AVX-512 (bf16 is slow)",
     )
     args = parser.parse_args()
 

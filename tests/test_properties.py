@@ -1,0 +1,248 @@
+"""Property tests of the parsers that users and the scheduler feed: any input up to 1 KB either
+parses to something consistent or is refused with our one-line error, fast, never a traceback.
+
+Command-line values go through submit.py's own parsing (argparse, the job spec), in process;
+scheduler strings through :mod:`slurm.hostnames` and :func:`slurm.env.from_environment`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import time
+from collections.abc import Callable
+from typing import Any
+
+from hypothesis import HealthCheck, Phase, given, settings
+from hypothesis import strategies as st
+
+from jobs.cli import build_parser, job_spec_from_args
+from jobs.options import describe
+from jobs.spec import JobSpec, owned_sbatch_option
+from profiling.ranks import RankSelection
+from profiling.schedule import MAX_WINDOWS
+from profiling.setting_error import SettingError
+from slurm import hostnames
+from slurm.env import DistributedEnvError, from_environment
+
+MAX_INPUT = 1024
+MAX_SECONDS = 0.1  # CPU time of this process: other processes on the machine do not count
+MAX_ERROR = 3 * MAX_INPUT  # the input may be quoted in the message, once or twice
+# No "explain" phase: it traces every line, and the timings would measure the tracer.
+PROPERTIES = settings(
+    max_examples=300,
+    deadline=None,
+    phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+small_text = st.text(max_size=MAX_INPUT)
+number = st.one_of(
+    st.integers(-5, 40), st.integers(0, 10**15), st.sampled_from(["1e3", "²", "٣", " 7 ", "0x1f", ""])
+)
+
+
+def timed(parse: Callable[[], Any]) -> tuple[Any, BaseException | None]:
+    started = time.process_time()
+    try:
+        result, error = parse(), None
+    except BaseException as caught:  # noqa: BLE001 - what kind it is, is the property checked
+        result, error = None, caught
+    assert time.process_time() - started < MAX_SECONDS
+    return result, error
+
+
+def submit_spec(*argv: str) -> JobSpec | str:
+    """``submit.py --dry-run ARGV``'s validation: the job spec, or the one line it prints."""
+    parser = build_parser()
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        args, error = timed(lambda: parser.parse_args(["--dry-run", *argv]))
+    if error is not None:
+        assert isinstance(error, SystemExit) and error.code == 2, repr(error)
+        return one_line(err.getvalue(), "submit.py: error: ")
+    spec, error = timed(lambda: job_spec_from_args(args))
+    if error is not None:
+        assert isinstance(error, SettingError), repr(error)  # anything else would be a traceback
+        return one_line(f"submit.py: error: {describe(error)}\n", "submit.py: error: ")
+    return spec
+
+
+def one_line(text: str, prefix: str) -> str:
+    assert text.endswith("\n") and text.count("\n") == 1, text
+    assert text.startswith(prefix) and "Traceback" not in text
+    assert len(text) <= MAX_ERROR + 200, len(text)
+    return text
+
+
+# --- --profile-ranks -----------------------------------------------------------------------------
+
+rank_item = st.one_of(
+    st.integers(0, 10**12).map(str),
+    st.tuples(st.integers(0, 10**12), st.integers(0, 10**12)).map(lambda ab: f"{ab[0]}-{ab[1]}"),
+    st.sampled_from(["all", "slowest", "ALL", " 3 ", "-", "1-", "-2", "1--2", "", "x"]),
+    st.text(alphabet=" ,-0123456789", max_size=12),
+)
+rank_spec = st.one_of(
+    small_text,
+    st.lists(rank_item, max_size=80).map(",".join).filter(lambda spec: len(spec) <= MAX_INPUT),
+)
+
+
+@PROPERTIES
+@given(spec=rank_spec, nodes=st.integers(1, 64), gpus=st.integers(1, 8))
+def test_rank_specs(spec: str, nodes: int, gpus: int) -> None:
+    outcome = submit_spec("--nodes", str(nodes), "--gpus", str(gpus), "--profile-ranks", spec)
+    if isinstance(outcome, str):
+        return
+    selection = outcome.task.profiler.ranks
+    chosen = selection.resolve(nodes * gpus)
+    assert chosen <= set(range(nodes * gpus))
+    assert chosen or selection.slowest or selection.everyone or not selection.spans
+    again = RankSelection.parse(str(selection))  # what the manifest and the batch script carry
+    assert (again.resolve(nodes * gpus), again.slowest) == (chosen, selection.slowest)
+
+
+# --- schedule numbers ------------------------------------------------------------------------------
+
+
+@PROPERTIES
+@given(steps=number, wait=number, warmup=number, active=number, repeat=number)
+def test_schedule_numbers(steps: Any, wait: Any, warmup: Any, active: Any, repeat: Any) -> None:
+    outcome = submit_spec(
+        "--steps", str(steps), "--schedule-wait", str(wait), "--warmup", str(warmup),
+        "--active", str(active), "--repeat", str(repeat),
+    )  # fmt: skip
+    if isinstance(outcome, str):
+        return
+    schedule, total = outcome.task.profiler.schedule, outcome.task.workload.steps
+    windows = schedule.windows(total)
+    assert 1 <= len(windows) <= MAX_WINDOWS
+    assert len(windows) == (schedule.repeat or len(windows))
+    for first, last in windows:
+        assert 0 <= first <= last < total and last - first + 1 == schedule.active
+
+
+# --- --sbatch KEY=VALUE ----------------------------------------------------------------------------
+
+sbatch_item = st.one_of(
+    small_text,
+    st.tuples(
+        st.one_of(
+            st.sampled_from(
+                ["nodes", "N", "output", "o", "gres", "part", "no", "constraint", "mail-type", "c"]
+            ),
+            st.text(alphabet="abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_ ", max_size=20),
+        ),
+        st.one_of(st.sampled_from(["gpu:2", "a100", "$(id)", "x\ny", "1"]), st.text(max_size=60)),
+    ).map(lambda kv: f"{kv[0]}={kv[1]}"),
+)
+
+
+@PROPERTIES
+@given(item=sbatch_item)
+def test_sbatch_options(item: str) -> None:
+    outcome = submit_spec("--sbatch", item)
+    if isinstance(outcome, str):
+        return
+    [(key, value)] = outcome.slurm.extra
+    assert owned_sbatch_option(key, value) is None  # never one of ours
+    assert all(ord(char) >= 32 and ord(char) != 127 for char in value)  # cannot end the #SBATCH line
+    assert key[0].isalpha() and key.islower()
+
+
+# --- --inject-failure, --inject-hang, --inject-slowdown ----------------------------------------------
+
+inject_spec = st.one_of(
+    small_text,
+    st.tuples(number, number).map(lambda rv: f"{rv[0]}:{rv[1]}"),
+    st.sampled_from(["1:", ":1", "1:2:3", "²:1", "1 : 2", "-1:3"]),
+)
+
+
+@PROPERTIES
+@given(option=st.sampled_from(["--inject-failure", "--inject-hang", "--inject-slowdown"]), spec=inject_spec)
+def test_inject_specs(option: str, spec: str) -> None:
+    outcome = submit_spec("--nodes", "2", "--gpus", "2", "--steps", "40", option, spec)
+    if isinstance(outcome, str):
+        return
+    fault = getattr(outcome.task.workload, option.removeprefix("--").replace("-", "_"))
+    assert 0 <= fault.rank < 4
+    if option == "--inject-slowdown":
+        assert 0 < fault.ms <= 60_000
+    else:
+        assert 0 <= fault.step < 40
+
+
+# --- what the scheduler feeds: hostlists, tasks per node ---------------------------------------------
+
+hostlist_text = st.one_of(
+    small_text,
+    st.lists(
+        st.tuples(
+            st.sampled_from(["n", "gpu-", "node", "a1b", ""]),
+            st.one_of(
+                st.just(""),
+                st.tuples(st.integers(0, 10**9), st.integers(0, 10**9)).map(lambda ab: f"[{ab[0]}-{ab[1]}]"),
+                st.text(alphabet="[]0123456789-,", max_size=12),
+            ),
+        ).map("".join),
+        max_size=20,
+    ).map(",".join),
+)
+
+
+@PROPERTIES
+@given(expression=hostlist_text)
+def test_hostlists(expression: str) -> None:
+    hosts, error = timed(lambda: hostnames.expand(expression))
+    if error is not None:
+        assert isinstance(error, hostnames.HostlistError), repr(error)
+        assert "\n" not in str(error) and len(str(error)) <= MAX_ERROR
+        return
+    assert hosts and all(hosts) and len(hosts) <= hostnames.MAX_HOSTS
+
+
+tasks_per_node_text = st.one_of(
+    small_text,
+    st.lists(
+        st.tuples(
+            st.integers(-1, 10**6), st.one_of(st.just(""), st.integers(-1, 10**9).map(lambda n: f"(x{n})"))
+        ).map(lambda cx: f"{cx[0]}{cx[1]}"),
+        max_size=20,
+    ).map(",".join),
+)
+
+
+@PROPERTIES
+@given(expression=tasks_per_node_text)
+def test_tasks_per_node(expression: str) -> None:
+    counts, error = timed(lambda: hostnames.expand_tasks_per_node(expression))
+    if error is not None:
+        assert isinstance(error, hostnames.HostlistError), repr(error)
+        assert "\n" not in str(error) and len(str(error)) <= MAX_ERROR
+        return
+    assert all(isinstance(count, int) and count >= 0 for count in counts)
+
+
+@PROPERTIES
+@given(nodelist=hostlist_text, tasks_per_node=tasks_per_node_text, ntasks=number, procid=number)
+def test_slurm_environment(nodelist: str, tasks_per_node: str, ntasks: Any, procid: Any) -> None:
+    env = {
+        "SLURM_JOB_ID": "12",
+        "SLURM_PROCID": str(procid),
+        "SLURM_LOCALID": "0",
+        "SLURM_NODEID": "0",
+        "SLURM_NTASKS": str(ntasks),
+        "SLURM_JOB_NUM_NODES": "2",
+        "SLURM_JOB_NODELIST": nodelist,
+        "SLURM_TASKS_PER_NODE": tasks_per_node,
+    }
+    identity, error = timed(lambda: from_environment(env))
+    if error is not None:
+        assert isinstance(error, DistributedEnvError), repr(error)
+        assert "\n" not in str(error) and len(str(error)) <= MAX_ERROR
+        return
+    assert 0 <= identity.rank < identity.world_size
+    assert len(identity.hostnames) == identity.num_nodes == 2
+    assert identity.node_name == identity.hostnames[0]
