@@ -12,7 +12,6 @@ folder on the shared filesystem.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -21,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.options import TRACES_ROOT_ENV, OneLineParser
+from jobs.options import OneLineParser, add_traces_root
 from profiling.capture import read_accepted, write_request
 from profiling.job_folder import JobFolder
 from profiling.ranks import RankSelection, RankSpecError
@@ -117,13 +116,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--ranks", default="0", metavar="SPEC", help="'all', '0,3', '0-3' (default: %(default)s)"
     )
-    parser.add_argument(
-        "--traces-root",
-        type=Path,
-        default=Path(os.environ.get(TRACES_ROOT_ENV, "traces")),
-        metavar="PATH",
-        help=f"where the job folders are (default: ${TRACES_ROOT_ENV} or ./traces)",
-    )
+    add_traces_root(parser, "where the job folders are")
     parser.add_argument(
         "--wait", action="store_true", help="block until the traces exist, then print their paths"
     )

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import os
 import shutil
 import statistics
 import subprocess
@@ -20,7 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.options import TRACES_ROOT_ENV, OneLineParser
+from jobs.options import TRACES_ROOT_ENV, OneLineParser, default_traces_root
 from profiling.job_folder import JobFolder, is_job_folder
 from profiling.manifest import read_manifest
 from profiling.traces import list_traces
@@ -135,7 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "root",
         nargs="?",
         type=Path,
-        default=Path(os.environ.get(TRACES_ROOT_ENV, "traces")),
+        default=default_traces_root(),
         help=f"the traces root (default: ${TRACES_ROOT_ENV} or ./traces)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON list, for scripts")

@@ -73,6 +73,21 @@ def describe(error: ValueError) -> str:
     return error.naming(OPTIONS) if isinstance(error, SettingError) else str(error)
 
 
+def default_traces_root() -> Path:
+    return Path(os.environ.get(TRACES_ROOT_ENV, "traces"))
+
+
+def add_traces_root(parser: argparse.ArgumentParser | argparse._ArgumentGroup, meaning: str) -> None:
+    """``--traces-root``, as every tool of the toolkit takes it."""
+    parser.add_argument(
+        "--traces-root",
+        type=Path,
+        default=default_traces_root(),
+        metavar="PATH",
+        help=f"{meaning} (default: ${TRACES_ROOT_ENV} or ./traces)",
+    )
+
+
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the work each task does."""
     defaults = TaskConfig()
@@ -150,13 +165,7 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
     out = parser.add_argument_group("output")
-    out.add_argument(
-        "--traces-root",
-        type=Path,
-        default=Path(os.environ.get(TRACES_ROOT_ENV, "traces")),
-        metavar="PATH",
-        help=f"shared folder; traces go to PATH/<job id>/ (default: ${TRACES_ROOT_ENV} or ./traces)",
-    )
+    add_traces_root(out, "shared folder; traces go to PATH/<job id>/")
     out.add_argument(
         "--dist-timeout",
         type=float,

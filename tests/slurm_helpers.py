@@ -50,6 +50,13 @@ class SubmittedJob:
     def job_id(self) -> str:
         return submitted_job_id(self.output())
 
+    def kill_rank(self, rank: int, timeout: float) -> tuple[int, float]:
+        """SIGKILL one task of the job; submit.py's exit status and how long it took to end."""
+        killed_at = time.monotonic()
+        os.kill(task_processes(self.job_id)[rank], 9)
+        status = self.finish(timeout=timeout)
+        return status, time.monotonic() - killed_at
+
     def finish(self, timeout: float) -> int:
         try:
             return self.process.wait(timeout=timeout)

@@ -26,7 +26,7 @@ from tests.common import (
     sacct_state,
     submitted_job_id,
 )
-from tests.slurm_helpers import SubmittedJob, task_processes, wait_until_no_tasks
+from tests.slurm_helpers import SubmittedJob, wait_until_no_tasks
 
 
 @pytest.mark.slurm
@@ -55,12 +55,9 @@ def test_sigkilled_rank_ends_the_job_quickly(slurm_cluster: int, traces_root: Pa
     )
     try:
         job.wait_for_line(r"^\[rank 0\] step 20/", timeout=120)  # both windows (2-3, 6-7) are written
-        killed_at = time.monotonic()
-        os.kill(task_processes(job.job_id)[2], 9)
-        status = job.finish(timeout=120)
+        status, ended_in = job.kill_rank(2, timeout=120)
     finally:
         job.finish(timeout=1)
-    ended_in = time.monotonic() - killed_at
     out = job.output()
     assert status == 1, out
     assert ended_in < 60, f"the job took {ended_in:.0f}s to end after rank 2 was killed"

@@ -10,14 +10,13 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from profiling.job_folder import JobFolder, logs_folder
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, check_job_folder, run_submit, submitted_job_id
-from tests.slurm_helpers import SubmittedJob, task_processes, wait_until_no_tasks
+from tests.slurm_helpers import SubmittedJob, wait_until_no_tasks
 
 pytestmark = [pytest.mark.slurm, pytest.mark.bare_slurm]
 
@@ -88,12 +87,9 @@ def test_wait_without_accounting_names_the_killed_rank(bare_slurm_cluster, trace
         (line,) = [line for line in listing.stdout.splitlines() if line.startswith(f"{job.job_id} ")]
         assert "running (in the queue)" in line  # from squeue: no manifest yet
         assert " 2 x 2 " in line and " slurm " in line  # from meta/running.json
-        killed_at = time.monotonic()
-        os.kill(task_processes(job.job_id)[2], 9)
-        status = job.finish(timeout=120)
+        status, ended_in = job.kill_rank(2, timeout=120)
     finally:
         job.finish(timeout=1)
-    ended_in = time.monotonic() - killed_at
     out = job.output()
     assert status == 1, out
     assert ended_in < 60, f"--wait took {ended_in:.0f}s to end after rank 2 was killed:\n{out}"
