@@ -221,11 +221,28 @@ def _on_failure(attempt: Attempt, backend: str, watchdog: Any, error: Exception)
     """Keep what this attempt wrote listed; after a collective timed out, say where this rank was."""
     import torch.distributed as dist
 
-    if isinstance(error, dist.DistError) or "timed out" in str(error).lower():
+    timed_out = isinstance(error, dist.DistError) or "timed out" in str(error).lower()
+    if timed_out:
         first_line = next(iter(str(error).strip().splitlines()), "")
         watchdog.dump(f"{type(error).__name__}: {first_line}", error)
     if attempt.identity.is_main:
         _record_failure(attempt, backend, error)
+        if timed_out:
+            _explain_hang(attempt.folder)
+
+
+def _explain_hang(folder: JobFolder) -> None:
+    """Rank 0's verdict, into meta/hang/ and its log (a batch job has no ``--wait`` to print
+    it). The ranks' first dumps, at half the timeout, are there by now; ``--wait`` and
+    ``python -m profiling.hang`` redo it with every rank's last one."""
+    from profiling.hang import HangError, explain
+
+    try:
+        verdict = explain(folder)
+    except (HangError, OSError, ValueError) as reason:
+        _log(f"no hang verdict: {reason}")
+        return
+    print("\n".join(verdict["verdict"]), file=sys.stderr, flush=True)
 
 
 def _write_running(attempt: Attempt) -> None:

@@ -230,6 +230,8 @@ def test_a_hung_rank_is_named_with_its_collective_and_line_on_the_local_executor
     assert verdict_lines[1].startswith("  rank 2 was stuck at workload/resnet_ddp.py:")
     assert "in _hang_forever" in verdict_lines[1]
     folder = JobFolder(traces_root, submitted_job_id(result.stdout))
+    # rank 0 gave its verdict too, in its log: a batch job has no --wait to print it
+    assert "hang: rank 2 on " in (folder.logs / f"{folder.job_id}_0_log.err").read_text()
     assert {p.name for p in folder.hang.iterdir()} >= {f"rank{r}.json" for r in range(4)} | {
         "hang.json",
         "hang.md",
