@@ -164,6 +164,14 @@ def main() -> None:
         ]
         for name, value, unit, ratio in rows:
             print(f"{name:40}{value:10.2f} {unit:4}" + (f"  x{ratio:.3f}" if ratio is not None else ""))
+        # Jobs on a shared machine drift by more than the overhead measured: each toolkit job
+        # against the plain job run next to it says how much of the ratio is noise.
+        rounds = zip(toolkit, plain, strict=True)
+        paired = sorted(run["ranks"][0]["step_time"]["median_s"] / p for run, p in rounds)
+        print(
+            f"rank not profiled / plain, per round: median x{statistics.median(paired):.3f}, "
+            f"range x{paired[0]:.3f}-x{paired[-1]:.3f}"
+        )
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
