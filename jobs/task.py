@@ -182,7 +182,7 @@ def _profiler(attempt: Attempt, ctx: Any, profiled: bool) -> tuple[Any, dict[str
             rank=identity.rank,
             world_size=identity.world_size,
             agree=ctx.agree,
-            schedule_windows=[(w.first, w.last) for w in schedule],
+            schedule_windows=schedule,
             log=_log,
         )
     }

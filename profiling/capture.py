@@ -28,6 +28,7 @@ from profiling.ranks import RankSelection
 from profiling.traces import write_json_atomically
 
 POLL_S = 2.0
+CAPTURE_WARMUP = 1  # steps of profiler warm-up before a capture's first recorded step
 _REQUEST = "request-{}.json"
 _ACCEPTED = "accepted-{}.json"
 
@@ -84,12 +85,12 @@ class CaptureWatcher:
         rank: int,
         world_size: int,
         agree: Callable[[str, int], int],
-        schedule_windows: Sequence[tuple[int, int]],
+        schedule_windows: Sequence[Window],
         log: Callable[[str], None] = print,
     ) -> None:
         self.folder, self.rank, self.world_size = folder, rank, world_size
         self._agree = agree  # (key, proposal) -> the proposal every rank settles on
-        self._schedule = list(schedule_windows)
+        self._schedule = sorted(schedule_windows, key=lambda window: window.start)
         self._log = log
         self._last_poll = time.monotonic()
         self._seen_mtime: int | None = None
@@ -120,7 +121,7 @@ class CaptureWatcher:
         first = self._agree(f"capture/{request.id}", self._proposal(request, step))
         last = first + request.active - 1
         chosen = self.rank in request.selection().resolve(self.world_size)
-        recorded = chosen and profiler.add(Window(first, last, 1, f"capture {request.id}"))
+        recorded = chosen and profiler.add(Window(first, last, CAPTURE_WARMUP, f"capture {request.id}"))
         if chosen and not recorded:
             self._log(
                 f"capture {request.id}: rank {self.rank} cannot record steps {first}-{last} (past the end?)"
@@ -142,9 +143,9 @@ class CaptureWatcher:
         gaps = [b - a for a, b in zip(self._step_ends, self._step_ends[1:], strict=False)]
         step_s = statistics.median(gaps) if gaps else 1.0
         first = step + 2 + math.ceil(2 * POLL_S / max(step_s, 1e-3))
-        for window_first, window_last in self._schedule:  # scheduled windows come first
-            if first - 1 <= window_last and window_first - 1 <= first + request.active - 1:
-                first = window_last + 2
+        for window in self._schedule:  # scheduled windows, warm-up included, come first
+            if Window(first, first + request.active - 1, CAPTURE_WARMUP, "capture").overlaps(window):
+                first = window.last + 1 + CAPTURE_WARMUP
         return first
 
 

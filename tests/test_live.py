@@ -17,7 +17,7 @@ from jobs.capture import main as capture_main
 from profiling.capture import CaptureWatcher, read_accepted, write_request
 from profiling.config import ProfilerConfig
 from profiling.job_folder import JobFolder
-from profiling.profiler import StepProfiler, scheduled_windows
+from profiling.profiler import StepProfiler, Window, scheduled_windows
 from profiling.schedule import ScheduleConfig
 from profiling.slowest import SlowestRank
 from profiling.traces import list_traces
@@ -132,7 +132,12 @@ def test_a_capture_steps_around_the_scheduled_window_and_past_the_end_records_no
     write_request(folder, active=2, ranks="0")
     log: list[str] = []
     watcher = CaptureWatcher(
-        folder, rank=0, world_size=1, agree=shared_agreement(), schedule_windows=[(4, 6)], log=log.append
+        folder,
+        rank=0,
+        world_size=1,
+        agree=shared_agreement(),
+        schedule_windows=[Window(4, 6, 1, "schedule")],
+        log=log.append,
     )
     profiler = StepProfiler(CONFIG, rank=0, steps=9, trace_dir=folder.path, scheduled=False, hooks=[watcher])
     train(profiler, range(9), before_step=lambda step: time.sleep(0.2))  # a look every step
@@ -141,6 +146,23 @@ def test_a_capture_steps_around_the_scheduled_window_and_past_the_end_records_no
     assert capture["first"] == 8 and not capture["within_run"]
     assert log == ["capture 1: rank 0 cannot record steps 8-9 (past the end?)"]
     assert list_traces(folder.path) == []
+
+
+def test_a_capture_keeps_clear_of_a_scheduled_windows_warm_up(tmp_path: Path, poll_every_step: None) -> None:
+    # the schedule's default window warms up 5 steps: a capture due inside that warm-up would
+    # find the profiler busy on the scheduled rank (a real job recorded ranks 1-3 but not 0)
+    folder = JobFolder(tmp_path, "8")
+    write_request(folder, active=2, ranks="0")
+    watcher = CaptureWatcher(
+        folder, rank=0, world_size=1, agree=shared_agreement(),
+        schedule_windows=[Window(7, 8, 4, "schedule")], log=print,
+    )  # fmt: skip
+    profiler = StepProfiler(CONFIG, rank=0, steps=12, trace_dir=folder.path, scheduled=False, hooks=[watcher])
+    train(profiler, range(12), before_step=lambda step: time.sleep(0.2))
+    [capture] = watcher.captures
+    # seen after step 0, due at step 3: inside the warm-up (3-6), so after the window
+    assert (capture["first"], capture["last"]) == (10, 11) and capture["within_run"]
+    assert [t.path.name for t in list_traces(folder.path)] == ["rank0_iter10_11.json"]
 
 
 def test_write_request_numbers_requests_and_never_overwrites(tmp_path: Path) -> None:

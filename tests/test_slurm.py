@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.job_folder import logs_folder
+from profiling.job_folder import JobFolder, logs_folder
 from tests.common import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
 
 pytestmark = pytest.mark.slurm
@@ -195,9 +195,9 @@ def test_live_capture_of_a_plain_sbatch_job(slurm_cluster: int, traces_root: Pat
     )  # fmt: skip
     job_id = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
     try:
-        folder = traces_root / job_id
+        folder = JobFolder(traces_root, job_id)
         deadline = time.monotonic() + 120
-        while not (folder / "meta" / "running.json").exists():
+        while not folder.running.exists():
             assert time.monotonic() < deadline, "the job did not start within 120 s"
             time.sleep(1)
         result = subprocess.run(
@@ -212,5 +212,5 @@ def test_live_capture_of_a_plain_sbatch_job(slurm_cluster: int, traces_root: Pat
         assert sacct_state(job_id, timeout=300) == "COMPLETED"
     finally:
         subprocess.run(["scancel", job_id], timeout=30)
-    manifest = check_job_folder(folder, job_id=job_id, world_size=4, profiled={0, 3})
+    manifest = check_job_folder(folder.path, job_id=job_id, world_size=4, profiled={0, 3})
     assert [c["ranks"] for c in manifest["captures"]] == [[0, 3]]
