@@ -221,25 +221,17 @@ class MergedTraceWriter:
 
 
 def crc32_combine(crc1: int, crc2: int, length2: int) -> int:
-    """The CRC-32 of A + B from those of A and B and B's length (zlib's crc32_combine)."""
-    if length2 <= 0:
-        return crc1
-    odd = [0xEDB88320] + [1 << n for n in range(31)]  # the operator for one zero bit
-    even = _gf2_square(odd)  # two zero bits
-    odd = _gf2_square(even)  # four zero bits
-    while True:  # apply length2 zero bytes to crc1
-        even = _gf2_square(odd)
+    """The CRC-32 of A + B from those of A and B and B's length (zlib's crc32_combine): crc1
+    is run through ``length2`` zero bytes by squaring the operator for one zero byte."""
+    operator = [0xEDB88320] + [1 << n for n in range(31)]  # one zero bit
+    for _ in range(3):  # 2, 4, 8 zero bits
+        operator = _gf2_square(operator)
+    while length2 > 0:
         if length2 & 1:
-            crc1 = _gf2_times(even, crc1)
+            crc1 = _gf2_times(operator, crc1)
         length2 >>= 1
-        if not length2:
-            break
-        odd = _gf2_square(even)
-        if length2 & 1:
-            crc1 = _gf2_times(odd, crc1)
-        length2 >>= 1
-        if not length2:
-            break
+        if length2:
+            operator = _gf2_square(operator)
     return crc1 ^ crc2
 
 
