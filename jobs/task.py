@@ -112,7 +112,7 @@ def run_task(
     with distributed(
         identity, timeout_s=config.dist_timeout_s, threads=config.workload.threads, device=config.device
     ) as ctx:
-        _check_shared_folder(attempt)
+        _check_shared_folder(attempt, ctx)
         trainer = Trainer(config.workload, ctx)
         if identity.restart_count and has_checkpoint(folder.checkpoint):
             attempt = dataclasses.replace(attempt, start_step=trainer.restore(folder.checkpoint))
@@ -137,7 +137,7 @@ def run_task(
             assert preemption is not None
             _stop_for_requeue(attempt, trainer, ctx.backend, result.next_step, preemption)
         record = _rank_record(attempt, ctx, profiler, result, profiled)
-        records = _gather_and_write_manifest(attempt, ctx.backend, record, result.next_step, hooks)
+        records = _gather_and_write_manifest(attempt, ctx, record, result.next_step, hooks)
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
     if identity.is_main and config.report and any(r["trace_files"] for r in records):
@@ -145,7 +145,7 @@ def run_task(
     return record
 
 
-def _check_shared_folder(attempt: Attempt) -> None:
+def _check_shared_folder(attempt: Attempt, ctx: Any) -> None:
     """Stop every rank at once, with one line, if some cannot see the job folder rank 0 sees."""
     import torch.distributed as dist
 
@@ -156,8 +156,8 @@ def _check_shared_folder(attempt: Attempt) -> None:
         return
     node = identity.node_name or socket.gethostname()
     written = leave_marker(attempt.folder, identity.rank, node)
-    where: list[Any] = [None] * identity.world_size  # each rank's (node, job folder, write error)
-    dist.all_gather_object(where, (node, str(attempt.folder.path), written))  # after every marker
+    # each rank's (node, job folder, write error), once every marker is written
+    where = ctx.gather((node, str(attempt.folder.path), written))
     message: list[str | None] = [None]
     if identity.is_main:
         missing = unseen_ranks(attempt.folder, identity.world_size)
@@ -328,7 +328,7 @@ def _rank_record(attempt: Attempt, ctx: Any, profiler: Any, result: Any, profile
 
 
 def _gather_and_write_manifest(
-    attempt: Attempt, backend: str, record: dict[str, Any], next_step: int, hooks: dict[str, Any]
+    attempt: Attempt, ctx: Any, record: dict[str, Any], next_step: int, hooks: dict[str, Any]
 ) -> list[dict[str, Any]]:
     """Every rank's record to rank 0, which writes the manifest; returns the records."""
     import torch.distributed as dist
@@ -336,12 +336,11 @@ def _gather_and_write_manifest(
     from profiling.manifest import build_manifest, utc_now, with_attempt, write_manifest
 
     identity = attempt.identity
-    records: list[Any] = [None] * identity.world_size
-    dist.all_gather_object(records, record)
+    records = ctx.gather(record)
     if identity.is_main:
         attempts = with_attempt(attempt.folder, attempt.record("completed", next_step))
         manifest = build_manifest(
-            facts={**attempt.facts(backend), "restart_count": identity.restart_count},
+            facts={**attempt.facts(ctx.backend), "restart_count": identity.restart_count},
             ranks=records,
             attempts=attempts,
             profiler=attempt.config.profiler,

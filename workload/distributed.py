@@ -8,12 +8,14 @@ import datetime
 import os
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from slurm.env import DistributedIdentity
+
+T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -28,8 +30,8 @@ class DistributedContext:
         """The first proposal any rank made for ``key``: the same answer on every rank."""
         return int(self.store.compare_set(key, "", str(proposal)))
 
-    def gather(self, value: float) -> list[float]:
-        """Every rank's ``value``, in rank order (a collective: every rank must call it)."""
+    def gather(self, value: T) -> list[T]:
+        """Every rank's ``value`` (picklable), in rank order (a collective: every rank must call it)."""
         values: list[Any] = [None] * self.identity.world_size
         dist.all_gather_object(values, value)
         return values
