@@ -11,7 +11,6 @@ folder on the shared filesystem.
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
@@ -23,6 +22,7 @@ from typing import Any
 from jobs.options import OneLineParser, add_traces_root
 from profiling.capture import read_accepted, write_request
 from profiling.job_folder import JobFolder
+from profiling.manifest import read_running
 from profiling.ranks import RankSelection, RankSpecError
 from profiling.traces import trace_file_name
 
@@ -41,13 +41,12 @@ def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
         raise CaptureRequestError(
             f"job {job!r}: no folder {folder.path}. HINT: pass the job's folder, or its id with --traces-root"
         )
-    try:
-        running = json.loads(folder.running.read_text())
-    except (OSError, ValueError):
+    running = read_running(folder)
+    if running is None:
         state = "has ended" if folder.manifest.exists() else "has not started, or ended before its first step"
         raise CaptureRequestError(
             f"job {folder.job_id} {state}: there is nothing to capture. HINT: capture a job while it runs"
-        ) from None
+        )
     if running.get("launcher") == "slurm" and not _in_queue(folder.job_id):
         raise CaptureRequestError(
             f"job {folder.job_id} is no longer in SLURM's queue: it ended without a manifest (killed?). "

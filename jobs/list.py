@@ -21,7 +21,7 @@ from typing import Any
 
 from jobs.options import TRACES_ROOT_ENV, OneLineParser, default_traces_root
 from profiling.job_folder import JobFolder, is_job_folder
-from profiling.manifest import read_manifest
+from profiling.manifest import read_manifest, read_running
 from profiling.traces import list_traces
 
 NO_MANIFEST = "no manifest (running, or ended before writing one)"
@@ -57,10 +57,7 @@ def describe_job(folder: JobFolder, queue: dict[str, str]) -> dict[str, Any]:
 
 
 def _running(folder: JobFolder) -> dict[str, Any]:
-    try:
-        running = json.loads(folder.running.read_text())
-    except (OSError, ValueError):
-        return {}
+    running = read_running(folder) or {}
     return {key: running.get(key) for key in ("started_at", "world_size", "nodes", "launcher")}
 
 

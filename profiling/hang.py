@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling.job_folder import JobFolder
+from profiling.manifest import read_manifest
 from profiling.ranks import format_ranks
 from profiling.traces import write_json_atomically
 
@@ -165,12 +166,7 @@ def render_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -
 def explain(folder: JobFolder) -> dict[str, Any]:
     """Analyse the job's dumps and write ``hang.json`` and ``hang.md``; returns the verdict."""
     dumps = read_dumps(folder)
-    manifest = {}
-    try:
-        manifest = json.loads(folder.manifest.read_text())
-    except (OSError, ValueError):
-        pass
-    verdict = analyse(dumps, manifest.get("world_size"))
+    verdict = analyse(dumps, (read_manifest(folder) or {}).get("world_size"))
     write_json_atomically(folder.hang / VERDICT_NAME, verdict)
     (folder.hang / "hang.md").write_text(render_markdown(verdict, dumps))
     return verdict

@@ -107,6 +107,15 @@ def read_manifest(job: JobFolder) -> dict[str, Any] | None:
         return None
 
 
+def read_running(job: JobFolder) -> dict[str, Any] | None:
+    """What rank 0 wrote of the job at its start (``meta/running.json``); None once it has
+    ended (the manifest replaces it), or before it started."""
+    try:
+        return json.loads(job.running.read_text())
+    except (OSError, ValueError):
+        return None
+
+
 def with_attempt(
     job: JobFolder, attempt: dict[str, Any], manifest: dict[str, Any] | None = None
 ) -> list[dict[str, Any]]:
