@@ -22,7 +22,9 @@ from typing import Any, BinaryIO
 
 import msgspec
 
-CHUNK_BYTES = 8 << 20
+# Decoded events take several times their JSON bytes: with 2 MiB chunks a report on 8 ranks
+# peaked at 217 MiB against 371 MiB with 8 MiB ones, at the same speed.
+CHUNK_BYTES = 2 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WHITESPACE = frozenset(b" \t\r\n")
 _Unset = msgspec.UnsetType

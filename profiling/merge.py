@@ -65,13 +65,15 @@ def keep_levels(trace: TraceEvents) -> np.ndarray:
 
 
 def merge_stats(trace: TraceEvents, levels: np.ndarray) -> MergeStats:
-    """Bytes per level, with every event weighing the trace's mean bytes per event."""
-    per_event = trace.byte_count / max(trace.event_count, 1)
-    counts = np.bincount(levels[levels >= 0]) if (levels >= 0).any() else np.zeros(0)
+    """Bytes per level, each event weighing its own estimated size (a kernel's args are several
+    times a CPU operator's: a mean per event would let the GPU level overrun the budget)."""
+    weights = trace.event_bytes.astype(np.float64)
+    nested = levels >= 0
+    by_depth = np.bincount(levels[nested], weights=weights[nested]) if nested.any() else np.zeros(0)
     return MergeStats(
-        always_bytes=float((levels == ALWAYS).sum() * per_event),
-        gpu_bytes=float((levels == GPU_LEVEL).sum() * per_event),
-        bytes_by_depth=tuple(float(c * per_event) for c in counts),
+        always_bytes=float(weights[levels == ALWAYS].sum()),
+        gpu_bytes=float(weights[levels == GPU_LEVEL].sum()),
+        bytes_by_depth=tuple(float(b) for b in by_depth),
     )
 
 

@@ -440,9 +440,11 @@ def render_markdown(report: dict[str, Any]) -> str:
                 if depth >= 0
                 else "top-level CPU operators, steps and collectives, no other GPU kernel"
             )
+            over = merge["bytes"] > merge["budget_bytes"]
             kept = (
                 f"{what}: {merge['events_dropped']} events left out to stay within "
                 f"{merge['budget_bytes'] / 1e6:.0f} MB (--full-merge keeps them)"
+                + ("; still over it, as what is always kept is more than that" if over else "")
             )
         lines += [
             f"Merged timeline: `{report['merged_trace']}` (open in Perfetto), every rank on rank "

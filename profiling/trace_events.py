@@ -46,6 +46,10 @@ COLLECTIVE_ARGS = (
     "Out msg nelems",
     "Input Dims",
 )
+# An event's bytes in the merged trace besides its name, category and args: the keys, ph, pid,
+# tid, ts and dur compactly encoded (``{"ph":"X","cat":"","name":"","pid":0,"tid":281473065648800,
+# "ts":1718000000000000.000,"dur":12.345,"args":}`` is 100)
+ENCODED_FIELD_BYTES = 100
 _NCCL_KERNEL = re.compile(r"^nccl.*Kernel")  # HTA's definition of a communication kernel
 _CPU_COLLECTIVE_PREFIXES = ("gloo:", "c10d::", "nccl:")
 # span kinds (and what becomes no span: GPU activity, GPU-side annotations)
@@ -123,8 +127,8 @@ class TraceEvents:
     gpu_corr: np.ndarray
     gpu_name: np.ndarray
     collectives: list[Collective]
+    event_bytes: np.ndarray  # each event's size in the merged trace (estimated), by position
     event_count: int  # every event of the trace, of any kind
-    byte_count: int  # the trace's JSON bytes (uncompressed)
 
     def _analysed(self) -> np.ndarray:
         return self.span_kind == ANALYSED
@@ -202,6 +206,9 @@ class TraceBuilder:
         first = self.event_count
         self.event_count += len(events)
         phases = [e.ph for e in events]
+        # what the merged trace will write: the args as they are, the rest re-encoded compactly
+        sizes = [len(e.name) + len(e.cat) + len(e.args) for e in events]
+        self._columns["event_bytes"].append(np.array(sizes, dtype=np.int32) + ENCODED_FIELD_BYTES)
         self._columns["flow_ordinal"].append(np.flatnonzero(np.isin(phases, FLOW_PHASES)) + first)
         complete = [e.ph == "X" and e.ts is not None for e in events]
         ordinal = np.flatnonzero(complete) + first
@@ -256,7 +263,7 @@ class TraceBuilder:
         kept = tuple((key, _hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
         self.collectives.append(Collective(event.name, start, end, event.tid, gpu, kept))
 
-    def build(self, header: dict[str, Any], byte_count: int) -> TraceEvents:
+    def build(self, header: dict[str, Any]) -> TraceEvents:
         """The columns, with the trace's top-level fields (all but ``traceEvents``)."""
 
         def column(key: str, dtype: Any) -> np.ndarray:
@@ -285,8 +292,8 @@ class TraceBuilder:
             gpu_corr=column("gpu_corr", np.int64),
             gpu_name=column("gpu_name", np.int32),
             collectives=sorted(self.collectives, key=lambda c: (c.start, c.end)),
+            event_bytes=column("event_bytes", np.int32),
             event_count=self.event_count,
-            byte_count=byte_count,
         )
 
 
@@ -304,14 +311,14 @@ def read(path: Path) -> TraceEvents:
     builder = TraceBuilder()
     for chunk in stream.chunks():
         builder.add(chunk)
-    return builder.build(stream.header, stream.bytes_read)
+    return builder.build(stream.header)
 
 
 def from_document(trace: dict[str, Any]) -> TraceEvents:
     """A trace already in memory (``json.load`` of a file), as columns: for tests and tools."""
     builder = TraceBuilder()
     builder.add(msgspec.json.decode(msgspec.json.encode(trace.get("traceEvents", [])), type=list[ReadEvent]))
-    return builder.build({key: value for key, value in trace.items() if key != "traceEvents"}, 0)
+    return builder.build({key: value for key, value in trace.items() if key != "traceEvents"})
 
 
 def _hashable(value: Any) -> Any:

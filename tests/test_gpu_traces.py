@@ -18,6 +18,7 @@ import pytest
 from profiling.alignment import align, instances
 from profiling.analysis import GPU_PARTS, analyse
 from profiling.job_folder import meta_of
+from profiling.merge import ALWAYS
 from profiling.report import build_report
 from profiling.trace_events import from_document, read
 
@@ -229,3 +230,22 @@ def test_real_pair_from_a_thinned_trace_is_not_misaligned(tmp_path: Path) -> Non
     assert report["ranks"][1]["clock"]["pairs"] >= 3
     markdown = (meta_of(tmp_path) / "report.md").read_text()
     assert "| 1 | matched collectives |" in markdown
+
+
+@pytest.mark.parametrize("budget_mb", [8.0, 4.0, 1.0])
+def test_merged_trace_keeps_within_budget_on_kernel_heavy_traces(tmp_path: Path, budget_mb: float) -> None:
+    # a kernel's args are several times a CPU operator's: sizing levels by the mean event let
+    # the kept GPU kernels overrun the budget (10.1 MB written for 8 MB)
+    trace = load("nccl_data")
+    for rank in range(4):
+        trace["distributedInfo"] = {**trace["distributedInfo"], "rank": rank, "world_size": 4}
+        (tmp_path / f"rank{rank}_iter1_2.json").write_text(json.dumps(trace))
+    merge = build_report(tmp_path, plot=False, merge_budget_bytes=budget_mb * 1e6)["merge"]
+    with gzip.open(meta_of(tmp_path) / "merged_trace.json.gz") as handle:
+        written = len(handle.read())
+    assert written == merge["bytes"] and merge["events_dropped"] > 0
+    markdown = (meta_of(tmp_path) / "report.md").read_text()
+    if budget_mb >= 4.0:
+        assert written <= budget_mb * 1e6 and "still over it" not in markdown
+    else:  # steps, collectives and top-level operators alone are 2.1 MB: kept, and said
+        assert merge["max_cpu_depth"] == ALWAYS and "still over it" in markdown
