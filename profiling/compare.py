@@ -26,7 +26,7 @@ import msgspec
 from profiling.job_folder import JobFolder, meta_of
 from profiling.manifest import read_manifest, utc_now
 from profiling.report import ReportError, build_report
-from profiling.traces import list_traces, write_json_atomically
+from profiling.traces import list_traces, write_json_atomically, write_text_atomically
 
 _REPORT = "report.json"
 
@@ -246,7 +246,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out or meta_of(args.b) / f"compare-{args.a.resolve().name}"
     out.mkdir(parents=True, exist_ok=True)
     write_json_atomically(out / "compare.json", result)
-    (out / "compare.md").write_text(render_markdown(result))
+    write_text_atomically(out / "compare.md", render_markdown(result))
     if not args.no_plot:
         plot_compare(result, out / "compare.png")
     print(result["verdict"])

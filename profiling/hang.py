@@ -25,7 +25,7 @@ from typing import Any
 from profiling.job_folder import JobFolder
 from profiling.manifest import read_manifest
 from profiling.ranks import format_ranks
-from profiling.traces import write_json_atomically
+from profiling.traces import write_json_atomically, write_text_atomically
 
 VERDICT_NAME = "hang.json"
 
@@ -168,7 +168,7 @@ def explain(folder: JobFolder) -> dict[str, Any]:
     dumps = read_dumps(folder)
     verdict = analyse(dumps, (read_manifest(folder) or {}).get("world_size"))
     write_json_atomically(folder.hang / VERDICT_NAME, verdict)
-    (folder.hang / "hang.md").write_text(render_markdown(verdict, dumps))
+    write_text_atomically(folder.hang / "hang.md", render_markdown(verdict, dumps))
     return verdict
 
 

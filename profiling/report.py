@@ -78,7 +78,7 @@ from profiling.merge import (
 )
 from profiling.straggler import find_straggler
 from profiling.trace_events import read as read_trace
-from profiling.traces import TraceFile, atomic_path, list_traces, write_json_atomically
+from profiling.traces import TraceFile, atomic_path, list_traces, write_json_atomically, write_text_atomically
 
 MERGED_NAME = "merged_trace.json.gz"
 
@@ -137,7 +137,7 @@ def build_report(
     report["merge"] = merge
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomically(out_dir / "report.json", report)
-    (out_dir / "report.md").write_text(render_markdown(report))
+    write_text_atomically(out_dir / "report.md", render_markdown(report))
     return report
 
 

@@ -67,9 +67,15 @@ def atomic_path(path: Path) -> Iterator[Path]:
         temp.unlink(missing_ok=True)
 
 
-def write_json_atomically(path: Path, document: Any) -> None:
+def write_text_atomically(path: Path, text: str) -> None:
+    """``path.write_text(text)`` that a reader never sees half-written (a report is read while
+    rank 0 rewrites it, e.g. by ``watch cat``)."""
     with atomic_path(path) as temp:
-        temp.write_text(json.dumps(document, indent=2, sort_keys=False) + "\n")
+        temp.write_text(text)
+
+
+def write_json_atomically(path: Path, document: Any) -> None:
+    write_text_atomically(path, json.dumps(document, indent=2, sort_keys=False) + "\n")
 
 
 def export_trace(export: Callable[[str], None], path: Path) -> None:

@@ -12,6 +12,7 @@ from profiling.traces import (
     temporary_path,
     trace_file_name,
     write_json_atomically,
+    write_text_atomically,
 )
 from tests.common import load_trace
 
@@ -50,6 +51,15 @@ def test_write_json_atomically(tmp_path: Path) -> None:
     write_json_atomically(tmp_path / "manifest.json", {"a": 1})
     assert json.loads((tmp_path / "manifest.json").read_text()) == {"a": 1}
     assert [p.name for p in tmp_path.iterdir()] == ["manifest.json"]
+
+
+def test_rewritten_report_text_is_replaced_whole(tmp_path: Path) -> None:
+    path = tmp_path / "report.md"
+    write_text_atomically(path, "old\n")
+    with open(path) as reader:  # someone reading the report while rank 0 rewrites it
+        write_text_atomically(path, "new\n")
+        assert reader.read() == "old\n"  # the whole old file, never a truncated or mixed one
+    assert path.read_text() == "new\n" and [p.name for p in tmp_path.iterdir()] == ["report.md"]
 
 
 @pytest.mark.parametrize("name", ["rank0_iter1_2.json", "rank0_iter1_2.json.gz"])
