@@ -67,12 +67,12 @@ def keep_levels(trace: TraceEvents) -> np.ndarray:
 def merge_stats(trace: TraceEvents, levels: np.ndarray) -> MergeStats:
     """Bytes per level, each event weighing its own estimated size (a kernel's args are several
     times a CPU operator's: a mean per event would let the GPU level overrun the budget)."""
-    weights = trace.event_bytes.astype(np.float64)
+    sizes = trace.event_bytes
     nested = levels >= 0
-    by_depth = np.bincount(levels[nested], weights=weights[nested]) if nested.any() else np.zeros(0)
+    by_depth = np.bincount(levels[nested], weights=sizes[nested]) if nested.any() else np.zeros(0)
     return MergeStats(
-        always_bytes=float(weights[levels == ALWAYS].sum()),
-        gpu_bytes=float(weights[levels == GPU_LEVEL].sum()),
+        always_bytes=float(sizes[levels == ALWAYS].sum(dtype=np.int64)),
+        gpu_bytes=float(sizes[levels == GPU_LEVEL].sum(dtype=np.int64)),
         bytes_by_depth=tuple(float(b) for b in by_depth),
     )
 

@@ -205,13 +205,16 @@ class TraceBuilder:
         """
         first = self.event_count
         self.event_count += len(events)
+        # positions in the file: 4 bytes each while they fit (a trace of 2**31 events is 600 GB)
+        position_type = np.int32 if self.event_count < 2**31 else np.int64
         phases = [e.ph for e in events]
         # what the merged trace will write: the args as they are, the rest re-encoded compactly
         sizes = [len(e.name) + len(e.cat) + len(e.args) for e in events]
         self._columns["event_bytes"].append(np.array(sizes, dtype=np.int32) + ENCODED_FIELD_BYTES)
-        self._columns["flow_ordinal"].append(np.flatnonzero(np.isin(phases, FLOW_PHASES)) + first)
+        flows = np.flatnonzero(np.isin(phases, FLOW_PHASES)) + first
+        self._columns["flow_ordinal"].append(flows.astype(position_type))
         complete = [e.ph == "X" and e.ts is not None for e in events]
-        ordinal = np.flatnonzero(complete) + first
+        ordinal = (np.flatnonzero(complete) + first).astype(position_type)
         events = list(itertools.compress(events, complete))
         if not events:
             return
@@ -267,8 +270,11 @@ class TraceBuilder:
         """The columns, with the trace's top-level fields (all but ``traceEvents``)."""
 
         def column(key: str, dtype: Any) -> np.ndarray:
+            """``dtype`` None: the chunks' own (positions are int64 once they no longer fit int32)."""
             chunks = self._columns.get(key)
-            return np.concatenate(chunks).astype(dtype, copy=False) if chunks else np.zeros(0, dtype=dtype)
+            if not chunks:
+                return np.zeros(0, dtype=dtype or np.int32)
+            return np.concatenate(chunks).astype(dtype or chunks[-1].dtype, copy=False)
 
         base = header.get("baseTimeNanoseconds")
         return TraceEvents(
@@ -282,9 +288,9 @@ class TraceBuilder:
             span_thread=column("thread", np.int32),
             span_name=column("name", np.int32),
             span_kind=column("kind", np.int8),
-            span_ordinal=column("ordinal", np.int64),
-            flow_ordinal=column("flow_ordinal", np.int64),
-            gpu_ordinal=column("gpu_ordinal", np.int64),
+            span_ordinal=column("ordinal", None),
+            flow_ordinal=column("flow_ordinal", None),
+            gpu_ordinal=column("gpu_ordinal", None),
             launch_corr=column("launch_corr", np.int64),
             launch_ts=column("launch_ts", np.float64),
             gpu_start=column("gpu_start", np.float64),
