@@ -14,6 +14,8 @@ largest child's) are printed. Not a test: it prints tables and asserts nothing.
 3. One 1 GiB trace (the GPU trace's steps repeated): our report's peak memory.
 4. Scaling: 16, 64 and 256 copies of one real GPU trace (``nccl_data``), our report only:
    seconds, MiB/s of JSON per core, and how much of the merged trace the size budget kept.
+5. The floor under those rates, on one core: msgspec decoding a trace's events and nothing
+   else, and zlib compressing its bytes at level 1 (what the merged trace does).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import zlib
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +186,22 @@ def versus_hta(label: str, folder: Path, repeats: int) -> None:
     print(f"HTA / ours: {hta_s / ours_s:.1f}x time, {hta_mib / ours_mib:.1f}x peak memory")
 
 
+def floors(path: Path) -> tuple[float, float]:
+    """MiB/s on one core of decoding ``path``'s events (msgspec, the report's reader) and of
+    compressing its bytes (zlib level 1, the merged trace's): what no report can beat."""
+    from profiling.json_stream import TraceStream
+
+    size = path.stat().st_size / 2**20
+    started = time.perf_counter()
+    for _ in TraceStream(path).chunks():
+        pass
+    decode_s = time.perf_counter() - started
+    data = path.read_bytes()
+    started = time.perf_counter()
+    zlib.compressobj(1, zlib.DEFLATED, -15).compress(data)
+    return size / decode_s, size / (time.perf_counter() - started)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1)
@@ -225,6 +244,10 @@ def main() -> None:
                 f"  {merge['bytes'] / 1e6:.0f} MB, {kept}"
             )
             shutil.rmtree(folder)
+
+        gpu_folder(work / "floor", 1, source)
+        decode, compress = floors(next((work / "floor").glob("rank*.json")))
+        print(f"\nfloor, one core: decoding events {decode:.0f} MiB/s, compressing {compress:.0f} MiB/s")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
