@@ -6,6 +6,7 @@ import dataclasses
 
 from profiling.ranks import RankSelection
 from profiling.schedule import ScheduleConfig
+from profiling.setting_error import SettingError
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -20,4 +21,12 @@ class ProfilerConfig:
         if not isinstance(self.ranks, RankSelection):
             raise TypeError(
                 f"ranks must be a RankSelection, got {self.ranks!r}; use RankSelection.parse('0,3')"
+            )
+        if self.ranks.slowest and self.schedule.wait == 0:
+            # the slowest rank is chosen from the steps before a window's warm-up: with no wait,
+            # the first window has none
+            raise SettingError(
+                f"{{ranks}} {self.ranks.text!r} asks for the slowest rank, which is timed over the "
+                "steps before each window, and {wait} is 0: the first window would start before any "
+                "step was timed. HINT: use {wait} 1 or more (default 10)"
             )

@@ -39,6 +39,11 @@ from tests.common import REPO, run_submit
         (["--batch-size", "0"], "--batch-size 0 must be a positive integer"),
         (["--image-size", "-5"], "--image-size -5 must be a positive integer"),
         (["--image-size", "16"], "below ResNet18's minimum of 32"),
+        (
+            ["--profile-ranks", "0,slowest", "--schedule-wait", "0"],
+            r"--profile-ranks '0,slowest' asks for the slowest rank.*--schedule-wait is 0.*"
+            r"HINT: use --schedule-wait 1 or more",
+        ),
         (["--warmup", "-1"], "--warmup -1 must be an integer >= 0"),
         (["--active", "0"], "--active 0 must be an integer >= 1"),
         (["--time", "0"], "--time 0 must be at least 1 minute"),
