@@ -8,10 +8,11 @@ gzip reader (Perfetto reads one member only).
 
 Perfetto gives up on JSON traces near 1 GB, and ``--profile-ranks all`` on a big job writes
 far more. Unless told otherwise, the merged trace keeps within :data:`DEFAULT_BUDGET_BYTES`
-of JSON (:func:`plan_depth`): it always keeps every rank's steps, collectives (NCCL kernels,
-gloo and c10d operators), GPU activity, top-level CPU operators and metadata, and drops the
-deepest levels of CPU operators (Python frames first, they nest deepest; flows go with the
-first level) until the rest fits; the report says which depth it kept.
+of JSON (:func:`plan_depth`, each event weighing its own size): it always keeps every rank's
+steps, collectives (NCCL kernels, gloo and c10d operators), top-level CPU operators and
+metadata, and drops the deepest levels of CPU operators first (Python frames, they nest
+deepest; flows go with the first level), then GPU activity, until the rest fits; the report
+says which depth it kept.
 """
 
 from __future__ import annotations
