@@ -15,7 +15,8 @@ largest child's) are printed. Not a test: it prints tables and asserts nothing.
 4. Scaling: 16, 64 and 256 copies of one real GPU trace (``nccl_data``), our report only:
    seconds, MiB/s of JSON per core, and how much of the merged trace the size budget kept.
 5. The floor under those rates, on one core: msgspec decoding a trace's events and nothing
-   else, and zlib compressing its bytes at level 1 (what the merged trace does).
+   else, and zlib compressing its bytes at level 1 (what the merged trace does); and the fixed
+   cost: our full report on a folder of two tiny traces (start, workers, plot).
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import copy
 import gzip
 import json
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -78,12 +80,14 @@ def tree_rss_mib(root: int) -> float:
     return total / 2**20
 
 
-def timed(code: str, *args: str) -> tuple[float, float]:
-    """(seconds, peak resident MiB of the process tree) of ``python -c code args``.
+def timed(code: str, *args: str) -> tuple[float, float, float]:
+    """(seconds, peak resident MiB of the process tree, CPU seconds of the tree) of ``python -c
+    code args``.
 
     Memory is sampled from /proc every 50 ms over the program and its workers together (a
     process's own peak RSS would count what it shared with this one before it exec'd).
     """
+    cpu_before = _children_cpu_s()
     started = time.perf_counter()
     process = subprocess.Popen(
         [sys.executable, "-c", code, *args],
@@ -103,7 +107,13 @@ def timed(code: str, *args: str) -> tuple[float, float]:
     for line in stderr.splitlines():
         if "failed:" in line:
             print("   ", line[:160])
-    return seconds, peak
+    return seconds, peak, _children_cpu_s() - cpu_before
+
+
+def _children_cpu_s() -> float:
+    """User and system CPU of every child ended so far, theirs included (they wait for theirs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def load(name: str) -> dict[str, Any]:
@@ -178,11 +188,12 @@ def versus_hta(label: str, folder: Path, repeats: int) -> None:
         ours.append(timed(OURS, str(folder)))
         shutil.rmtree(meta_of(folder))
         hta.append(timed(HTA, str(folder)))
-    ours_s, hta_s = statistics.median(s for s, _ in ours), statistics.median(s for s, _ in hta)
-    ours_mib, hta_mib = max(m for _, m in ours), max(m for _, m in hta)
-    print(f"{'':34}{'seconds':>10}{'peak MiB':>10}")
-    print(f"{'ours (full report, merged trace)':34}{ours_s:10.2f}{ours_mib:10.0f}")
-    print(f"{'HTA load + breakdown + overlap':34}{hta_s:10.2f}{hta_mib:10.0f}")
+    ours_s, hta_s = statistics.median(s for s, _, _ in ours), statistics.median(s for s, _, _ in hta)
+    ours_mib, hta_mib = max(m for _, m, _ in ours), max(m for _, m, _ in hta)
+    ours_cpu, hta_cpu = statistics.median(c for _, _, c in ours), statistics.median(c for _, _, c in hta)
+    print(f"{'':34}{'seconds':>10}{'peak MiB':>10}{'CPU s':>10}")
+    print(f"{'ours (full report, merged trace)':34}{ours_s:10.2f}{ours_mib:10.0f}{ours_cpu:10.1f}")
+    print(f"{'HTA load + breakdown + overlap':34}{hta_s:10.2f}{hta_mib:10.0f}{hta_cpu:10.1f}")
     print(f"HTA / ours: {hta_s / ours_s:.1f}x time, {hta_mib / ours_mib:.1f}x peak memory")
 
 
@@ -226,7 +237,7 @@ def main() -> None:
         repeats = max(1, round(2**30 / len(json.dumps(source))))
         (big / "rank0_iter1_2.json").write_bytes(as_rank(repeated_steps(source, repeats), 0, 1, 0.0))
         size = (big / "rank0_iter1_2.json").stat().st_size
-        seconds, peak = timed(OURS, str(big))
+        seconds, peak, _ = timed(OURS, str(big))
         print(f"\none trace of {size / 2**30:.2f} GiB: our report {seconds:.1f} s, peak {peak:.0f} MiB")
         shutil.rmtree(big)
 
@@ -236,7 +247,7 @@ def main() -> None:
         for ranks in args.scale:
             folder = work / f"scale{ranks}"
             raw = gpu_folder(folder, ranks, nccl)
-            seconds, peak = timed(OURS, str(folder))
+            seconds, peak, _ = timed(OURS, str(folder))
             merge = json.loads((meta_of(folder) / "report.json").read_text())["merge"]
             kept = "all" if merge["max_cpu_depth"] is None else f"CPU depth <= {merge['max_cpu_depth']}"
             print(
@@ -248,6 +259,9 @@ def main() -> None:
         gpu_folder(work / "floor", 1, source)
         decode, compress = floors(next((work / "floor").glob("rank*.json")))
         print(f"\nfloor, one core: decoding events {decode:.0f} MiB/s, compressing {compress:.0f} MiB/s")
+        gpu_folder(work / "tiny", 2, load("amd_mi250_minitoy.json.gz"))
+        seconds, _, cpu = timed(OURS, str(work / "tiny"))
+        print(f"fixed cost: our report on two traces of 220 events: {seconds:.2f} s, {cpu:.1f} s of CPU")
     finally:
         shutil.rmtree(work, ignore_errors=True)
 
