@@ -35,7 +35,7 @@ import tempfile
 import time
 import zlib
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from profiling.job_folder import JobFolder, meta_of  # noqa: E402
@@ -80,9 +80,14 @@ def tree_rss_mib(root: int) -> float:
     return total / 2**20
 
 
-def timed(code: str, *args: str) -> tuple[float, float, float]:
-    """(seconds, peak resident MiB of the process tree, CPU seconds of the tree) of ``python -c
-    code args``.
+class Run(NamedTuple):
+    seconds: float
+    peak_mib: float  # resident memory of the process tree
+    cpu_s: float  # user and system CPU of the process tree
+
+
+def timed(code: str, *args: str) -> Run:
+    """One run of ``python -c code args``.
 
     Memory is sampled from /proc every 50 ms over the program and its workers together (a
     process's own peak RSS would count what it shared with this one before it exec'd).
@@ -107,7 +112,7 @@ def timed(code: str, *args: str) -> tuple[float, float, float]:
     for line in stderr.splitlines():
         if "failed:" in line:
             print("   ", line[:160])
-    return seconds, peak, _children_cpu_s() - cpu_before
+    return Run(seconds, peak, _children_cpu_s() - cpu_before)
 
 
 def _children_cpu_s() -> float:
@@ -188,9 +193,9 @@ def versus_hta(label: str, folder: Path, repeats: int) -> None:
         ours.append(timed(OURS, str(folder)))
         shutil.rmtree(meta_of(folder))
         hta.append(timed(HTA, str(folder)))
-    ours_s, hta_s = statistics.median(s for s, _, _ in ours), statistics.median(s for s, _, _ in hta)
-    ours_mib, hta_mib = max(m for _, m, _ in ours), max(m for _, m, _ in hta)
-    ours_cpu, hta_cpu = statistics.median(c for _, _, c in ours), statistics.median(c for _, _, c in hta)
+    ours_s, hta_s = statistics.median(r.seconds for r in ours), statistics.median(r.seconds for r in hta)
+    ours_mib, hta_mib = max(r.peak_mib for r in ours), max(r.peak_mib for r in hta)
+    ours_cpu, hta_cpu = statistics.median(r.cpu_s for r in ours), statistics.median(r.cpu_s for r in hta)
     print(f"{'':34}{'seconds':>10}{'peak MiB':>10}{'CPU s':>10}")
     print(f"{'ours (full report, merged trace)':34}{ours_s:10.2f}{ours_mib:10.0f}{ours_cpu:10.1f}")
     print(f"{'HTA load + breakdown + overlap':34}{hta_s:10.2f}{hta_mib:10.0f}{hta_cpu:10.1f}")
