@@ -12,26 +12,40 @@ Collectives are paired by identity, never by position:
 
 1. by process group and sequence number, where the trace has them (NCCL kernels and
    ``record_param_comms`` carry ``Process Group Name`` and ``Seq`` since torch 2.4);
-2. else by what they are (operation, message size or input shapes) and when they ended: each
-   candidate pair of the same kind within a plausible distance (a fraction of a step) votes
-   for an offset, the offset most pairs agree on within a tolerance wins, and each collective
-   is paired with the one that fits it best. A collective missing from one trace (a thinned
-   trace, a window that starts a collective later) then just has no partner. The tolerance
-   starts at 1 ms and widens (:data:`TOLERANCES_US`, at most a tenth of a step) only if too
-   few pairs agree: ranks sharing CPU cores leave a collective milliseconds apart.
+2. else by what they are (operation, message size or input shapes, where recorded) and when
+   they ended. Older traces say neither size nor sequence, and a job may run hundreds of
+   all-reduces of one kind per step, about one per millisecond: then nearly every collective
+   has a twin of its kind at every offset a clock could be off by, and what singles out the
+   true offset is that at it *all* ends coincide, to within microseconds. So the offset is
+   searched for as the peak of the cross-correlation of the two traces' end times (their
+   histograms in bins of :data:`TOLERANCES_US`\\[0], correlated by FFT over every offset within
+   a fraction of a step of the prior: O(n log n), never all pairs), then refined by pairing
+   each collective with its nearest twin of the same kind (both each other's nearest, within
+   a tolerance) and taking the median offset of those pairs.
 
-The offset is the median over the pairs; its spread (median absolute deviation) is reported.
-Without at least :data:`MIN_PAIRS` pairs, and a third of the collectives of the shorter trace,
-the pairing is not trusted: the trace keeps the prior, and the report says so. An unpaired
-shift is never applied.
+The tolerance starts at a few microseconds and widens (:data:`TOLERANCES_US`, up to a tenth of a
+step) until an offset pairs enough collectives: GPU ranks leave an NCCL collective within
+microseconds, CPU ranks sharing cores leave gloo's within milliseconds. An offset is trusted
+only if
+
+- it pairs at least :data:`MIN_PAIRS` and :data:`MIN_SHARE` of the shorter trace's all-reduce-like
+  collectives,
+- chance explains at most half of its pairs: offsets elsewhere in the window pair that many
+  just by density (their median is the *chance* level), and
+- no other offset, further than a few tolerances away, pairs nearly as many beyond chance
+  (:data:`AMBIGUOUS`): two such peaks are two explanations, and the report says so instead of
+  guessing.
+
+Otherwise the trace keeps the prior (its base time), and the report says why. What the
+alignment reports is what its pairs achieve: the share of collectives paired, the median
+absolute deviation of their offsets (``residual_us``) and :attr:`Alignment.uncertainty_us`, the
+90th percentile of that deviation, which the straggler test takes as the clocks' accuracy.
 """
 
 from __future__ import annotations
 
-import collections
 import dataclasses
 import re
-import statistics
 from collections.abc import Sequence
 from typing import Any
 
@@ -40,9 +54,15 @@ import numpy as np
 from profiling.trace_events import Collective
 
 # How far apart two ends of one collective may be after alignment, tried in turn.
-TOLERANCES_US = (1_000.0, 5_000.0, 20_000.0)
+TOLERANCES_US = (5.0, 15.0, 50.0, 150.0, 500.0, 1_500.0, 5_000.0, 20_000.0)
 MIN_PAIRS = 3
+MIN_SHARE = 0.3
+# A second offset whose pairs beyond chance reach this share of the best's makes it ambiguous.
+AMBIGUOUS = 0.8
 _MIN_WINDOW_US = 2000.0
+_PEAKS = 12  # offsets tried at each tolerance, the correlation's highest
+_CHANCE_OFFSETS = 24  # offsets across the window that measure what chance pairs
+_MAX_BINS = 1 << 21
 _KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 # Collectives that no rank leaves before every rank has arrived (letters only, lower case).
 _SYMMETRIC = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "barrier")
@@ -57,6 +77,7 @@ class Instance:
     end: float  # when it left it
     label: str  # for people: "allreduce (pg 0, seq 12)", "gloo:all_reduce [[2048]]"
     symmetric: bool  # every rank leaves it together: its end sets the clock
+    step: int | None = None  # the ProfilerStep that issued it: the same on every rank
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,12 +85,14 @@ class Alignment:
     """How one trace is moved onto the reference trace's clock."""
 
     shift_us: float  # add to this trace's ts
-    method: str  # "reference", "sequence numbers", "matched collectives", "base time", "none"
-    pairs: int
+    method: str  # "reference", "sequence numbers", "matched collectives", "base time"
+    pairs: int  # all-reduce-like collectives paired to set the clock
     residual_us: float | None  # median absolute deviation of the pairs' offsets
     max_residual_us: float | None
     matched: dict[int, int]  # reference instance index -> this trace's instance index
     note: str = ""
+    paired_share: float | None = None  # pairs / all-reduce-like collectives of the shorter trace
+    uncertainty_us: float | None = None  # 90th percentile of the pairs' deviation: the clock's accuracy
 
     @property
     def paired(self) -> bool:
@@ -95,9 +118,11 @@ def instances(collectives: Sequence[Collective]) -> list[Instance]:
     found = []
     for index, op in enumerate(executed):
         dims = op.arg("Input Dims")
-        arrival = queued[index].start if consistent else op.start
+        issued = queued[index] if consistent else op
         label = f"{op.name} {_text(dims)}".strip()
-        found.append(Instance(("op", op.name, dims), arrival, op.end, label, _is_symmetric(op.name)))
+        found.append(
+            Instance(("op", op.name, dims), issued.start, op.end, label, _is_symmetric(op.name), issued.step)
+        )
     return found
 
 
@@ -107,10 +132,10 @@ def _kernel_instance(kernel: Collective) -> Instance:
     symmetric = _is_symmetric(kind)
     if seq is not None:
         label = f"{kind} (group {group}, seq {seq})"
-        return Instance(("seq", group, seq), kernel.start, kernel.end, label, symmetric)
+        return Instance(("seq", group, seq), kernel.start, kernel.end, label, symmetric, kernel.step)
     size = (kernel.arg("In msg nelems"), kernel.arg("Out msg nelems"))
     label = f"{kind} ({size[0]} elements)" if size[0] is not None else kind
-    return Instance(("op", kind, size), kernel.start, kernel.end, label, symmetric)
+    return Instance(("op", kind, size), kernel.start, kernel.end, label, symmetric, kernel.step)
 
 
 def _is_symmetric(kind: str) -> bool:
@@ -135,7 +160,7 @@ def _text(value: Any) -> str:
 
 
 def reference_alignment(count: int) -> Alignment:
-    return Alignment(0.0, "reference", count, 0.0, 0.0, {i: i for i in range(count)})
+    return Alignment(0.0, "reference", count, 0.0, 0.0, {i: i for i in range(count)}, "", 1.0, 0.0)
 
 
 def align(
@@ -151,38 +176,28 @@ def align(
     other_clock = [j for j, inst in enumerate(other) if inst.symmetric]
     if not ref_clock or not other_clock:
         return _unpaired(prior_us, "no all-reduce-like collective in one of the traces")
+    shorter = min(len(ref_clock), len(other_clock))
+    needed = max(MIN_PAIRS, int(np.ceil(MIN_SHARE * shorter)))
     window = max(_MIN_WINDOW_US, 0.4 * step_us) if step_us else _MIN_WINDOW_US
-    needed = max(MIN_PAIRS, int(np.ceil(0.3 * min(len(ref_clock), len(other_clock)))))
     by_seq = _pairs_by_sequence(reference, other)
     if by_seq:
-        pairs, method = [(i, j) for i, j in by_seq if reference[i].symmetric], "sequence numbers"
-    else:
-        method, pairs, tolerance = "matched collectives", [], TOLERANCES_US[0]
-        for tolerance in (
-            t for t in TOLERANCES_US if not step_us or t <= max(TOLERANCES_US[0], 0.1 * step_us)
-        ):
-            pairs = _pairs_by_vote(reference, other, ref_clock, other_clock, prior_us, window, tolerance)
-            if len(pairs) >= needed:
-                break
-    if len(pairs) < needed:
-        total = min(len(ref_clock), len(other_clock))
-        return _unpaired(
-            prior_us,
-            f"only {len(pairs)} of {total} all-reduce-like collectives could be paired "
-            f"(at least {needed} needed)",
-        )
-    offsets = [reference[i].end - other[j].end for i, j in pairs]
-    shift = statistics.median(offsets)
-    deviations = [abs(o - shift) for o in offsets]
-    matched = dict(by_seq) if by_seq else _pair_all(reference, other, shift, tolerance, window)
-    return Alignment(
-        shift_us=shift,
-        method=method,
-        pairs=len(pairs),
-        residual_us=statistics.median(deviations),
-        max_residual_us=max(deviations),
-        matched=matched,
-    )
+        pairs = [(i, j) for i, j in by_seq if reference[i].symmetric]
+        if len(pairs) < needed:
+            return _unpaired(
+                prior_us,
+                f"only {len(pairs)} of {shorter} all-reduce-like collectives share a sequence number",
+            )
+        offsets = np.array([reference[i].end - other[j].end for i, j in pairs])
+        return _measured("sequence numbers", offsets, float(np.median(offsets)), dict(by_seq), shorter)
+    line = _Line(reference, other, ref_clock, other_clock, window)
+    tolerances = [t for t in TOLERANCES_US if not step_us or t <= max(TOLERANCES_US[0], 0.1 * step_us)]
+    found = _search(line, prior_us, window, tolerances, needed, shorter)
+    if isinstance(found, str):
+        return _unpaired(prior_us, f"clocks could not be aligned: {found}")
+    ref_index, other_index = line.ref_index[found.i], line.other_index[found.j]
+    offsets = np.array([reference[i].end for i in ref_index]) - [other[j].end for j in other_index]
+    matched = _match_all(reference, other, found.offset, found.tolerance, window)
+    return _measured("matched collectives", offsets, found.offset, matched, shorter)
 
 
 def _pairs_by_sequence(reference: Sequence[Instance], other: Sequence[Instance]) -> list[tuple[int, int]]:
@@ -190,38 +205,196 @@ def _pairs_by_sequence(reference: Sequence[Instance], other: Sequence[Instance])
     return [(i, index[inst.key]) for i, inst in enumerate(reference) if inst.key in index]
 
 
-def _pairs_by_vote(
-    reference: Sequence[Instance],
-    other: Sequence[Instance],
-    ref_indices: Sequence[int],
-    other_indices: Sequence[int],
+class _Line:
+    """Two traces' collectives as points on one line: each kind far from the others, so that a
+    nearest neighbour is always of the same kind, and ``reference - other`` is an offset."""
+
+    def __init__(
+        self,
+        reference: Sequence[Instance],
+        other: Sequence[Instance],
+        ref_indices: Sequence[int],
+        other_indices: Sequence[int],
+        window: float,
+    ) -> None:
+        ref_ends = np.array([reference[i].end for i in ref_indices])
+        other_ends = np.array([other[j].end for j in other_indices])
+        # relative to one origin: absolute µs since the epoch keep only 0.25 µs in a float64
+        self.origin = float(min(ref_ends.min(), other_ends.min()))
+        self.ref_ends, self.other_ends = ref_ends - self.origin, other_ends - self.origin
+        codes: dict[Any, int] = {}
+        # what a collective is, and the step that issued it: a shift by a period of alike
+        # collectives pairs none across a step boundary
+        ref_codes = np.array([codes.setdefault(_identity(reference[i]), len(codes)) for i in ref_indices])
+        other_codes = np.array([codes.setdefault(_identity(other[j]), len(codes)) for j in other_indices])
+        self.span = float(max(self.ref_ends.max(), self.other_ends.max()))
+        self.separation = 4.0 * (self.span + window) + 1.0  # beyond any offset tried
+        self.ref_points, self.ref_index = self._points(self.ref_ends, ref_codes, ref_indices)
+        self.other_points, self.other_index = self._points(self.other_ends, other_codes, other_indices)
+
+    def _points(
+        self, ends: np.ndarray, codes: np.ndarray, indices: Sequence[int]
+    ) -> tuple[np.ndarray, np.ndarray]:
+        points = codes * self.separation + ends
+        order = np.argsort(points, kind="stable")
+        return points[order], np.asarray(indices)[order]
+
+    def pairs(self, offset: float, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+        """Positions (in the sorted points) of the collectives paired at ``offset``."""
+        return mutual_nearest(self.ref_points, self.other_points + offset, tolerance)
+
+
+def _identity(instance: Instance) -> tuple[Any, ...]:
+    return (*instance.key, instance.step)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Fit:
+    offset: float
+    tolerance: float
+    i: np.ndarray  # positions in the line's reference points
+    j: np.ndarray
+    chance: float = 0.0  # pairs any offset in the window makes at this tolerance
+
+    @property
+    def count(self) -> int:
+        return len(self.i)
+
+    @property
+    def excess(self) -> float:
+        return self.count - self.chance
+
+
+def _search(
+    line: _Line, prior_us: float, window: float, tolerances: Sequence[float], needed: int, shorter: int
+) -> _Fit | str:
+    """The offset that pairs the collectives, or why none can be trusted.
+
+    The first tolerance whose best offset is trusted sets the offset; wider ones are taken
+    while they pair more collectives beyond chance at that offset (jittery ends), and not once
+    they only add chance pairs.
+    """
+    bin_us = max(tolerances[0], (line.span + 2 * window) / _MAX_BINS)
+    lag_counts = _correlation(line.ref_ends, line.other_ends + prior_us, window, bin_us)
+    found: _Fit | None = None
+    most, why = 0, ""
+    for tolerance in tolerances:
+        fit, doubt = _trial(line, lag_counts, bin_us, prior_us, window, tolerance, needed)
+        if found is None:
+            if doubt is None:
+                found = fit
+            elif doubt.startswith("ambiguous"):
+                return doubt
+            elif fit.count >= MIN_PAIRS:
+                why = doubt
+            most = max(most, fit.count)
+            continue
+        if doubt is not None or abs(fit.offset - found.offset) > tolerance or fit.excess <= found.excess:
+            break
+        found = fit
+    return (
+        found
+        or why
+        or f"only {most} of {shorter} all-reduce-like collectives could be paired (at least {needed} needed)"
+    )
+
+
+def _trial(
+    line: _Line,
+    lag_counts: np.ndarray,
+    bin_us: float,
     prior_us: float,
     window: float,
     tolerance: float,
-) -> list[tuple[int, int]]:
-    ends_by_key: dict[Any, list[tuple[float, int]]] = collections.defaultdict(list)
-    for j in other_indices:
-        ends_by_key[other[j].key].append((other[j].end + prior_us, j))
-    candidates: list[tuple[float, int, int]] = []  # (offset beyond the prior, reference index, other index)
-    for i in ref_indices:
-        for end, j in ends_by_key.get(reference[i].key, ()):
-            if abs(reference[i].end - end) <= window:
-                candidates.append((reference[i].end - end, i, j))
-    if not candidates:
-        return []
-    offsets = np.array([c[0] for c in candidates])
-    # the offset most reference collectives agree on: each votes once per tolerance-wide bin
-    bins = np.floor(offsets / tolerance).astype(np.int64)
-    votes: dict[int, set[int]] = collections.defaultdict(set)
-    for (_, i, _), b in zip(candidates, bins, strict=True):
-        for neighbour in (b - 1, b, b + 1):  # a peak may straddle a bin edge
-            votes[int(neighbour)].add(i)
-    best = max(votes, key=lambda b: (len(votes[b]), -abs(b)))
-    center = float(np.median(offsets[np.abs(bins - best) <= 1]))
-    return _one_to_one([(abs(offset - center), i, j) for offset, i, j in candidates], tolerance)
+    needed: int,
+) -> tuple[_Fit, str | None]:
+    """The best offset at one tolerance, and why it cannot be trusted (None if it can)."""
+    fits = [_fit(line, prior_us + lag, tolerance) for lag in _peaks(lag_counts, bin_us, tolerance)]
+    best = max(fits, key=lambda fit: fit.count)
+    apart = 4.0 * tolerance
+    elsewhere = [prior_us + lag for lag in np.linspace(-window, window, _CHANCE_OFFSETS)]
+    chance = float(
+        np.median(
+            [len(line.pairs(o, tolerance)[0]) for o in elsewhere if abs(o - best.offset) > apart] or [0]
+        )
+    )
+    best = dataclasses.replace(best, chance=chance)
+    if best.count < needed or best.excess < 0.5 * best.count:
+        return best, (
+            f"no offset pairs enough of them beyond chance: at best {best.count} within {tolerance:g} µs "
+            f"(at {best.offset:.1f} µs), where any offset pairs {chance:g}, and {needed} are needed"
+        )
+    rival = max((f for f in fits if abs(f.offset - best.offset) > apart), key=lambda f: f.count, default=None)
+    if rival is not None and rival.count - chance >= AMBIGUOUS * best.excess:
+        return best, (
+            f"ambiguous: shifts of {best.offset:.1f} and {rival.offset:.1f} µs pair {best.count} and "
+            f"{rival.count} collectives within {tolerance:g} µs (chance: {chance:g})"
+        )
+    return best, None
 
 
-def _pair_all(
+def _fit(line: _Line, offset: float, tolerance: float) -> _Fit:
+    """The pairs near ``offset``, the offset moved to their median until it settles."""
+    for _ in range(4):
+        i, j = line.pairs(offset, tolerance)
+        if not len(i):
+            break
+        median = float(np.median(line.ref_points[i] - line.other_points[j]))
+        if median == offset:
+            break
+        offset = median
+    i, j = line.pairs(offset, tolerance)
+    return _Fit(offset, tolerance, i, j)
+
+
+def _correlation(a: np.ndarray, b: np.ndarray, window: float, bin_us: float) -> np.ndarray:
+    """``counts[k]``: pairs (i, j) with ``a[i] - b[j]`` near ``(k - L) * bin_us``, ``L`` bins each side
+    of 0 covering ``window``; by FFT of the two histograms, O(n log n) in the bins."""
+    low = min(a.min(), b.min())
+    ia, ib = ((a - low) // bin_us).astype(np.int64), ((b - low) // bin_us).astype(np.int64)
+    lags = int(np.ceil(window / bin_us))
+    size = 1 << int(max(ia.max(), ib.max()) + lags + 2).bit_length()  # no wrap-around
+    fa = np.fft.rfft(np.bincount(ia, minlength=size).astype(np.float64))
+    fb = np.fft.rfft(np.bincount(ib, minlength=size).astype(np.float64))
+    circular = np.fft.irfft(fa * np.conj(fb), size)  # circular[k] = sum_t A[t + k] * B[t]
+    return np.rint(np.concatenate([circular[-lags:], circular[: lags + 1]]))
+
+
+def _peaks(lag_counts: np.ndarray, bin_us: float, tolerance: float) -> list[float]:
+    """The offsets (from the prior) of the highest peaks of the correlation summed over
+    ±``tolerance``, at most one per stretch of four tolerances."""
+    half = int(round(tolerance / bin_us))
+    sums = np.cumsum(np.concatenate([[0.0], lag_counts]))
+    low = np.clip(np.arange(len(lag_counts)) - half, 0, len(lag_counts))
+    high = np.clip(np.arange(len(lag_counts)) + half + 1, 0, len(lag_counts))
+    smoothed = sums[high] - sums[low]
+    block = max(1, int(np.ceil(4 * tolerance / bin_us)))
+    padded = np.concatenate([smoothed, np.full(-len(smoothed) % block, -1.0)]).reshape(-1, block)
+    tops = np.argmax(padded, axis=1) + np.arange(len(padded)) * block
+    tops = tops[np.argsort(-smoothed[tops], kind="stable")[:_PEAKS]]
+    lags = len(lag_counts) // 2
+    return [float((k - lags) * bin_us) for k in tops]
+
+
+def mutual_nearest(a: np.ndarray, b: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``(i, j)`` in sorted ``a`` and ``b`` of the points that are each other's nearest,
+    at most ``tolerance`` apart: a one-to-one pairing in O(n log n)."""
+    if not len(a) or not len(b):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    nearest_in_b, nearest_in_a = _nearest(b, a), _nearest(a, b)
+    i = np.arange(len(a))
+    keep = (nearest_in_a[nearest_in_b] == i) & (np.abs(a - b[nearest_in_b]) <= tolerance)
+    return i[keep], nearest_in_b[keep]
+
+
+def _nearest(points: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each query, the position of the nearest of the sorted ``points``."""
+    right = np.minimum(np.searchsorted(points, queries), len(points) - 1)
+    left = np.maximum(right - 1, 0)
+    return np.where(np.abs(queries - points[left]) <= np.abs(points[right] - queries), left, right)
+
+
+def _match_all(
     reference: Sequence[Instance], other: Sequence[Instance], shift: float, tolerance: float, window: float
 ) -> dict[int, int]:
     """Every collective with its twin of the same kind nearest in time, once aligned.
@@ -229,28 +402,31 @@ def _pair_all(
     All-reduce-like ones within the tolerance the clock was set with; broadcasts and the like,
     whose ends differ by how long receivers waited, within the window.
     """
-    by_key: dict[Any, list[int]] = collections.defaultdict(list)
-    for j, inst in enumerate(other):
-        by_key[inst.key].append(j)
-    candidates = [
-        (abs(inst.end - other[j].end - shift) / (tolerance if inst.symmetric else window), i, j)
-        for i, inst in enumerate(reference)
-        for j in by_key.get(inst.key, ())
-    ]
-    return dict(_one_to_one(candidates, 1.0))
+    matched: dict[int, int] = {}
+    for symmetric, limit in ((True, tolerance), (False, window)):
+        ref_indices = [i for i, inst in enumerate(reference) if inst.symmetric == symmetric]
+        other_indices = [j for j, inst in enumerate(other) if inst.symmetric == symmetric]
+        if ref_indices and other_indices:
+            line = _Line(reference, other, ref_indices, other_indices, window)
+            i, j = line.pairs(shift, limit)
+            matched.update(zip(line.ref_index[i].tolist(), line.other_index[j].tolist(), strict=True))
+    return dict(sorted(matched.items()))
 
 
-def _one_to_one(candidates: list[tuple[float, int, int]], limit: float) -> list[tuple[int, int]]:
-    """Greedy pairing by closeness (``(distance, i, j)``), each index used once, distance <= limit."""
-    used_ref, used_other, pairs = set(), set(), []
-    for distance, i, j in sorted(candidates):
-        if distance > limit:
-            break
-        if i not in used_ref and j not in used_other:
-            used_ref.add(i)
-            used_other.add(j)
-            pairs.append((i, j))
-    return sorted(pairs)
+def _measured(
+    method: str, offsets: np.ndarray, shift: float, matched: dict[int, int], shorter: int
+) -> Alignment:
+    deviations = np.abs(offsets - shift)
+    return Alignment(
+        shift_us=shift,
+        method=method,
+        pairs=len(offsets),
+        residual_us=float(np.median(deviations)),
+        max_residual_us=float(deviations.max()),
+        matched=matched,
+        paired_share=len(offsets) / shorter,
+        uncertainty_us=float(np.percentile(deviations, 90)),
+    )
 
 
 def _unpaired(prior_us: float, why: str) -> Alignment:

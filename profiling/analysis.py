@@ -144,7 +144,7 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
         base_time_ns=trace.base_time_ns,
         device="gpu" if gpu else "cpu",
         steps=breakdowns,
-        collectives=trace.collectives,
+        collectives=_with_steps(trace, steps),
         warnings=tuple(warnings),
     )
 
@@ -279,17 +279,39 @@ def _gpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -
     return found
 
 
-def _launch_times(trace: TraceEvents) -> np.ndarray:
-    """The CPU time of the runtime call that launched each GPU activity (nan where it is not in the trace)."""
-    found = np.full(len(trace.gpu_corr), np.nan)
+def _launch_times(trace: TraceEvents, correlations: np.ndarray | None = None) -> np.ndarray:
+    """The CPU time of the runtime call that launched each GPU activity (of the trace, or with
+    these ``correlations``); nan where that call is not in the trace."""
+    correlations = trace.gpu_corr if correlations is None else correlations
+    found = np.full(len(correlations), np.nan)
     if not len(trace.launch_corr):
         return found
     order = np.argsort(trace.launch_corr, kind="stable")
     corr, ts = trace.launch_corr[order], trace.launch_ts[order]
-    where = np.minimum(np.searchsorted(corr, trace.gpu_corr), len(corr) - 1)
-    matched = corr[where] == trace.gpu_corr
+    where = np.minimum(np.searchsorted(corr, correlations), len(corr) - 1)
+    matched = corr[where] == correlations
     found[matched] = ts[where][matched]
     return found
+
+
+def _with_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[Collective]:
+    """The trace's collectives, each with the step that issued it: the step whose CPU span holds
+    a kernel's launch, or a CPU operator's start. Every rank issues a collective in the same
+    step, so the step tells apart collectives that nothing else does."""
+    collectives = trace.collectives
+    if not steps or not collectives:
+        return collectives
+    launches = _launch_times(
+        trace, np.array([c.correlation if c.gpu and c.correlation is not None else -1 for c in collectives])
+    )
+    issued = np.where([c.gpu for c in collectives], launches, [c.start for c in collectives])
+    starts, ends = np.array([s[1] for s in steps]), np.array([s[2] for s in steps])
+    index = np.searchsorted(starts, issued, side="right") - 1
+    inside = (index >= 0) & (issued < ends[np.maximum(index, 0)])
+    return [
+        dataclasses.replace(c, step=steps[k][0]) if ok else c
+        for c, k, ok in zip(collectives, index.tolist(), inside.tolist(), strict=True)
+    ]
 
 
 def _compute_phase(

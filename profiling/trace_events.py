@@ -98,6 +98,8 @@ class Collective:
     tid: Any
     gpu: bool  # an NCCL kernel (else a CPU operator: gloo's or c10d's)
     args: tuple[tuple[str, Any], ...]  # the COLLECTIVE_ARGS it has
+    correlation: int | None = None  # a kernel's tie to the runtime call that launched it
+    step: int | None = None  # the ProfilerStep that issued it (set by the analysis)
 
     def arg(self, key: str) -> Any:
         return dict(self.args).get(key)
@@ -264,7 +266,8 @@ class TraceBuilder:
     def _add_collective(self, event: ReadEvent, start: float, end: float, gpu: bool) -> None:
         args = _ARGS.decode(event.args) if event.args else {}
         kept = tuple((key, _hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
-        self.collectives.append(Collective(event.name, start, end, event.tid, gpu, kept))
+        correlation = args.get("correlation") if gpu else None
+        self.collectives.append(Collective(event.name, start, end, event.tid, gpu, kept, correlation))
 
     def build(self, header: dict[str, Any]) -> TraceEvents:
         """The columns, with the trace's top-level fields (all but ``traceEvents``)."""
