@@ -24,15 +24,22 @@ Reads the folder's traces one at a time (plain or gzipped), and writes to ``<fol
       :mod:`profiling.alignment`): ``method`` (``reference``, ``sequence numbers``, ``matched
       collectives`` or ``base time``), ``shift_us`` (added to its ts in the merged trace),
       ``pairs``, ``residual_us`` (median absolute deviation of the pairs' offsets),
-      ``max_residual_us``, ``note``.
+      ``max_residual_us``, ``paired_share`` (of the shorter trace's all-reduce-like
+      collectives), ``uncertainty_us`` (the deviation's 90th percentile: how well the clock is
+      known), ``note`` (why a rank kept its base time, e.g. an ambiguous offset).
 
     ``straggler`` (null for one rank): ``verdict`` (``straggler``, ``none`` or
     ``undetermined``), ``rank``, ``text``, and the evidence: ``collectives`` (paired on every
-    rank), ``last_arrivals`` and ``mean_lateness_ms`` per rank, ``step_noise_ms``, ``p_value``,
-    ``t``, ``compute_ms`` per rank (see :mod:`profiling.straggler`).
+    rank), ``candidate`` and its ``lateness_ms`` (how long after the next rank it came, on
+    average, where it came last), ``last_arrivals``, ``steps_held_back`` and
+    ``charged_ms_per_step`` per rank,
+    ``step_noise_ms`` and ``threshold_ms``, ``clock_uncertainty_us`` and ``min_lateness_us``
+    (lateness below it is no evidence), ``p_value``, ``compute_ms`` per rank (see
+    :mod:`profiling.straggler`).
     ``step_time_spread_ms``: ``min``/``median``/``max`` of the ranks' mean step times and
     ``max_minus_min``. ``communication_wait_ms``: rank -> mean exposed communication per step.
-    ``warnings``, ``merged_trace``, ``generated_at``, ``seconds`` (time this report took).
+    ``warnings``, ``merged_trace``, ``generated_at``, ``seconds`` (time this report took),
+    ``alignment_seconds`` (of which aligning the clocks, every rank against the first).
 ``report.md``
     The same as tables, with the straggler verdict and each rank's clock alignment.
 ``report.png``
@@ -124,7 +131,9 @@ def build_report(
     with tempfile.TemporaryDirectory(prefix="report-") as scratch, _Workers(jobs) as workers:
         depths_dir = Path(scratch) if merged else None
         results = list(workers.map(_read_one, traces, [depths_dir] * len(traces)))
+        aligning = time.perf_counter()
         per_rank = _align(results)
+        aligning = time.perf_counter() - aligning
         report = summarise(folder, per_rank)
         # the plot is drawn by a worker while the others write the merged trace
         plotted = workers.submit(plot_report, report, out_dir / "report.png") if plot else None
@@ -135,6 +144,7 @@ def build_report(
             plotted.result()
     report["merged_trace"] = MERGED_NAME if merged else None
     report["merge"] = merge
+    report["alignment_seconds"] = round(aligning, 3)
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomically(out_dir / "report.json", report)
     write_text_atomically(out_dir / "report.md", render_markdown(report))
@@ -286,6 +296,7 @@ def summarise(folder: Path, per_rank: dict[int, list[TraceResult]]) -> dict[str,
         anchor_steps=_anchor_steps(per_rank[min(per_rank)]),
         step_ms={r["rank"]: r["step_ms"] for r in ranks},
         compute_ms={r["rank"]: r["compute_ms"] for r in ranks},
+        clock_uncertainty_us={r["rank"]: r["clock"]["uncertainty_us"] or 0.0 for r in ranks},
     )
     return {
         "folder": str(folder),
@@ -378,6 +389,8 @@ def _rank_summary(rank: int, results: list[TraceResult]) -> dict[str, Any]:
             "pairs": clock.pairs,
             "residual_us": clock.residual_us,
             "max_residual_us": clock.max_residual_us,
+            "paired_share": clock.paired_share,
+            "uncertainty_us": clock.uncertainty_us,
             "note": clock.note,
         },
         "warnings": list(dict.fromkeys(w for analysis in analyses for w in analysis.warnings)),
@@ -421,14 +434,22 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += [
         "## Clock alignment",
         "",
-        "| rank | method | shift (µs) | pairs | residual (µs) | note |",
-        "|---:|---|---:|---:|---:|---|",
+        "| rank | method | shift (µs) | pairs | residual (µs) | ± (µs, p90) | paired | note |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in report["ranks"]:
         c = r["clock"]
-        residual = f"{c['residual_us']:.1f}" if c["residual_us"] is not None else "-"
+        residual, uncertainty, share = (
+            f"{value:{form}}" if value is not None else "-"
+            for value, form in (
+                (c["residual_us"], ".1f"),
+                (c["uncertainty_us"], ".1f"),
+                (c["paired_share"], ".0%"),
+            )
+        )
         lines.append(
-            f"| {r['rank']} | {c['method']} | {c['shift_us']:.1f} | {c['pairs']} | {residual} | {c['note']} |"
+            f"| {r['rank']} | {c['method']} | {c['shift_us']:.1f} | {c['pairs']} | {residual} | "
+            f"{uncertainty} | {share} | {c['note']} |"
         )
     lines.append("")
     if report.get("merged_trace"):

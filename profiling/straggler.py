@@ -17,6 +17,11 @@ rank charged most *held the others back* in that step. A rank is named the strag
 - what it was charged per step exceeds the step-to-step noise of a step's mean: the standard
   deviation of step times (median over ranks) over the square root of the number of steps.
 
+Lateness is only evidence where the clocks are better than it: with clocks known to ±X µs
+(:attr:`profiling.alignment.Alignment.uncertainty_us`, the largest among the ranks compared), a
+rank that came to a collective less than :data:`CLOCK_MARGIN` × X after the one before it is
+not counted as last there. Identical ranks on well-aligned clocks are so never anyone's fault.
+
 With too few steps for the first test to ever pass (``ranks ** (1 - steps) >= ALPHA``) the
 answer is "undetermined", with the number of steps it would take; otherwise, failing either
 test, "no significant straggler". Each answer comes with the numbers.
@@ -32,6 +37,7 @@ from typing import Any
 import numpy as np
 
 ALPHA = 0.01
+CLOCK_MARGIN = 3.0  # lateness below this many times the clocks' uncertainty is no evidence
 
 
 def steps_needed(ranks: int) -> int:
@@ -44,61 +50,86 @@ def find_straggler(
     anchor_steps: Mapping[Hashable, int],
     step_ms: Mapping[int, Sequence[float]],
     compute_ms: Mapping[int, float],
+    clock_uncertainty_us: Mapping[int, float] | None = None,
 ) -> dict[str, Any] | None:
     """The verdict over ranks (None for a single rank); inputs are keyed by rank.
 
     ``arrivals[rank]`` maps each collective (by a key shared across ranks) to when the rank
     reached it, on the common clock; None for a rank whose clock could not be paired.
-    ``anchor_steps`` gives each collective's step.
+    ``anchor_steps`` gives each collective's step; ``clock_uncertainty_us`` how well each
+    rank's clock is known (0 where not given).
     """
     if len(arrivals) < 2:
         return None
     ranks = sorted(r for r, found in arrivals.items() if found is not None)
+    unaligned = sorted(set(arrivals) - set(ranks))
     anchors = sorted(set.intersection(*(set(arrivals[r]) for r in ranks)), key=str) if ranks else []
     steps = sorted({anchor_steps[k] for k in anchors})
     noise_ms = _step_noise_ms(step_ms)
     threshold_ms = noise_ms / math.sqrt(len(steps)) if steps else 0.0
+    uncertainty_us = max(((clock_uncertainty_us or {}).get(r, 0.0) for r in ranks), default=0.0)
+    min_gap_us = CLOCK_MARGIN * uncertainty_us
     verdict: dict[str, Any] = {
         "ranks_compared": ranks,
-        "ranks_without_paired_clock": sorted(set(arrivals) - set(ranks)),
+        "ranks_without_paired_clock": unaligned,
         "collectives": len(anchors),
         "steps": len(steps),
         "step_noise_ms": noise_ms,
         "threshold_ms": threshold_ms,
+        "clock_uncertainty_us": uncertainty_us,
+        "min_lateness_us": min_gap_us,
         "compute_ms": {str(r): compute_ms[r] for r in sorted(compute_ms)},
     }
     if len(ranks) < 2 or not anchors:
         why = (
-            f"only {len(ranks)} rank(s) with a paired clock"
+            f"the clocks could not be aligned for rank(s) {', '.join(map(str, unaligned))}, which leaves "
+            f"{len(ranks)} rank(s) to compare"
             if len(ranks) < 2
             else "no collective paired on every rank"
         )
         return {**verdict, "verdict": "undetermined", "rank": None, "text": f"straggler undetermined: {why}"}
 
     times = np.array([[arrivals[r][k] for k in anchors] for r in ranks])
-    order = np.argsort(times, axis=0)
-    last, second = order[-1], order[-2]
-    gaps_ms = (times[last, np.arange(len(anchors))] - times[second, np.arange(len(anchors))]) / 1e3
-    step_of = np.array([steps.index(anchor_steps[k]) for k in anchors])
+    order = np.argsort(times, axis=0, kind="stable")
+    columns = np.arange(len(anchors))
+    gaps_us = times[order[-1], columns] - times[order[-2], columns]
+    # where the last rank came no later than the clocks can tell, nobody was last
+    evidence = gaps_us > min_gap_us
+    last, gaps_ms = order[-1][evidence], gaps_us[evidence] / 1e3
+    if not evidence.any():
+        return {
+            **verdict,
+            "verdict": "none",
+            "candidate": None,
+            "rank": None,
+            "text": f"no significant straggler: no rank reached any of the {len(anchors)} collectives "
+            f"more than {min_gap_us:.1f} µs after the next one ({CLOCK_MARGIN:g} × the clocks' "
+            f"uncertainty of {uncertainty_us:.1f} µs)",
+        }
+    step_index = {step: index for index, step in enumerate(steps)}
+    step_of = np.array([step_index[anchor_steps[k]] for k in anchors], dtype=np.int64)[evidence]
     charged = np.zeros((len(ranks), len(steps)))  # ms of waiting each rank caused in each step
     np.add.at(charged, (last, step_of), gaps_ms)
-    held_back = np.bincount(np.argmax(charged, axis=0), minlength=len(ranks))
+    blamed = charged.max(axis=0) > 0  # steps in which some rank held the others back
+    held_back = np.bincount(np.argmax(charged, axis=0)[blamed], minlength=len(ranks))
     last_counts = np.bincount(last, minlength=len(ranks))
     candidate = int(max(range(len(ranks)), key=lambda row: (held_back[row], charged[row].sum())))
     rank = ranks[candidate]
     charged_ms = float(charged[candidate].mean())
     mine = last == candidate
+    lateness_ms = float(gaps_ms[mine].mean()) if mine.any() else 0.0
     p = min(1.0, len(ranks) * _binomial_tail(int(held_back[candidate]), len(steps), 1 / len(ranks)))
     verdict.update(
         candidate=rank,
+        lateness_ms=lateness_ms,
         last_arrivals={str(r): int(c) for r, c in zip(ranks, last_counts, strict=True)},
         steps_held_back={str(r): int(c) for r, c in zip(ranks, held_back, strict=True)},
         charged_ms_per_step={str(r): float(c) for r, c in zip(ranks, charged.mean(axis=1), strict=True)},
         p_value=p,
     )
-    evidence = (
+    evidence_text = (
         f"arrived last at {int(last_counts[candidate])} of {len(anchors)} collectives, "
-        f"{float(gaps_ms[mine].mean()) if mine.any() else 0.0:.2f} ms after the next rank on average, "
+        f"{lateness_ms:.2f} ms after the next rank on average, "
         f"and held the others back in {int(held_back[candidate])} of {len(steps)} steps "
         f"(p = {p:.2g}; {charged_ms:.2f} ms per step against a step-to-step noise of {threshold_ms:.2f} ms)"
     )
@@ -109,7 +140,7 @@ def find_straggler(
             "verdict": "undetermined",
             "rank": None,
             "text": f"straggler undetermined: {len(steps)} step(s) recorded, {needed} needed with "
-            f"{len(ranks)} ranks (--active); the most likely, rank {rank}, {evidence}",
+            f"{len(ranks)} ranks (--active); the most likely, rank {rank}, {evidence_text}",
         }
     if p < ALPHA and charged_ms > threshold_ms:
         median_compute = statistics.median(compute_ms.values())
@@ -120,13 +151,13 @@ def find_straggler(
             "verdict": "straggler",
             "rank": rank,
             "compute_over_median_pct": over,
-            "text": f"straggler: rank {rank} {evidence}{compute}",
+            "text": f"straggler: rank {rank} {evidence_text}{compute}",
         }
     return {
         **verdict,
         "verdict": "none",
         "rank": None,
-        "text": f"no significant straggler: the most often late, rank {rank}, {evidence}",
+        "text": f"no significant straggler: the most often late, rank {rank}, {evidence_text}",
     }
 
 

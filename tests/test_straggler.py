@@ -28,12 +28,13 @@ def arrivals(steps: int, ranks: int, late: dict[int, float], jitter_ms: float = 
     return found, anchor_steps
 
 
-def verdict(found, anchor_steps, ranks: int, noise_ms: float = 1.0):
+def verdict(found, anchor_steps, ranks: int, noise_ms: float = 1.0, clock_us: float = 0.0):
     step_ms = {
         r: [100.0 + noise_ms * ((i % 2) * 2 - 1) for i in range(len(set(anchor_steps.values())))]
         for r in range(ranks)
     }
-    return find_straggler(found, anchor_steps, step_ms, {r: 50.0 + (r == 2) for r in range(ranks)})
+    compute_ms = {r: 50.0 + (r == 2) for r in range(ranks)}
+    return find_straggler(found, anchor_steps, step_ms, compute_ms, dict.fromkeys(range(ranks), clock_us))
 
 
 def test_steps_needed() -> None:
@@ -65,6 +66,26 @@ def test_a_delay_within_the_step_noise_is_no_straggler() -> None:
     result = verdict(found, steps, 4, noise_ms=30.0)  # 30 ms noise: 9.5 ms threshold over 10 steps
     assert result["verdict"] == "none" and result["candidate"] == 1
     assert result["threshold_ms"] == pytest.approx(result["step_noise_ms"] / 10**0.5)
+
+
+def test_lateness_the_clocks_cannot_tell_is_no_evidence() -> None:
+    found, steps = arrivals(6, 4, {2: 0.05}, jitter_ms=0.0)  # 50 µs late at every collective
+    exact = verdict(found, steps, 4, noise_ms=0.01)
+    assert (exact["verdict"], exact["rank"]) == ("straggler", 2)
+    assert exact["lateness_ms"] == pytest.approx(0.05)
+    # clocks known to ±20 µs: lateness under 60 µs could be their error
+    vague = verdict(found, steps, 4, noise_ms=0.01, clock_us=20.0)
+    assert (vague["verdict"], vague["rank"], vague["min_lateness_us"]) == ("none", None, 60.0)
+    assert vague["text"] == (
+        "no significant straggler: no rank reached any of the 18 collectives more than 60.0 µs after "
+        "the next one (3 × the clocks' uncertainty of 20.0 µs)"
+    )
+
+
+def test_identical_arrivals_blame_nobody() -> None:
+    found, steps = arrivals(6, 4, {}, jitter_ms=0.0)
+    result = verdict(found, steps, 4)
+    assert (result["verdict"], result["candidate"]) == ("none", None)
 
 
 def test_too_few_steps_and_single_rank() -> None:
