@@ -195,7 +195,10 @@ def test_without_a_reliable_pairing_the_base_time_is_kept() -> None:
     lonely = [i for i in found if i.symmetric][:2]  # two all-reduces: too few to trust
     clock = align(found, lonely, prior_us=1234.0, step_us=220_000.0)
     assert (clock.method, clock.shift_us, clock.pairs, clock.matched) == ("base time", 1234.0, 0, {})
-    assert clock.note == "only 2 of 2 all-reduce-like collectives could be paired (at least 3 needed)"
+    assert clock.note == (
+        "clocks could not be aligned: "
+        "only 2 of 2 all-reduce-like collectives could be paired (at least 3 needed)"
+    )
     broadcasts_only = [i for i in found if not i.symmetric]
     clock = align(found, broadcasts_only, prior_us=0.0, step_us=220_000.0)
     assert (clock.method, clock.note) == ("base time", "no all-reduce-like collective in one of the traces")

@@ -9,6 +9,10 @@ largest child's) are printed. Not a test: it prints tables and asserts nothing.
    its 6 steps twice over) with its rank rewritten and its clock moved, about 500 MiB of
    JSON. HTA 0.5: ``TraceAnalysis`` + ``get_temporal_breakdown`` + ``get_comm_comp_overlap``;
    ours: the full report (json, md, png, merged timeline). Interleaved, ``--repeats`` times.
+   The same folder made dense and old (:func:`tests.trace_variants.dense_allreduces`): every
+   4th compute kernel an all-reduce of one kind, no sequence numbers or sizes, about 400 a
+   step, clocks 1.7 ms apart per rank; with the seconds our report spent aligning the clocks,
+   per rank pair, and whether it found the true shifts.
 2. CPU job folder: a real 8-rank job run here (submitit's local executor, every rank
    profiled for 5 steps); HTA loads it (its temporal breakdown needs GPU kernels).
 3. One 1 GiB trace (the GPU trace's steps repeated): our report's peak memory.
@@ -22,7 +26,6 @@ largest child's) are printed. Not a test: it prints tables and asserts nothing.
 from __future__ import annotations
 
 import argparse
-import copy
 import gzip
 import json
 import os
@@ -39,7 +42,9 @@ from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 from profiling.job_folder import JobFolder, meta_of  # noqa: E402
+from tests import trace_variants  # noqa: E402
 from tests.common import REPO, SMALL_WORKLOAD, submitted_job_id  # noqa: E402
+from tests.trace_variants import repeated_steps  # noqa: E402
 
 DATA = REPO / "tests" / "data" / "gpu_traces"
 OURS = (
@@ -126,39 +131,13 @@ def load(name: str) -> dict[str, Any]:
         return json.load(handle)
 
 
-def repeated_steps(trace: dict[str, Any], times: int) -> dict[str, Any]:
-    """The trace's steps ``times`` over, one copy after the other, ids kept apart."""
-    events = trace["traceEvents"]
-    timed_events = [e for e in events if "ts" in e]
-    span = max(e["ts"] + e.get("dur", 0) for e in timed_events) - min(e["ts"] for e in timed_events)
-    steps = [int(e["name"][13:]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")]
-    count = max(steps) - min(steps) + 1
-    out = [e for e in events if e.get("ph") == "M"]
-    for copy_index in range(times):
-        for event in events:
-            if event.get("ph") == "M":
-                continue
-            event = dict(event, ts=event["ts"] + copy_index * span) if "ts" in event else dict(event)
-            if copy_index and str(event.get("name", "")).startswith("ProfilerStep#"):
-                event["name"] = f"ProfilerStep#{int(event['name'][13:]) + copy_index * count}"
-            if copy_index and isinstance(event.get("id"), int):
-                event["id"] += copy_index << 32
-            args = event.get("args")
-            if copy_index and isinstance(args, dict) and "correlation" in args:
-                event["args"] = dict(args, correlation=args["correlation"] + copy_index * (1 << 32))
-            out.append(event)
-    return {**trace, "traceEvents": out}
-
-
 def as_rank(trace: dict[str, Any], rank: int, world_size: int, clock_us: float) -> bytes:
-    moved = copy.copy(trace)
-    moved["distributedInfo"] = {**trace.get("distributedInfo", {}), "rank": rank, "world_size": world_size}
-    moved["traceEvents"] = [dict(e, ts=e["ts"] + clock_us) if "ts" in e else e for e in trace["traceEvents"]]
-    return json.dumps(moved).encode()
+    return json.dumps(trace_variants.as_rank(trace, rank, world_size, clock_us)).encode()
 
 
-def gpu_folder(folder: Path, ranks: int, source: dict[str, Any]) -> int:
-    """``ranks`` copies of ``source``, each claiming its rank, clocks apart; returns JSON bytes."""
+def gpu_folder(folder: Path, ranks: int, source: dict[str, Any], clock_us: float = 37.0) -> int:
+    """``ranks`` copies of ``source``, each claiming its rank, clocks ``clock_us`` apart per
+    rank; returns JSON bytes."""
     folder.mkdir(parents=True)
     steps = sorted(
         int(e["name"][13:])
@@ -167,10 +146,23 @@ def gpu_folder(folder: Path, ranks: int, source: dict[str, Any]) -> int:
     )
     total = 0
     for rank in range(ranks):
-        data = as_rank(source, rank, ranks, clock_us=rank * 37.0)
+        data = as_rank(source, rank, ranks, clock_us=rank * clock_us)
         (folder / f"rank{rank}_iter{steps[0]}_{steps[-1]}.json").write_bytes(data)
         total += len(data)
     return total
+
+
+def print_alignment(report: dict[str, Any], clock_us: float) -> None:
+    """What the report's alignment found against the truth (rank r moved by r x ``clock_us``)."""
+    pairs = len(report["ranks"]) - 1
+    collectives = report["ranks"][0]["clock"]["pairs"]
+    errors = [abs(r["clock"]["shift_us"] + r["rank"] * clock_us) for r in report["ranks"]]
+    methods = sorted({r["clock"]["method"] for r in report["ranks"][1:]})
+    print(
+        f"alignment: {report['alignment_seconds'] / pairs:.3f} s per rank pair ({collectives} collectives "
+        f"each, one core), {', '.join(methods)}, largest error {max(errors):.2f} µs; "
+        f"straggler: {report['straggler']['text'][:90]}"
+    )
 
 
 def cpu_folder(root: Path, ranks: int, active: int) -> Path:
@@ -185,12 +177,14 @@ def cpu_folder(root: Path, ranks: int, active: int) -> Path:
     return JobFolder(root, submitted_job_id(out.stdout)).path
 
 
-def versus_hta(label: str, folder: Path, repeats: int) -> None:
+def versus_hta(label: str, folder: Path, repeats: int) -> dict[str, Any]:
+    """Both programs on ``folder``, interleaved; returns our last report.json."""
     size = sum(p.stat().st_size for p in folder.glob("rank*.json"))
     print(f"\n{label}: {len(list(folder.glob('rank*.json')))} traces, {size / 2**20:.0f} MiB of JSON")
     ours, hta = [], []
     for _ in range(repeats):  # interleaved, so both see the same machine
         ours.append(timed(OURS, str(folder)))
+        report = json.loads((meta_of(folder) / "report.json").read_text())
         shutil.rmtree(meta_of(folder))
         hta.append(timed(HTA, str(folder)))
     ours_s, hta_s = statistics.median(r.seconds for r in ours), statistics.median(r.seconds for r in hta)
@@ -200,6 +194,7 @@ def versus_hta(label: str, folder: Path, repeats: int) -> None:
     print(f"{'ours (full report, merged trace)':34}{ours_s:10.2f}{ours_mib:10.0f}{ours_cpu:10.1f}")
     print(f"{'HTA load + breakdown + overlap':34}{hta_s:10.2f}{hta_mib:10.0f}{hta_cpu:10.1f}")
     print(f"HTA / ours: {hta_s / ours_s:.1f}x time, {hta_mib / ours_mib:.1f}x peak memory")
+    return report
 
 
 def floors(path: Path) -> tuple[float, float]:
@@ -234,6 +229,13 @@ def main() -> None:
             gpu_folder(work / "gpu", 8, source)
             versus_hta("GPU job folder (trace_diff_test x 8 ranks)", work / "gpu", args.repeats)
             shutil.rmtree(work / "gpu")
+            dense = trace_variants.dense_allreduces(source, every=4)
+            gpu_folder(work / "dense", 8, dense, clock_us=1700.0)
+            report = versus_hta(
+                "Dense all-reduces, no sequence numbers (8 ranks)", work / "dense", args.repeats
+            )
+            print_alignment(report, clock_us=1700.0)
+            shutil.rmtree(work / "dense")
             if not args.skip_cpu:
                 versus_hta("CPU job folder (a real 8-rank job)", cpu_folder(work / "cpu", 8, 5), args.repeats)
 

@@ -1,0 +1,157 @@
+"""Clock alignment and the straggler verdict on traces without sequence numbers, where
+collectives are dense and alike: copies of a real GPU trace (``nccl_data``, its 3 steps twice
+over) as older torch records them, with every 2nd compute kernel made an all-reduce of one
+kind: about 450 all-reduces per 220 ms step. See :mod:`tests.trace_variants`."""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiling.alignment import Instance, align, instances
+from profiling.analysis import analyse
+from profiling.job_folder import meta_of
+from profiling.report import build_report
+from profiling.trace_events import from_document
+from tests import trace_variants as tv
+
+RANKS = 8
+
+
+@pytest.fixture(scope="module")
+def dense() -> dict[str, Any]:
+    return tv.dense_allreduces(tv.repeated_steps(tv.load("nccl_data.json.gz"), 2), every=2)
+
+
+def copies(trace: dict[str, Any], shifts_us: list[float]) -> list[dict[str, Any]]:
+    return [tv.as_rank(trace, rank, len(shifts_us), shift) for rank, shift in enumerate(shifts_us)]
+
+
+def report_of(folder: Path, traces: list[dict[str, Any]]) -> dict[str, Any]:
+    return build_report(tv.write(folder, traces), merged=False, plot=False)
+
+
+def shift_errors(report: dict[str, Any], shifts_us: list[float]) -> dict[int, float]:
+    """How far each rank's measured shift is from the truth (moving rank r by -shifts[r] + shifts[0])."""
+    return {
+        r["rank"]: r["clock"]["shift_us"] - (shifts_us[0] - shifts_us[r["rank"]]) for r in report["ranks"]
+    }
+
+
+def test_the_case_is_dense_and_alike(dense: dict[str, Any]) -> None:
+    analysis = analyse(from_document(dense))
+    found = instances(analysis.collectives)
+    assert len(analysis.steps) == 6 and {i.key for i in found} == {("op", "AllReduce", (None, None))}
+    assert len(found) / len(analysis.steps) > 400
+
+
+@pytest.mark.parametrize(
+    "shifts_us",
+    [
+        [r * 1700.0 for r in range(RANKS)],
+        [random.Random(11).uniform(-50_000.0, 50_000.0) for _ in range(RANKS)],
+    ],
+    ids=["r x 1.7 ms", "random up to 50 ms"],
+)
+def test_exact_copies_are_aligned_exactly_and_no_straggler_is_named(
+    dense: dict[str, Any], tmp_path: Path, shifts_us: list[float]
+) -> None:
+    report = report_of(tmp_path, copies(dense, shifts_us))
+    for rank, error in shift_errors(report, shifts_us).items():
+        clock = report["ranks"][rank]["clock"]
+        assert abs(error) <= 5.0, (rank, clock)
+        if rank:
+            assert clock["method"] == "matched collectives" and clock["paired_share"] == 1.0
+            assert clock["residual_us"] == pytest.approx(0.0, abs=1e-3)
+    straggler = report["straggler"]
+    assert straggler["verdict"] == "none" and straggler["rank"] is None, straggler["text"]
+    assert straggler["text"].startswith("no significant straggler: no rank reached any of the")
+
+
+def test_jitter_lost_collectives_and_a_late_start_still_align(dense: dict[str, Any], tmp_path: Path) -> None:
+    shifts = [r * 1700.0 for r in range(RANKS)]
+    traces = []
+    for rank, trace in enumerate(copies(dense, shifts)):
+        trace = tv.jitter_ends(trace, 25.0, seed=rank)
+        traces.append(tv.drop_collectives(trace, 0.1, seed=100 + rank, first=25 if rank == 3 else 0))
+    report = report_of(tmp_path, traces)
+    for rank, error in shift_errors(report, shifts).items():
+        clock = report["ranks"][rank]["clock"]
+        assert abs(error) <= 50.0, (rank, clock)
+        if rank:
+            # what the pairs achieve, said as it is: ends ±25 µs on either side
+            assert clock["method"] == "matched collectives" and clock["paired_share"] > 0.6
+            assert 5.0 < clock["residual_us"] < 50.0 and clock["uncertainty_us"] < 50.0
+    assert report["straggler"]["verdict"] == "none", report["straggler"]["text"]
+
+
+def test_a_rank_late_at_every_allreduce_is_named(dense: dict[str, Any], tmp_path: Path) -> None:
+    shifts = [r * 1700.0 for r in range(RANKS)]
+    report = report_of(
+        tmp_path, tv.late_at_every_allreduce(copies(dense, shifts), late_rank=5, late_us=2000.0)
+    )
+    for rank, error in shift_errors(report, shifts).items():
+        assert abs(error) <= 5.0, (rank, report["ranks"][rank]["clock"])
+    straggler = report["straggler"]
+    assert (straggler["verdict"], straggler["rank"]) == ("straggler", 5), straggler["text"]
+    assert straggler["lateness_ms"] == pytest.approx(2.0, abs=0.05)
+    assert " 2.00 ms after the next rank on average" in straggler["text"]
+
+
+def test_collectives_that_no_offset_explains_are_refused(dense: dict[str, Any], tmp_path: Path) -> None:
+    traces = copies(dense, [0.0, 1700.0])
+    traces[1] = tv.random_ends(traces[1], seed=5)
+    report = report_of(tmp_path, traces)
+    clock = report["ranks"][1]["clock"]
+    assert (clock["method"], clock["shift_us"], clock["paired_share"]) == ("base time", 0.0, None)
+    assert clock["note"].startswith(
+        "clocks could not be aligned: no offset pairs enough of them beyond chance"
+    )
+    straggler = report["straggler"]
+    assert (straggler["verdict"], straggler["rank"]) == ("undetermined", None)
+    assert "the clocks could not be aligned for rank(s) 1" in straggler["text"]
+    markdown = (meta_of(tmp_path) / "report.md").read_text()
+    assert "after the next rank" not in markdown and "| 1 | base time | 0.0 | 0 | - | - | - |" in markdown
+
+
+def periodic(count: int, period_us: float, shift_us: float = 0.0) -> list[Instance]:
+    """All-reduces of one kind, exactly ``period_us`` apart, in one step: only the edges tell
+    one offset from the next."""
+    return [
+        Instance(
+            ("op", "AllReduce", None), k * period_us + shift_us - 50.0, k * period_us + shift_us, "", True
+        )
+        for k in range(count)
+    ]
+
+
+def test_an_offset_as_good_as_another_is_called_ambiguous() -> None:
+    clock = align(periodic(200, 500.0), periodic(200, 500.0, 1250.0), prior_us=0.0, step_us=100_000.0)
+    assert (clock.method, clock.shift_us, clock.matched) == ("base time", 0.0, {})
+    assert clock.note.startswith("clocks could not be aligned: ambiguous: shifts of ")
+    # one all-reduce a step: the step that issued each tells them apart
+    stepped = [
+        [Instance(i.key, i.arrival, i.end, i.label, True, step=k) for k, i in enumerate(found)]
+        for found in (periodic(200, 500.0), periodic(200, 500.0, 1250.0))
+    ]
+    clock = align(*stepped, prior_us=0.0, step_us=500.0)
+    assert clock.method == "matched collectives" and clock.shift_us == pytest.approx(-1250.0)
+
+
+def test_alignment_of_a_dense_pair_takes_well_under_a_second(dense: dict[str, Any]) -> None:
+    analysis = analyse(from_document(dense))
+    reference = instances(analysis.collectives)
+    step_us = statistics.median(s.duration_us for s in analysis.steps)
+    shifted = [
+        Instance(i.key, i.arrival - 23_456.7, i.end - 23_456.7, i.label, i.symmetric, i.step)
+        for i in reference
+    ]
+    started = time.thread_time()
+    clock = align(reference, shifted, prior_us=0.0, step_us=step_us)
+    assert time.thread_time() - started < 1.0
+    assert clock.shift_us == pytest.approx(23_456.7, abs=1e-3) and clock.pairs == len(reference)
