@@ -1,7 +1,7 @@
 """Capture steps of a running job: ``python -m jobs.capture <job id or folder> [--active 3]
 [--ranks 0,3|all] [--wait]`` from a login node.
 
-Writes a request into the job folder (see :mod:`profiling.capture`); every rank of the job
+Writes a request into the job folder (see :mod:`profiling.recording.capture`); every rank of the job
 looks for requests every couple of seconds, and the chosen ranks record the same steps a few
 seconds later, into the usual ``rank<r>_iter<a>_<b>.json`` files, listed in the manifest under
 ``captures``. ``--wait`` blocks until those traces exist and prints their paths. Works under
@@ -19,12 +19,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.options import OneLineParser, add_traces_root
-from profiling.capture import read_accepted, write_request
-from profiling.job_folder import JobFolder
-from profiling.manifest import read_running
-from profiling.ranks import RankSelection, RankSpecError
-from profiling.traces import trace_file_name
+from jobs.options import add_traces_root
+from profiling.folder.layout import JobFolder
+from profiling.folder.manifest import read_running
+from profiling.folder.traces import trace_file_name
+from profiling.recording.capture import read_accepted, write_request
+from profiling.recording.ranks import RankSelection, RankSpecError
+from slurm.basics import OneLineParser
 
 PROG = "python -m jobs.capture"
 

@@ -18,9 +18,10 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from jobs.options import OneLineParser, add_task_arguments, describe, task_config_from_args
+from jobs.options import add_task_arguments, describe, task_config_from_args
 from jobs.spec import JobSpec, SlurmResources, SpecError
-from profiling.job_folder import JobFolder
+from profiling.folder.layout import JobFolder
+from slurm.basics import OneLineParser
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -10,7 +10,7 @@ import submitit
 
 from jobs.spec import JobSpec
 from jobs.task import ProfiledTraining
-from profiling.job_folder import logs_folder
+from profiling.folder.layout import logs_folder
 
 # Seconds between the preemption signal and SIGKILL at the time limit: room to write a
 # checkpoint on a shared filesystem.

@@ -19,10 +19,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.options import TRACES_ROOT_ENV, OneLineParser, default_traces_root
-from profiling.job_folder import JobFolder, is_job_folder
-from profiling.manifest import read_manifest, read_running
-from profiling.traces import list_traces
+from jobs.options import TRACES_ROOT_ENV, default_traces_root
+from profiling.folder.layout import JobFolder, is_job_folder
+from profiling.folder.manifest import read_manifest, read_running
+from profiling.folder.traces import list_traces
+from slurm.basics import OneLineParser
 
 NO_MANIFEST = "no manifest (running, or ended before writing one)"
 

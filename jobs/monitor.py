@@ -19,7 +19,7 @@ from typing import TextIO
 import submitit
 from submitit.core.utils import pickle_load
 
-from profiling.job_folder import JobFolder
+from profiling.folder.layout import JobFolder
 
 ERROR_TAIL_LINES = 20
 # States in which a job runs no more (squeue's, sacct's and scontrol's names); a requeued job

@@ -1,7 +1,7 @@
 """The options of the work each task does, shared by ``submit.py`` and ``python -m jobs.task``.
 
 Also the one table from config fields to option names: configs raise
-:class:`~profiling.setting_error.SettingError` naming fields, and :func:`describe` turns that
+:class:`~slurm.basics.SettingError` naming fields, and :func:`describe` turns that
 into the line a user reads (``--steps 15 is too short ...``), whichever command they ran.
 """
 
@@ -11,13 +11,13 @@ import argparse
 import os
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from jobs.spec import DEVICES, TaskConfig
-from profiling.config import ProfilerConfig
-from profiling.ranks import RankSelection
-from profiling.schedule import ScheduleConfig
-from profiling.setting_error import SettingError
+from profiling.recording.config import ProfilerConfig
+from profiling.recording.ranks import RankSelection
+from profiling.recording.schedule import ScheduleConfig
+from slurm.basics import OneLineParser, SettingError
 from workload.config import DTYPES, RankAndMs, RankAndStep, WorkloadConfig
 
 TRACES_ROOT_ENV = "TRACES_ROOT"
@@ -59,13 +59,6 @@ OPTIONS = {
     "qos": "--qos",
     "extra": "--sbatch",
 }
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, with its errors as one line (its usage text is for --help, not for a typo)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}. HINT: {self.prog} --help\n")
 
 
 def describe(error: ValueError) -> str:

@@ -9,8 +9,8 @@ import dataclasses
 import re
 from pathlib import Path
 
-from profiling.config import ProfilerConfig
-from profiling.setting_error import SettingError
+from profiling.recording.config import ProfilerConfig
+from slurm.basics import SettingError
 from workload.config import WorkloadConfig
 
 CLUSTERS = ("slurm", "local", "debug")
@@ -93,7 +93,7 @@ class TaskConfig:
     dist_timeout_s: float = 300.0
     max_restarts: int = 3  # requeues after preemption or the time limit
     report: bool = True  # rank 0 writes the cross-rank report at the end of the job
-    # "auto": CUDA where the task was given a GPU (see workload.distributed), "cpu", "cuda"
+    # "auto": CUDA where the task was given a GPU (see jobs.runtime.distributed), "cpu", "cuda"
     device: str = "auto"
 
     def __post_init__(self) -> None:

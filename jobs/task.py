@@ -16,10 +16,10 @@ from typing import Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from jobs.preemption import Preemption
+from jobs.runtime.preemption import Preemption
 from jobs.spec import TaskConfig
-from profiling.job_folder import JobFolder, meta_of
-from profiling.setting_error import SettingError
+from profiling.folder.layout import JobFolder, meta_of
+from slurm.basics import SettingError
 from slurm.env import DistributedEnvError, DistributedIdentity, from_environment
 
 # A rank with no progress for --dist-timeout plus this long is ended by its watchdog: by then
@@ -80,7 +80,7 @@ class Attempt:
         }
 
     def record(self, outcome: str, next_step: int, error: str | None = None) -> dict[str, Any]:
-        from profiling.manifest import attempt_record
+        from profiling.folder.manifest import attempt_record
 
         return attempt_record(
             self.folder,
@@ -99,8 +99,8 @@ def run_task(
     """Run one rank of the job; returns that rank's record (also gathered into the manifest)."""
     # Imported here so that ``submit.py`` (which imports this module to pickle the task)
     # never loads torch on a login node.
-    from profiling.manifest import utc_now
-    from workload.distributed import distributed, enable_flight_recorder
+    from jobs.runtime.distributed import distributed, enable_flight_recorder
+    from slurm.basics import utc_now
     from workload.resnet_ddp import Trainer, has_checkpoint
 
     # settings that depend on the world size fail here, before joining the others
@@ -149,7 +149,7 @@ def _check_shared_folder(attempt: Attempt, ctx: Any) -> None:
     """Stop every rank at once, with one line, if some cannot see the job folder rank 0 sees."""
     import torch.distributed as dist
 
-    from profiling.shared_folder import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
+    from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
 
     identity = attempt.identity
     if identity.world_size == 1:
@@ -169,9 +169,9 @@ def _check_shared_folder(attempt: Attempt, ctx: Any) -> None:
 
 def _profiler(attempt: Attempt, ctx: Any, profiled: bool) -> tuple[Any, dict[str, Any]]:
     """This rank's profiler, with the hooks that add windows while the job runs."""
-    from profiling.capture import CaptureWatcher
-    from profiling.profiler import StepProfiler, scheduled_windows
-    from profiling.slowest import SlowestRank
+    from profiling.recording.capture import CaptureWatcher
+    from profiling.recording.profiler import StepProfiler, scheduled_windows
+    from profiling.recording.slowest import SlowestRank
 
     config, identity = attempt.config, attempt.identity
     steps = config.workload.steps
@@ -205,7 +205,7 @@ def _profiler(attempt: Attempt, ctx: Any, profiled: bool) -> tuple[Any, dict[str
 
 def _watchdog(attempt: Attempt) -> Any:
     """Dumps at half the collective timeout, before the others give up; ends the rank a grace after it."""
-    from workload.watchdog import Watchdog
+    from jobs.runtime.watchdog import Watchdog
 
     timeout = attempt.config.dist_timeout_s
     return Watchdog(
@@ -247,7 +247,7 @@ def _explain_hang(folder: JobFolder) -> None:
 
 def _write_running(attempt: Attempt) -> None:
     """What a live capture needs to know of the running job (rank 0, at the start)."""
-    from profiling.traces import write_json_atomically
+    from slurm.basics import write_json_atomically
 
     identity = attempt.identity
     attempt.folder.meta.mkdir(parents=True, exist_ok=True)
@@ -278,7 +278,7 @@ def _log_start(attempt: Attempt, backend: str, device_type: str) -> None:
 
 
 def _record_failure(attempt: Attempt, backend: str, error: Exception) -> None:
-    from profiling.manifest import record_attempt
+    from profiling.folder.manifest import record_attempt
 
     record_attempt(
         attempt.folder,
@@ -291,7 +291,7 @@ def _stop_for_requeue(
     attempt: Attempt, trainer: Any, backend: str, next_step: int, preemption: Preemption
 ) -> None:
     """Preempted: save the state to resume from, then requeue (or wait to be ended by the requeue)."""
-    from profiling.manifest import record_attempt
+    from profiling.folder.manifest import record_attempt
 
     trainer.save(attempt.folder.checkpoint, next_step)
     if attempt.identity.is_main:
@@ -302,8 +302,8 @@ def _stop_for_requeue(
 
 def _rank_record(attempt: Attempt, ctx: Any, profiler: Any, result: Any, profiled: bool) -> dict[str, Any]:
     """What this rank did, as the manifest lists it under ``ranks``."""
-    from profiling.manifest import step_time_summary
-    from profiling.profiler import describe
+    from profiling.folder.manifest import step_time_summary
+    from profiling.recording.profiler import describe
 
     identity = attempt.identity
     return {
@@ -333,7 +333,8 @@ def _gather_and_write_manifest(
     """Every rank's record to rank 0, which writes the manifest; returns the records."""
     import torch.distributed as dist
 
-    from profiling.manifest import build_manifest, utc_now, with_attempt, write_manifest
+    from profiling.folder.manifest import build_manifest, with_attempt, write_manifest
+    from slurm.basics import utc_now
 
     identity = attempt.identity
     records = ctx.gather(record)
@@ -376,7 +377,7 @@ def _report(attempt: Attempt, log: Callable[[str], None]) -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m jobs.task [workload and profiler options]``, one per task under ``srun``."""
     from jobs.options import describe, parse_task_argv
-    from workload.distributed import RendezvousError
+    from jobs.runtime.distributed import RendezvousError
 
     config = parse_task_argv(argv, prog="python -m jobs.task")
     try:

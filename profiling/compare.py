@@ -23,10 +23,11 @@ from typing import Any
 
 import msgspec
 
-from profiling.job_folder import JobFolder, meta_of
-from profiling.manifest import read_manifest, utc_now
+from profiling.folder.layout import JobFolder, meta_of
+from profiling.folder.manifest import read_manifest
+from profiling.folder.traces import list_traces
 from profiling.report import ReportError, build_report
-from profiling.traces import list_traces, write_json_atomically, write_text_atomically
+from slurm.basics import utc_now, write_json_atomically, write_text_atomically
 
 _REPORT = "report.json"
 

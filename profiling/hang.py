@@ -1,6 +1,6 @@
 """Why a job hung: ``python -m profiling.hang <job folder>`` (also run by ``submit.py --wait``).
 
-Every rank of a job watches its own progress (:mod:`workload.watchdog`). A rank that makes no
+Every rank of a job watches its own progress (:mod:`jobs.runtime.watchdog`). A rank that makes no
 progress for half of ``--dist-timeout`` writes ``meta/hang/rank<r>.json``: its step, its node,
 the Python stack of every thread, and torch's flight recorder (the last collectives it
 queued, with their sequence ids, operations, sizes and process group); a rank whose collective
@@ -22,10 +22,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from profiling.job_folder import JobFolder
-from profiling.manifest import read_manifest
-from profiling.ranks import format_ranks
-from profiling.traces import write_json_atomically, write_text_atomically
+from profiling.folder.layout import JobFolder
+from profiling.folder.manifest import read_manifest
+from profiling.recording.ranks import format_ranks
+from slurm.basics import write_json_atomically, write_text_atomically
 
 VERDICT_NAME = "hang.json"
 

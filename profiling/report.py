@@ -9,7 +9,7 @@ Reads the folder's traces one at a time (plain or gzipped), and writes to ``<fol
       ``trace_files``, ``warnings`` (e.g. the rank taken from the file name);
     - ``steps`` (the ``ProfilerStep#`` numbers), ``step_ms`` (each step's CPU span),
       ``step_time_ms`` (``mean``/``min``/``max`` of those);
-    - ``breakdown_ms``: the mean per step of each part (:mod:`profiling.analysis` says how each
+    - ``breakdown_ms``: the mean per step of each part (:mod:`profiling.analysis.breakdown` says how each
       is measured). GPU: ``compute + communication + memory + other + idle = gpu.span_ms``,
       the step's GPU span. CPU: ``forward + backward + optimizer + communication + other =
       step_time_ms.mean``, the CPU span. ``accounted_ms`` is what the parts add up to;
@@ -21,7 +21,7 @@ Reads the folder's traces one at a time (plain or gzipped), and writes to ``<fol
       ``compute_by_phase_ms`` (``forward``/``backward``/``optimizer``/``unattributed``, adding
       up to ``compute``), all means per step;
     - ``clock``: how the rank's trace was put on the first rank's clock (see
-      :mod:`profiling.alignment`): ``method`` (``reference``, ``sequence numbers``, ``matched
+      :mod:`profiling.analysis.alignment`): ``method`` (``reference``, ``sequence numbers``, ``matched
       collectives`` or ``base time``), ``shift_us`` (added to its ts in the merged trace),
       ``pairs``, ``residual_us`` (median absolute deviation of the pairs' offsets),
       ``max_residual_us``, ``paired_share`` (of the shorter trace's all-reduce-like
@@ -35,7 +35,7 @@ Reads the folder's traces one at a time (plain or gzipped), and writes to ``<fol
     ``charged_ms_per_step`` per rank,
     ``step_noise_ms`` and ``threshold_ms``, ``clock_uncertainty_us`` and ``min_lateness_us``
     (lateness below it is no evidence), ``p_value``, ``compute_ms`` per rank (see
-    :mod:`profiling.straggler`).
+    :mod:`profiling.analysis.straggler`).
     ``step_time_spread_ms``: ``min``/``median``/``max`` of the ranks' mean step times and
     ``max_minus_min``. ``communication_wait_ms``: rank -> mean exposed communication per step.
     ``warnings``, ``merged_trace``, ``generated_at``, ``seconds`` (time this report took),
@@ -68,12 +68,10 @@ from typing import Any
 
 import numpy as np
 
-from profiling import alignment
-from profiling.alignment import Alignment, Instance
-from profiling.analysis import RankAnalysis, analyse
-from profiling.job_folder import meta_of
-from profiling.manifest import utc_now
-from profiling.merge import (
+from profiling.analysis import alignment
+from profiling.analysis.alignment import Alignment, Instance
+from profiling.analysis.breakdown import RankAnalysis, analyse
+from profiling.analysis.merge import (
     DEFAULT_BUDGET_BYTES,
     MergedTraceWriter,
     MergeStats,
@@ -83,9 +81,11 @@ from profiling.merge import (
     plan_depth,
     write_part,
 )
-from profiling.straggler import find_straggler
-from profiling.trace_events import read as read_trace
-from profiling.traces import TraceFile, atomic_path, list_traces, write_json_atomically, write_text_atomically
+from profiling.analysis.straggler import find_straggler
+from profiling.analysis.trace_events import read as read_trace
+from profiling.folder.layout import meta_of
+from profiling.folder.traces import TraceFile, list_traces
+from slurm.basics import atomic_path, utc_now, write_json_atomically, write_text_atomically
 
 MERGED_NAME = "merged_trace.json.gz"
 

@@ -13,8 +13,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from profiling.job_folder import JobFolder
-from profiling.traces import list_traces
+from profiling.folder.layout import JobFolder
+from profiling.folder.traces import list_traces
 
 REPO = Path(__file__).resolve().parents[1]
 # Small and quick, yet long enough for the default schedule's window (steps 15-17). fp32: bf16

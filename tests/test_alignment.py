@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from profiling.alignment import Instance, align, instances
-from profiling.analysis import analyse
-from profiling.job_folder import meta_of
+from profiling.analysis.alignment import Instance, align, instances
+from profiling.analysis.breakdown import analyse
+from profiling.analysis.trace_events import from_document
+from profiling.folder.layout import meta_of
 from profiling.report import build_report
-from profiling.trace_events import from_document
 from tests import trace_variants as tv
 
 RANKS = 8

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.job_folder import logs_folder
+from profiling.folder.layout import logs_folder
 from tests.common import REPO, run_submit
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from profiling.compare import CompareError, compare, main
-from profiling.job_folder import meta_of
+from profiling.folder.layout import meta_of
 from profiling.report import build_report
 from tests.synthetic import cpu_job, write_job
 

@@ -1,6 +1,6 @@
 import pytest
 
-from workload.distributed import _gpu_index
+from jobs.runtime.distributed import _gpu_index
 
 
 def test_gpu_by_local_rank_not_global_rank() -> None:
@@ -38,14 +38,14 @@ def identity(source: str, gpus_on_node: int | None):
     ],
 )
 def test_uses_gpu(monkeypatch, source, gpus_on_node, device, cuda_available, expected) -> None:
-    from workload import distributed
+    from jobs.runtime import distributed
 
     monkeypatch.setattr(distributed.torch.cuda, "is_available", lambda: cuda_available)
     assert distributed.uses_gpu(identity(source, gpus_on_node), device) is expected
 
 
 def test_cuda_asked_for_where_there_is_none(monkeypatch) -> None:
-    from workload import distributed
+    from jobs.runtime import distributed
 
     monkeypatch.setattr(distributed.torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="--device cuda but torch sees no GPU"):

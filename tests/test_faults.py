@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.job_folder import JobFolder
+from profiling.folder.layout import JobFolder
 from tests.common import (
     REPO,
     SMALL_JOB,

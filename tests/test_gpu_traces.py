@@ -15,12 +15,12 @@ from typing import Any
 
 import pytest
 
-from profiling.alignment import align, instances
-from profiling.analysis import GPU_PARTS, analyse
-from profiling.job_folder import meta_of
-from profiling.merge import ALWAYS
+from profiling.analysis.alignment import align, instances
+from profiling.analysis.breakdown import GPU_PARTS, analyse
+from profiling.analysis.merge import ALWAYS
+from profiling.analysis.trace_events import from_document, read
+from profiling.folder.layout import meta_of
 from profiling.report import build_report
-from profiling.trace_events import from_document, read
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"
 TRACES = {

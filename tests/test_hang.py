@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
+from jobs.runtime.distributed import enable_flight_recorder
+from jobs.runtime.watchdog import EXIT_STATUS, Watchdog
+from profiling.folder.layout import JobFolder
 from profiling.hang import HangError, analyse, explain
 from profiling.hang import main as hang_main
-from profiling.job_folder import JobFolder
 from tests.common import REPO, SMALL_WORKLOAD, run_submit, submitted_job_id
-from workload.distributed import enable_flight_recorder
-from workload.watchdog import EXIT_STATUS, Watchdog
 
 STUCK_LINE = "train.py:88 in next_batch: batch = queue.get()"
 
@@ -162,7 +162,7 @@ def test_watchdog_ends_a_rank_stuck_outside_any_collective(tmp_path: Path) -> No
         import sys, time
         sys.path.insert(0, {str(REPO)!r})
         from pathlib import Path
-        from workload.watchdog import Watchdog
+        from jobs.runtime.watchdog import Watchdog
         with Watchdog(rank=1, node="n0", dump_dir=Path(sys.argv[1]), dump_after_s=1, exit_after_s=2) as w:
             w.progress(5)
             time.sleep(60)  # stuck here

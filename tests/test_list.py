@@ -11,8 +11,8 @@ from pathlib import Path
 import pytest
 
 from jobs.list import NO_MANIFEST, list_jobs, main, render
-from profiling.job_folder import JobFolder, logs_folder
-from profiling.manifest import write_manifest
+from profiling.folder.layout import JobFolder, logs_folder
+from profiling.folder.manifest import write_manifest
 from profiling.report import build_report
 from tests.common import REPO
 from tests.synthetic import cpu_job, write_job

@@ -12,15 +12,15 @@ import pytest
 import torch
 import torch.distributed as dist
 
-import profiling.capture
+import profiling.recording.capture
 from jobs.capture import main as capture_main
-from profiling.capture import CaptureWatcher, read_accepted, write_request
-from profiling.config import ProfilerConfig
-from profiling.job_folder import JobFolder
-from profiling.profiler import StepProfiler, Window, scheduled_windows
-from profiling.schedule import ScheduleConfig
-from profiling.slowest import SlowestRank
-from profiling.traces import list_traces
+from profiling.folder.layout import JobFolder
+from profiling.folder.traces import list_traces
+from profiling.recording.capture import CaptureWatcher, read_accepted, write_request
+from profiling.recording.config import ProfilerConfig
+from profiling.recording.profiler import StepProfiler, Window, scheduled_windows
+from profiling.recording.schedule import ScheduleConfig
+from profiling.recording.slowest import SlowestRank
 from tests.common import (
     REPO,
     SMALL_WORKLOAD,
@@ -94,7 +94,7 @@ class SeesRequestsFrom:
 @pytest.fixture
 def poll_every_step(monkeypatch: pytest.MonkeyPatch) -> None:
     # steps of 20 ms below, so a look every 0.1 s: ranks see a request 5 steps apart at most
-    monkeypatch.setattr(profiling.capture, "POLL_S", 0.1)
+    monkeypatch.setattr(profiling.recording.capture, "POLL_S", 0.1)
 
 
 def test_ranks_that_see_a_request_apart_record_the_same_steps(tmp_path: Path, poll_every_step: None) -> None:

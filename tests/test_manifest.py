@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from profiling.job_folder import JobFolder
-from profiling.manifest import (
+from profiling.folder.layout import JobFolder
+from profiling.folder.manifest import (
     attempt_record,
     read_manifest,
     record_attempt,

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import torch
 
-from profiling.config import ProfilerConfig
-from profiling.profiler import StepProfiler, Window
-from profiling.schedule import ScheduleConfig
-from profiling.traces import list_traces
+from profiling.folder.traces import list_traces
+from profiling.recording.config import ProfilerConfig
+from profiling.recording.profiler import StepProfiler, Window
+from profiling.recording.schedule import ScheduleConfig
 from tests.common import load_trace, profiler_steps
 
 CONFIG = ProfilerConfig(schedule=ScheduleConfig(wait=1, warmup=1, active=2, repeat=0), with_stack=False)

@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from jobs.cli import build_parser, job_spec_from_args
 from jobs.options import describe
 from jobs.spec import JobSpec, owned_sbatch_option
-from profiling.ranks import RankSelection
-from profiling.schedule import MAX_WINDOWS
-from profiling.setting_error import SettingError
+from profiling.recording.ranks import RankSelection
+from profiling.recording.schedule import MAX_WINDOWS
 from slurm import hostnames
+from slurm.basics import SettingError
 from slurm.env import DistributedEnvError, from_environment
 
 MAX_INPUT = 1024

@@ -3,7 +3,7 @@ import re
 import pytest
 
 from jobs.options import describe
-from profiling.ranks import RankSelection, RankSpecError, format_ranks
+from profiling.recording.ranks import RankSelection, RankSpecError, format_ranks
 
 
 @pytest.mark.parametrize(

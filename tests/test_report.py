@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from profiling.analysis import analyse
-from profiling.job_folder import meta_of
+from profiling.analysis.breakdown import analyse
+from profiling.analysis.trace_events import from_document
+from profiling.folder.layout import meta_of
 from profiling.report import ReportError, build_report, main
-from profiling.trace_events import from_document
 from tests.common import SMALL_JOB, run_submit, submitted_job_id
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
 

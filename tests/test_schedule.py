@@ -4,7 +4,7 @@ import pytest
 from torch.profiler import ProfilerAction, schedule
 
 from jobs.options import describe
-from profiling.schedule import Phase, ScheduleConfig, ScheduleError
+from profiling.recording.schedule import Phase, ScheduleConfig, ScheduleError
 
 TORCH = {
     ProfilerAction.NONE: Phase.IDLE,

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.job_folder import JobFolder, logs_folder
+from profiling.folder.layout import JobFolder, logs_folder
 from tests.common import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
 
 pytestmark = pytest.mark.slurm

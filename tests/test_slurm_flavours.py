@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.job_folder import JobFolder, logs_folder
+from profiling.folder.layout import JobFolder, logs_folder
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, check_job_folder, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob, wait_until_no_tasks
 

@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from profiling.job_folder import meta_of
-from profiling.straggler import ALPHA, find_straggler, steps_needed
+from profiling.analysis.straggler import ALPHA, find_straggler, steps_needed
+from profiling.folder.layout import meta_of
 from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id
 
 

@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pytest
 
-from profiling.json_stream import TraceFormatError, TraceStream, read_header
-from profiling.merge import ALWAYS, MergedTraceWriter, MergeStats, crc32_combine, plan_depth, write_part
-from profiling.trace_events import from_document, read
+from profiling.analysis.json_stream import TraceFormatError, TraceStream, read_header
+from profiling.analysis.merge import (
+    ALWAYS,
+    MergedTraceWriter,
+    MergeStats,
+    crc32_combine,
+    plan_depth,
+    write_part,
+)
+from profiling.analysis.trace_events import from_document, read
 
 
 def trace_document(events: int) -> dict:

@@ -4,16 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from profiling.traces import (
-    atomic_path,
-    export_trace,
-    list_traces,
-    parse_trace_name,
-    temporary_path,
-    trace_file_name,
-    write_json_atomically,
-    write_text_atomically,
-)
+from profiling.folder.traces import export_trace, list_traces, parse_trace_name, trace_file_name
+from slurm.basics import atomic_path, temporary_path, write_json_atomically, write_text_atomically
 from tests.common import load_trace
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from profiling.setting_error import SettingError
+from slurm.basics import SettingError
 
 # --dtype -> the name of the torch dtype (resolved where torch is imported)
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}

@@ -15,10 +15,10 @@ import torch.nn.functional as F
 import torchvision
 from torch.nn.parallel import DistributedDataParallel
 
-from profiling.profiler import StepProfiler
-from profiling.traces import atomic_path
+from jobs.runtime.distributed import DistributedContext
+from profiling.recording.profiler import StepProfiler
+from slurm.basics import atomic_path
 from workload.config import DTYPES, WorkloadConfig
-from workload.distributed import DistributedContext
 
 
 class InjectedFailure(RuntimeError):

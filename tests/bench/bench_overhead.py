@@ -29,7 +29,7 @@ from pathlib import Path
 import submitit
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
-from profiling.job_folder import JobFolder  # noqa: E402
+from profiling.folder.layout import JobFolder  # noqa: E402
 from tests.common import REPO, load_manifest, submitted_job_id  # noqa: E402
 
 

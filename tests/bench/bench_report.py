@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
-from profiling.job_folder import JobFolder, meta_of  # noqa: E402
+from profiling.folder.layout import JobFolder, meta_of  # noqa: E402
 from tests import trace_variants  # noqa: E402
 from tests.common import REPO, SMALL_WORKLOAD, submitted_job_id  # noqa: E402
 from tests.trace_variants import repeated_steps  # noqa: E402
@@ -200,7 +200,7 @@ def versus_hta(label: str, folder: Path, repeats: int) -> dict[str, Any]:
 def floors(path: Path) -> tuple[float, float]:
     """MiB/s on one core of decoding ``path``'s events (msgspec, the report's reader) and of
     compressing its bytes (zlib level 1, the merged trace's): what no report can beat."""
-    from profiling.json_stream import TraceStream
+    from profiling.analysis.json_stream import TraceStream
 
     size = path.stat().st_size / 2**20
     started = time.perf_counter()

@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
-from profiling.job_folder import JobFolder  # noqa: E402
+from profiling.folder.layout import JobFolder  # noqa: E402
 from tests.common import REPO, SMALL_JOB, load_manifest, submitted_job_id  # noqa: E402
 
 SUBMIT = [sys.executable, str(REPO / "submit.py")]

@@ -18,7 +18,7 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
-from profiling.job_folder import JobFolder  # noqa: E402
+from profiling.folder.layout import JobFolder  # noqa: E402
 from tests.common import run_submit, submitted_job_id  # noqa: E402
 from tests.test_straggler import STRAGGLER_JOB  # noqa: E402
 

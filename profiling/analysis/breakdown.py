@@ -39,9 +39,9 @@ import statistics
 
 import numpy as np
 
-from profiling import intervals
-from profiling.intervals import Intervals
-from profiling.trace_events import STEP_PREFIX, Collective, TraceEvents
+from profiling.analysis import intervals
+from profiling.analysis.intervals import Intervals
+from profiling.analysis.trace_events import STEP_PREFIX, Collective, TraceEvents
 
 CPU_PARTS = ("forward", "backward", "optimizer", "communication", "other")
 GPU_PARTS = ("compute", "communication", "memory", "other", "idle")

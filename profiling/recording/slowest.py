@@ -15,11 +15,11 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from profiling.profiler import StepProfiler, Window
+from profiling.recording.profiler import StepProfiler, Window
 
 
 class SlowestRank:
-    """A step hook (see :class:`profiling.profiler.StepHook`)."""
+    """A step hook (see :class:`profiling.recording.profiler.StepHook`)."""
 
     def __init__(
         self,

@@ -6,7 +6,6 @@ Rank 0 writes it when an attempt ends (completed, preempted or failed).
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import importlib.metadata
 import json
 import platform
@@ -15,13 +14,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from profiling.config import ProfilerConfig
-from profiling.job_folder import JobFolder
-from profiling.traces import list_traces, write_json_atomically
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+from profiling.folder.layout import JobFolder
+from profiling.folder.traces import list_traces
+from profiling.recording.config import ProfilerConfig
+from slurm.basics import utc_now, write_json_atomically
 
 
 def step_time_summary(

@@ -42,7 +42,7 @@ FLIGHT_RECORDER_ENTRIES = 2000
 
 
 def enable_flight_recorder(dump_dir: Path, env: MutableMapping[str, str] = os.environ) -> None:
-    """Have torch record every rank's last collectives (read by :mod:`workload.watchdog`), and
+    """Have torch record every rank's last collectives (read by :mod:`jobs.runtime.watchdog`), and
     with NCCL dump them itself when a collective times out. Must run before the process group
     is made; the one place this project writes the environment."""
     # torch reads the older names (TORCH_NCCL_TRACE_BUFFER_SIZE...) too, and warns when they are set

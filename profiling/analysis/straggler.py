@@ -3,7 +3,7 @@
 Under DDP every rank's step lasts as long as the slowest rank's, so step times cannot tell
 who that is, and compute cannot either: a rank slowed on the CPU side (data loading, a slow
 host, Python) computes no more than the others, they just wait longer in NCCL or gloo. What
-tells is *arrival*: once the clocks are aligned (:mod:`profiling.alignment`), the rank that
+tells is *arrival*: once the clocks are aligned (:mod:`profiling.analysis.alignment`), the rank that
 reaches a collective last is the one every other rank waits for there, for as long as it came
 after the one before it (its *gap*).
 
@@ -18,7 +18,7 @@ rank charged most *held the others back* in that step. A rank is named the strag
   deviation of step times (median over ranks) over the square root of the number of steps.
 
 Lateness is only evidence where the clocks are better than it: with clocks known to ±X µs
-(:attr:`profiling.alignment.Alignment.uncertainty_us`, the largest among the ranks compared), a
+(:attr:`profiling.analysis.alignment.Alignment.uncertainty_us`, the largest among the ranks compared), a
 rank that came to a collective less than :data:`CLOCK_MARGIN` × X after the one before it is
 not counted as last there. Identical ranks on well-aligned clocks are so never anyone's fault.
 

@@ -1,7 +1,7 @@
 """All ranks' traces as one Chrome trace: one process lane per rank, clocks aligned, size bounded.
 
 Each rank's events are streamed from its file again (:func:`write_part`), moved by the shift
-:mod:`profiling.alignment` found for it, re-encoded and deflate-compressed by a worker process
+:mod:`profiling.analysis.alignment` found for it, re-encoded and deflate-compressed by a worker process
 into a part of its own; the parts are then joined into one gzip member
 (:class:`MergedTraceWriter`), so the merged file is compressed on every core and opens in any
 gzip reader (Perfetto reads one member only).
@@ -28,8 +28,8 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
-from profiling.json_stream import UNSET, Event, TraceStream
-from profiling.trace_events import STEP_PREFIX, TraceEvents, is_collective_name
+from profiling.analysis.json_stream import UNSET, Event, TraceStream
+from profiling.analysis.trace_events import STEP_PREFIX, TraceEvents, is_collective_name
 
 DEFAULT_BUDGET_BYTES = 500 * 10**6
 _METADATA_DROPPED = frozenset({"process_name", "process_labels", "process_sort_index"})

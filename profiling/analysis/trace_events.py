@@ -12,7 +12,7 @@ Only complete events (``ph == "X"``) matter, kept as numpy columns in three tabl
 and the few events that say what a collective was (NCCL kernels, gloo and c10d operators),
 with the ``args`` that identify it, as :class:`Collective` objects.
 
-Events are streamed from the file (:mod:`profiling.json_stream`): memory holds the columns
+Events are streamed from the file (:mod:`profiling.analysis.json_stream`): memory holds the columns
 (tens of bytes per event) and one chunk of events, never the whole document.
 """
 
@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from profiling.json_stream import TraceStream
+from profiling.analysis.json_stream import TraceStream
 
 STEP_PREFIX = "ProfilerStep#"
 FLOW_PHASES = ("s", "t", "f")

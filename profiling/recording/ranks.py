@@ -1,7 +1,7 @@
 """Which ranks record a trace: ``all``, ``0,3``, ``"0, 2, 4"``, ``0-3,8``, ``0,slowest``.
 
 ``slowest`` is the rank with the most compute per step before each window, chosen while the
-job runs (see :mod:`profiling.slowest`). Ranges stay ranges until checked against the job's
+job runs (see :mod:`profiling.recording.slowest`). Ranges stay ranges until checked against the job's
 world size: a typo like ``0-9999999999`` is refused at once, never expanded.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from profiling.setting_error import SettingError
+from slurm.basics import SettingError
 
 _HINT = "HINT: use 'all', a list '0,3', ranges '0-3,8', or 'slowest'"
 SLOWEST = "slowest"

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from profiling.ranks import RankSelection
-from profiling.schedule import ScheduleConfig
-from profiling.setting_error import SettingError
+from profiling.recording.ranks import RankSelection
+from profiling.recording.schedule import ScheduleConfig
+from slurm.basics import SettingError
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -1,26 +1,21 @@
-"""Trace file names, and writing files so that a reader on NFS never sees half of one.
+"""Trace files: their names, finding them in a folder, and writing one atomically.
 
-Layout: ``<traces root>/<job id>/rank<r>_iter<first>_<last>.json[.gz]``, where first and last
-are the ``ProfilerStep#`` numbers the trace holds. A file is written under a temporary name
-in the same folder (``.<final name>.<pid>.tmp``: hidden, and not ending in ``.json``, so
-neither our readers nor HTA's or Perfetto's folder loaders pick it up), flushed to disk, then
-renamed, which is atomic within one folder, on NFS too.
+``rank<r>_iter<first>_<last>.json[.gz]``, where first and last are the ``ProfilerStep#``
+numbers the trace holds. A trace is exported under a temporary name in the same folder and
+renamed (:func:`slurm.basics.atomic_path`), so a reader on NFS never sees half of one.
 """
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import gzip
-import json
-import os
 import re
 import shutil
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-TEMP_SUFFIX = ".tmp"
+from slurm.basics import atomic_path, temporary_path
+
 _TRACE_NAME = re.compile(r"^rank(?P<rank>\d+)_iter(?P<first>\d+)_(?P<last>\d+)\.json(?P<gz>\.gz)?$")
 
 
@@ -51,33 +46,6 @@ def list_traces(folder: Path) -> list[TraceFile]:
     return sorted(trace for trace in found if trace is not None)
 
 
-def temporary_path(path: Path) -> Path:
-    return path.with_name(f".{path.name}.{os.getpid()}{TEMP_SUFFIX}")
-
-
-@contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
-    """Yield a temporary path; once the block has written it, it becomes ``path``."""
-    temp = temporary_path(path)
-    try:
-        yield temp
-        _fsync(temp)
-        os.replace(temp, path)
-    finally:
-        temp.unlink(missing_ok=True)
-
-
-def write_text_atomically(path: Path, text: str) -> None:
-    """``path.write_text(text)`` that a reader never sees half-written (a report is read while
-    rank 0 rewrites it, e.g. by ``watch cat``)."""
-    with atomic_path(path) as temp:
-        temp.write_text(text)
-
-
-def write_json_atomically(path: Path, document: Any) -> None:
-    write_text_atomically(path, json.dumps(document, indent=2, sort_keys=False) + "\n")
-
-
 def export_trace(export: Callable[[str], None], path: Path) -> None:
     """Write a trace through ``export(file name)`` (the profiler's own exporter) atomically.
 
@@ -99,16 +67,3 @@ def export_trace(export: Callable[[str], None], path: Path) -> None:
             shutil.copyfileobj(source, sink, length=1 << 20)
     finally:
         plain.unlink(missing_ok=True)
-
-
-def open_trace(path: Path) -> Any:
-    """A binary file object over a trace, decompressing ``.gz`` transparently."""
-    return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)

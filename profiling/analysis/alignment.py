@@ -51,7 +51,7 @@ from typing import Any
 
 import numpy as np
 
-from profiling.trace_events import Collective
+from profiling.analysis.trace_events import Collective
 
 # How far apart two ends of one collective may be after alignment, tried in turn.
 TOLERANCES_US = (5.0, 15.0, 50.0, 150.0, 500.0, 1_500.0, 5_000.0, 20_000.0)

@@ -25,7 +25,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from profiling.traces import write_json_atomically
+from slurm.basics import write_json_atomically
 
 EXIT_STATUS = 3  # a rank the watchdog ended
 

@@ -12,7 +12,6 @@ records the same steps. The agreed steps go to ``accepted-<n>.json`` for the req
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import json
 import math
 import os
@@ -22,10 +21,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from profiling.job_folder import JobFolder
-from profiling.profiler import StepProfiler, Window
-from profiling.ranks import RankSelection
-from profiling.traces import write_json_atomically
+from profiling.folder.layout import JobFolder
+from profiling.recording.profiler import StepProfiler, Window
+from profiling.recording.ranks import RankSelection
+from slurm.basics import utc_now, write_json_atomically
 
 POLL_S = 2.0
 CAPTURE_WARMUP = 1  # steps of profiler warm-up before a capture's first recorded step
@@ -49,7 +48,7 @@ def write_request(folder: JobFolder, *, active: int, ranks: str) -> CaptureReque
     folder.capture.mkdir(parents=True, exist_ok=True)
     while True:
         number = 1 + max((request.id for request in read_requests(folder)), default=0)
-        request = CaptureRequest(number, active, ranks, _now())
+        request = CaptureRequest(number, active, ranks, utc_now())
         try:  # exclusive creation: two requesters at once get two ids
             with open(folder.capture / _REQUEST.format(number), "x") as handle:
                 json.dump(dataclasses.asdict(request), handle)
@@ -147,10 +146,6 @@ class CaptureWatcher:
             if Window(first, first + request.active - 1, CAPTURE_WARMUP, "capture").overlaps(window):
                 first = window.last + 1 + CAPTURE_WARMUP
         return first
-
-
-def _now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def accepted_path(folder: JobFolder, request_id: int) -> Path:

@@ -14,10 +14,9 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiling.job_folder import JobFolder
-from profiling.ranks import format_ranks
-from profiling.setting_error import SettingError
-from profiling.traces import write_json_atomically
+from profiling.folder.layout import JobFolder
+from profiling.recording.ranks import format_ranks
+from slurm.basics import SettingError, write_json_atomically
 
 # Rank 0 looks again for this long before it gives up on a marker: a slow shared filesystem
 # may show a file a moment after it was written.

@@ -3,7 +3,7 @@
 A *window* is a run of steps to record: the schedule's (on the ranks ``--profile-ranks``
 selects), the slowest rank's (``--profile-ranks slowest``, chosen before each window, see
 :class:`SlowestRank`), or a live capture (``python -m jobs.capture``, see
-:mod:`profiling.capture`). Each window gets a ``torch.profiler.profile`` of its own, started
+:mod:`profiling.recording.capture`). Each window gets a ``torch.profiler.profile`` of its own, started
 for its warm-up and stopped once its trace is written, so between windows a step costs a
 counter and a comparison: a rank with nothing to record runs the plain loop.
 
@@ -25,8 +25,8 @@ from typing import Any, Protocol
 
 from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
-from profiling.config import ProfilerConfig
-from profiling.traces import export_trace, trace_file_name
+from profiling.folder.traces import export_trace, trace_file_name
+from profiling.recording.config import ProfilerConfig
 
 
 @dataclasses.dataclass(frozen=True)

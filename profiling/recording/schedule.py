@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 import enum
 
-from profiling.setting_error import SettingError
+from slurm.basics import SettingError
 
 MAX_WINDOWS = 10_000
 

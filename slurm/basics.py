@@ -1,0 +1,96 @@
+"""What every room of the toolkit shares: the error a setting raises, writes a reader on NFS
+never sees half of, the one-line command-line parser, and the time stamp files carry.
+
+It lives in ``slurm/``, the room that imports no other, so that every arrow between rooms
+points one way (``jobs`` -> ``workload``, ``profiling`` -> ``slurm``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime
+import json
+import os
+import re
+import sys
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any, NoReturn
+
+TEMP_SUFFIX = ".tmp"
+_FIELD = re.compile(r"\{([a-z_]+)\}")
+
+
+class SettingError(ValueError):
+    """A setting that cannot run.
+
+    A config does not know which command line (if any) set it, so its message names settings
+    by field, as ``{steps}``; ``jobs/options.py`` owns the one field -> option table and shows
+    ``--steps``. ``str()`` names fields; :meth:`naming` names options.
+    """
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+    def naming(self, names: Mapping[str, str]) -> str:
+        """The message with each ``{field}`` replaced by ``names[field]`` (or the field itself)."""
+        return _FIELD.sub(lambda match: names.get(match[1], match[1]), self.message)
+
+    def __str__(self) -> str:
+        return self.naming({})
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse, with its errors as one line (its usage text is for --help, not for a typo)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: error: {message}. HINT: {self.prog} --help\n")
+
+    def fail(self, message: str) -> int:
+        """Print a mistake found after parsing as the same one line; returns the exit status."""
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        return 2
+
+
+def utc_now() -> str:
+    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
+
+
+def temporary_path(path: Path) -> Path:
+    """``.<name>.<pid>.tmp`` beside ``path``: hidden, and not ending in ``.json``, so that no trace
+    reader (ours, HTA's or Perfetto's folder loaders) picks it up."""
+    return path.with_name(f".{path.name}.{os.getpid()}{TEMP_SUFFIX}")
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path) -> Iterator[Path]:
+    """Yield a temporary path; once the block has written it, it becomes ``path``: flushed to
+    disk, then renamed, which is atomic within one folder, on NFS too."""
+    temp = temporary_path(path)
+    try:
+        yield temp
+        _fsync(temp)
+        os.replace(temp, path)
+    finally:
+        temp.unlink(missing_ok=True)
+
+
+def write_text_atomically(path: Path, text: str) -> None:
+    """``path.write_text(text)`` that a reader never sees half-written (a report is read while
+    rank 0 rewrites it, e.g. by ``watch cat``)."""
+    with atomic_path(path) as temp:
+        temp.write_text(text)
+
+
+def write_json_atomically(path: Path, document: Any) -> None:
+    write_text_atomically(path, json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
