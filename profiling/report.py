@@ -25,7 +25,7 @@ Reads the folder's traces one at a time (plain or gzipped), and writes to ``<fol
       collectives`` or ``base time``), ``shift_us`` (added to its ts in the merged trace),
       ``pairs``, ``residual_us`` (median absolute deviation of the pairs' offsets),
       ``max_residual_us``, ``paired_share`` (of the shorter trace's all-reduce-like
-      collectives), ``uncertainty_us`` (the deviation's 90th percentile: how well the clock is
+      collectives), ``uncertainty_us`` (the shift's standard error: how well the clock is
       known), ``note`` (why a rank kept its base time, e.g. an ambiguous offset).
 
     ``straggler`` (null for one rank): ``verdict`` (``straggler``, ``none`` or
@@ -434,7 +434,7 @@ def render_markdown(report: dict[str, Any]) -> str:
     lines += [
         "## Clock alignment",
         "",
-        "| rank | method | shift (µs) | pairs | residual (µs) | ± (µs, p90) | paired | note |",
+        "| rank | method | shift (µs) | pairs | residual (µs) | ± (µs) | paired | note |",
         "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in report["ranks"]:

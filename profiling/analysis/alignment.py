@@ -38,8 +38,10 @@ only if
 
 Otherwise the trace keeps the prior (its base time), and the report says why. What the
 alignment reports is what its pairs achieve: the share of collectives paired, the median
-absolute deviation of their offsets (``residual_us``) and :attr:`Alignment.uncertainty_us`, the
-90th percentile of that deviation, which the straggler test takes as the clocks' accuracy.
+absolute deviation of their offsets (``residual_us``: how far apart the ranks leave a
+collective) and :attr:`Alignment.uncertainty_us`, how well that many pairs pin the median: its
+standard error, 1.858 x MAD / sqrt(pairs) (1.2533 sigma / sqrt(n), sigma = 1.4826 x MAD),
+which the straggler test takes as the clock's accuracy.
 """
 
 from __future__ import annotations
@@ -63,6 +65,8 @@ _MIN_WINDOW_US = 2000.0
 _PEAKS = 12  # offsets tried at each tolerance, the correlation's highest
 _CHANCE_OFFSETS = 24  # offsets across the window that measure what chance pairs
 _MAX_BINS = 1 << 21
+# The standard error of a median of n draws, per MAD and over sqrt(n): 1.2533 x 1.4826.
+_MEDIAN_ERROR = 1.858
 _KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 # Collectives that no rank leaves before every rank has arrived (letters only, lower case).
 _SYMMETRIC = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "barrier")
@@ -92,7 +96,7 @@ class Alignment:
     matched: dict[int, int]  # reference instance index -> this trace's instance index
     note: str = ""
     paired_share: float | None = None  # pairs / all-reduce-like collectives of the shorter trace
-    uncertainty_us: float | None = None  # 90th percentile of the pairs' deviation: the clock's accuracy
+    uncertainty_us: float | None = None  # the shift's standard error: the clock's accuracy
 
     @property
     def paired(self) -> bool:
@@ -425,7 +429,7 @@ def _measured(
         max_residual_us=float(deviations.max()),
         matched=matched,
         paired_share=len(offsets) / shorter,
-        uncertainty_us=float(np.percentile(deviations, 90)),
+        uncertainty_us=_MEDIAN_ERROR * float(np.median(deviations)) / np.sqrt(len(offsets)),
     )
 
 
