@@ -11,8 +11,6 @@ folder on the shared filesystem.
 
 from __future__ import annotations
 
-import shutil
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -22,9 +20,10 @@ from typing import Any
 from jobs.options import add_traces_root
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import read_running
+from profiling.folder.requests import read_accepted, write_request
 from profiling.folder.traces import trace_file_name
-from profiling.recording.capture import read_accepted, write_request
 from profiling.recording.ranks import RankSelection, RankSpecError
+from slurm import scheduler
 from slurm.basics import OneLineParser
 
 PROG = "python -m jobs.capture"
@@ -58,15 +57,7 @@ def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
 
 def _in_queue(job_id: str) -> bool:
     """False only where SLURM answers that it does not know the job."""
-    if not shutil.which("squeue"):
-        return True
-    try:
-        out = subprocess.run(
-            ["squeue", "-h", "-j", job_id, "-o", "%T"], capture_output=True, text=True, timeout=10
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return True
-    return bool(out.stdout.strip()) or (out.returncode != 0 and "Invalid job id" not in out.stderr)
+    return not scheduler.available() or scheduler.queue_state(job_id) != ""
 
 
 def wait_for_traces(folder: JobFolder, request_id: int, restart_count: int, timeout_s: float) -> list[Path]:

@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import datetime
 import json
-import shutil
 import statistics
-import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -23,6 +21,7 @@ from jobs.options import TRACES_ROOT_ENV, default_traces_root
 from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import read_manifest, read_running
 from profiling.folder.traces import list_traces
+from slurm import scheduler
 from slurm.basics import OneLineParser
 
 NO_MANIFEST = "no manifest (running, or ended before writing one)"
@@ -64,7 +63,7 @@ def _running(folder: JobFolder) -> dict[str, Any]:
 
 def _straggler(folder: JobFolder) -> str | None:
     try:
-        verdict = json.loads((folder.meta / "report.json").read_text())["straggler"]
+        verdict = json.loads(folder.report.json.read_text())["straggler"]
     except (OSError, ValueError, KeyError):
         return None
     if verdict is None:
@@ -74,18 +73,9 @@ def _straggler(folder: JobFolder) -> str | None:
 
 def scheduler_queue(job_ids: Sequence[str]) -> dict[str, str]:
     """job id -> state, for the jobs SLURM still has in its queue (empty where it does not answer)."""
-    if not job_ids or not shutil.which("squeue"):
+    if not scheduler.available():
         return {}
-    try:
-        out = subprocess.run(
-            ["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)],
-            capture_output=True,
-            text=True,
-            timeout=10,
-        )
-    except (OSError, subprocess.TimeoutExpired):
-        return {}
-    return dict(line.split(None, 1) for line in out.stdout.splitlines() if " " in line.strip())
+    return scheduler.queue_states(job_ids) or {}
 
 
 def list_jobs(root: Path) -> list[dict[str, Any]]:

@@ -11,7 +11,6 @@ from __future__ import annotations
 import dataclasses
 import math
 import re
-import subprocess
 import time
 from pathlib import Path
 from typing import TextIO
@@ -20,14 +19,10 @@ import submitit
 from submitit.core.utils import pickle_load
 
 from profiling.folder.layout import JobFolder
+from profiling.hang import verdict_lines
+from slurm import scheduler
 
 ERROR_TAIL_LINES = 20
-# States in which a job runs no more (squeue's, sacct's and scontrol's names); a requeued job
-# goes back to PENDING, so PREEMPTED and REQUEUED are not among them.
-TERMINAL_STATES = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
-)
-UNKNOWN_END = "ended, state unknown: no accounting"
 
 
 class LogFollower:
@@ -56,8 +51,8 @@ class LogFollower:
 def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float = 1.0) -> int:
     """Block until ``job`` ends; exit status 0 if every task succeeded, else 1."""
     follower = LogFollower(job.task(0).paths.stdout, out, prefix="[rank 0] ")
-    scheduler = SlurmJobState(job.job_id, out) if isinstance(job, submitit.SlurmJob) else None
-    while not (scheduler.ended() if scheduler is not None else job.done()):
+    slurm_state = SlurmJobState(job.job_id, out) if isinstance(job, submitit.SlurmJob) else None
+    while not (slurm_state.ended() if slurm_state is not None else job.done()):
         follower.poll()
         time.sleep(poll_s)
     follower.poll()
@@ -72,32 +67,21 @@ def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float =
             print("\n".join(line for _, line in srun_report[:ERROR_TAIL_LINES]), file=out)
         print(f"--- rank {first.rank}: last lines of its error ---", file=out)
         print(_tail(first.error, ERROR_TAIL_LINES), file=out)
-        _explain_hang(job_dir, out)
+        verdict = verdict_lines(job_dir)
+        if verdict:
+            print("--- why it hung (meta/hang/hang.md) ---", file=out)
+            print("\n".join(verdict), file=out)
         return 1
-    if scheduler is not None and scheduler.state not in ("COMPLETED", UNKNOWN_END):
-        print(f"job {job.job_id} ended {scheduler.state}", file=out)
+    if slurm_state is not None and slurm_state.state not in ("COMPLETED", scheduler.UNKNOWN_END):
+        print(f"job {job.job_id} ended {slurm_state.state}", file=out)
         return 1
     print(f"job {job.job_id} done; traces in {job_dir.path}, manifest and report in {job_dir.meta}", file=out)
     return 0
 
 
-def _explain_hang(job_dir: JobFolder, out: TextIO) -> None:
-    """Where ranks left hang dumps (a collective timed out, a rank stopped): the verdict."""
-    from profiling.hang import HangError, explain
-
-    if not any(job_dir.hang.glob("rank*.json")):
-        return
-    try:
-        verdict = explain(job_dir)
-    except (HangError, OSError):
-        return
-    print("--- why it hung (meta/hang/hang.md) ---", file=out)
-    print("\n".join(verdict["verdict"]), file=out)
-
-
 class SlurmJobState:
-    """Whether a SLURM job has ended: from squeue while the job is in the queue, then from
-    sacct or, where there is no accounting, scontrol (which knows a job for ``MinJobAge``)."""
+    """Whether a SLURM job has ended: from squeue while the job is in the queue, then how it ended
+    (:func:`slurm.scheduler.end_state`), asking at most every ``poll_s``."""
 
     def __init__(self, job_id: str, out: TextIO, poll_s: float = 2.0) -> None:
         self.job_id, self.out, self.poll_s = job_id, out, poll_s
@@ -110,35 +94,11 @@ class SlurmJobState:
         if time.monotonic() - self._last_poll < self.poll_s:
             return False
         self._last_poll = time.monotonic()
-        queue = _run(["squeue", "-h", "-j", self.job_id, "-o", "%T"])
-        if queue is None or (queue.returncode != 0 and "Invalid job id" not in queue.stderr):
-            return False  # the scheduler did not answer: ask again
-        listed = queue.stdout.split() if queue.returncode == 0 else []
-        if listed and listed[0] not in TERMINAL_STATES:
-            return False
-        self.state = listed[0] if listed else self._end_state()  # ended, or left the queue
+        state = scheduler.queue_state(self.job_id)
+        if state is None or (state and state not in scheduler.TERMINAL_STATES):
+            return False  # no answer (ask again), or still queued or running
+        self.state = state or scheduler.end_state(self.job_id, warn=lambda line: print(line, file=self.out))
         return True
-
-    def _end_state(self) -> str:
-        accounting = _run(["sacct", "-X", "-n", "-P", "-j", self.job_id, "-o", "State"])
-        if accounting is not None and accounting.returncode == 0 and accounting.stdout.split():
-            return accounting.stdout.split()[0]
-        why = (
-            (accounting.stderr.strip().splitlines() or ["no record"])[0]
-            if accounting is not None
-            else "no answer"
-        )
-        print(f"accounting is unavailable ({why}): the job's end state comes from scontrol", file=self.out)
-        detail = _run(["scontrol", "show", "job", "-o", self.job_id])
-        match = re.search(r"\bJobState=(\S+)", detail.stdout) if detail is not None else None
-        return match.group(1) if match else UNKNOWN_END
-
-
-def _run(command: list[str]) -> subprocess.CompletedProcess | None:
-    try:
-        return subprocess.run(command, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 @dataclasses.dataclass(frozen=True)

@@ -11,7 +11,6 @@ by submitit's own handler (which calls :meth:`jobs.task.ProfiledTraining.checkpo
 from __future__ import annotations
 
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -21,6 +20,7 @@ from typing import Any
 from submitit import JobEnvironment
 
 from jobs.spec import TaskConfig
+from slurm import scheduler
 from slurm.env import DistributedIdentity
 
 # How long a rank that is not rank 0 waits, after saving its state, for the requeue to end it.
@@ -55,13 +55,13 @@ class Preemption:
         if callable(self._chained):
             # submitit: on rank 0 it checkpoints, requeues and exits; elsewhere it returns.
             self._chained(self.signum, None)
-        elif identity.is_main and identity.source == "slurm":
+        elif identity.is_main and identity.launcher.queued:
             if not config.can_requeue(identity.restart_count):
                 raise PreemptedWithoutRequeue(
                     f"preempted after {identity.restart_count} restarts, the most --max-restarts "
                     f"{config.max_restarts} allows"
                 )
-            subprocess.run(["scontrol", "requeue", identity.job_id], check=True, timeout=60)
+            scheduler.requeue(identity.job_id)
             sys.exit(f"job {identity.job_id} requeued after preemption")
         if not identity.is_main:
             time.sleep(REQUEUE_GRACE_S)

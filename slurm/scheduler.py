@@ -1,0 +1,82 @@
+"""Asking SLURM about jobs: the one module that runs ``squeue``, ``sacct`` and ``scontrol``.
+
+Every command is bounded by :data:`TIMEOUT_S`. A scheduler that does not answer (slurmctld
+restarting, a machine without SLURM) is told apart from one that answers "no such job": the
+first gives None, and each caller decides what not knowing means.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from collections.abc import Callable, Sequence
+
+TIMEOUT_S = 30.0
+# States in which a job runs no more (squeue's, sacct's and scontrol's names); a requeued job
+# goes back to PENDING, so PREEMPTED and REQUEUED are not among them.
+TERMINAL_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+)
+UNKNOWN_END = "ended, state unknown: no accounting"
+_UNKNOWN_JOB = "Invalid job id"  # what squeue and scontrol say of a job they do not know
+
+
+def available() -> bool:
+    """Whether this machine can ask SLURM at all."""
+    return shutil.which("squeue") is not None
+
+
+def queue_states(job_ids: Sequence[str]) -> dict[str, str] | None:
+    """Job id -> state (``RUNNING``, ``PENDING``, ``COMPLETING``...) of those of ``job_ids`` still in
+    SLURM's queue; None if squeue did not answer."""
+    if not job_ids:
+        return {}
+    out = _run(["squeue", "-h", "-o", "%i %T", "-j", ",".join(job_ids)])
+    if out is None:
+        return None
+    if out.returncode != 0:
+        # squeue refuses a list of ids none of which it knows: they all left the queue
+        return {} if _UNKNOWN_JOB in out.stderr else None
+    return dict(line.split(None, 1) for line in out.stdout.splitlines() if " " in line.strip())
+
+
+def queue_state(job_id: str) -> str | None:
+    """The job's state while it is in the queue, "" once it has left it, None if squeue did not answer."""
+    states = queue_states([job_id])
+    return None if states is None else states.get(job_id, "")
+
+
+def end_state(job_id: str, warn: Callable[[str], None] = lambda line: None) -> str:
+    """How a job that left the queue ended: from accounting (sacct) or, where there is none,
+    ``scontrol`` (which knows a job for ``MinJobAge``); ``warn`` hears once why not sacct."""
+    accounting = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"])
+    if accounting is not None and accounting.returncode == 0 and accounting.stdout.split():
+        return accounting.stdout.split()[0]
+    why = (accounting.stderr.strip().splitlines() or ["no record"])[0] if accounting else "no answer"
+    warn(f"accounting is unavailable ({why}): the job's end state comes from scontrol")
+    detail = _run(["scontrol", "show", "job", "-o", job_id])
+    match = re.search(r"\bJobState=(\S+)", detail.stdout) if detail is not None else None
+    return match.group(1) if match else UNKNOWN_END
+
+
+def release(job_id: str) -> None:
+    """Let a job submitted held (``sbatch --hold``) start (raises if SLURM refuses)."""
+    subprocess.run(["scontrol", "release", job_id], check=True, capture_output=True, timeout=TIMEOUT_S)
+
+
+def cancel(job_id: str) -> None:
+    """Cancel a job, if SLURM answers; a job already gone is no error."""
+    _run(["scancel", job_id])
+
+
+def requeue(job_id: str) -> None:
+    """Put a running job back in the queue (raises if SLURM refuses)."""
+    subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=TIMEOUT_S)
+
+
+def _run(command: list[str]) -> subprocess.CompletedProcess | None:
+    try:
+        return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)
+    except (OSError, subprocess.TimeoutExpired):
+        return None
