@@ -22,6 +22,9 @@ from jobs.options import add_task_arguments, describe, task_config_from_args
 from jobs.spec import JobSpec, SlurmResources, SpecError
 from profiling.folder.layout import JobFolder
 from slurm.basics import OneLineParser
+from slurm.launchers import Executor
+
+AUTO_CLUSTER = "auto"  # slurm where sbatch is on PATH, else local
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -35,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
     where = parser.add_argument_group("where")
     where.add_argument(
         "--cluster",
-        choices=("auto", "slurm", "local", "debug"),
+        choices=(AUTO_CLUSTER, *map(str, Executor)),
         default="auto",
         help="auto: slurm if sbatch is on PATH, else local (default: auto)",
     )
@@ -77,10 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def resolve_cluster(requested: str, dry_run: bool) -> str:
-    if requested != "auto":
-        return requested
-    return "slurm" if dry_run or shutil.which("sbatch") else "local"
+def resolve_cluster(requested: str, dry_run: bool) -> Executor:
+    if requested != AUTO_CLUSTER:
+        return Executor(requested)
+    return Executor.SLURM if dry_run or shutil.which("sbatch") else Executor.LOCAL
 
 
 def job_spec_from_args(args: argparse.Namespace) -> JobSpec:
@@ -132,7 +135,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         spec = job_spec_from_args(args)
         if not args.dry_run:
             check_writable(spec.task.traces_root)
-            if spec.cluster == "slurm" and not shutil.which("sbatch"):
+            if spec.cluster is Executor.SLURM and not shutil.which("sbatch"):
                 raise SpecError(
                     "--cluster slurm but sbatch is not on PATH. HINT: submit from a login node, "
                     "or run here with --cluster local"
@@ -158,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     gpus = f", {spec.gpus_per_node} GPU(s) per node" if spec.gpus_per_node else ", no GPU"
     print(f"submitted job {job.job_id} ({spec.cluster}: {shape}{gpus})")
     print(f"traces will be written to {job_dir.path}", flush=True)
-    if spec.cluster == "debug":
+    if spec.cluster.supports.in_process:
         return _run_debug(job, job_dir)
     if args.wait:
         from jobs.monitor import wait_for

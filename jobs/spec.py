@@ -11,9 +11,9 @@ from pathlib import Path
 
 from profiling.recording.config import ProfilerConfig
 from slurm.basics import SettingError
+from slurm.launchers import Executor
 from workload.config import WorkloadConfig
 
-CLUSTERS = ("slurm", "local", "debug")
 DEVICES = ("auto", "cpu", "cuda")
 _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
 
@@ -21,7 +21,8 @@ _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
 # --sbatch too would win in the script while the tasks are planned from ours (nodes=5 next to
 # --nodes 2), or move the logs that --wait follows and submitit reads its results from.
 _LOGS = (
-    "the job's logs, which --wait follows and submitit reads results from, go to logs/ under {traces_root}"
+    "the job's logs, which --wait follows and submitit reads results from, go to <job id>/logs/ under "
+    "{traces_root}"
 )
 _PREEMPTION = "the warning before preemption or the time limit, for the checkpoint"
 OWNED_SBATCH_OPTIONS: dict[str, tuple[str, str]] = {  # option -> (what it is to us, the fix)
@@ -162,7 +163,7 @@ class SlurmResources:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class JobSpec:
-    cluster: str
+    cluster: Executor
     nodes: int = 1
     gpus_per_node: int = 1  # 0: a CPU job, no GPU asked for
     tasks_per_node: int = 1  # one per GPU; CPU processes per node where there is no GPU
@@ -170,8 +171,9 @@ class JobSpec:
     slurm: SlurmResources = dataclasses.field(default_factory=SlurmResources)
 
     def __post_init__(self) -> None:
-        if self.cluster not in CLUSTERS:
-            raise SpecError(f"{{cluster}} {self.cluster!r} is not one of {', '.join(CLUSTERS)}")
+        if not isinstance(self.cluster, Executor):
+            raise SpecError(f"{{cluster}} {self.cluster!r} is not one of {', '.join(map(str, Executor))}")
+        supports = self.cluster.supports
         if self.nodes < 1:
             raise SpecError(f"{{nodes}} {self.nodes} must be at least 1")
         if self.gpus_per_node < 0:
@@ -186,14 +188,14 @@ class JobSpec:
             )
         if self.gpus_per_node == 0 and self.task.device == "cuda":
             raise SpecError("{device} cuda with {gpus_per_node} 0 asks for no GPU. HINT: set {gpus_per_node}")
-        if self.cluster in ("local", "debug") and self.nodes > 1:
+        if not supports.nodes and self.nodes > 1:
             raise SpecError(
                 f"{{cluster}} {self.cluster} runs on this machine only, but {{nodes}} is {self.nodes}. "
                 "HINT: use {nodes} 1, or {cluster} slurm"
             )
-        if self.cluster == "debug" and self.tasks_per_node > 1:
+        if not supports.tasks and self.tasks_per_node > 1:
             raise SpecError(
-                "{cluster} debug runs one task in this process, "
+                f"{{cluster}} {self.cluster} runs one task in this process, "
                 f"but {{tasks_per_node}} is {self.tasks_per_node}. "
                 "HINT: use one task, or {cluster} local for several processes"
             )

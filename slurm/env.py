@@ -22,6 +22,7 @@ import zlib
 from collections.abc import Mapping
 
 from slurm import hostnames
+from slurm.launchers import Executor, Launcher
 
 # SLURM's variable names, in one table. Step variables come first where both exist: inside
 # ``srun`` they describe the tasks actually launched, which is what the ranks must match.
@@ -81,7 +82,7 @@ class DistributedEnvError(ValueError):
 class DistributedIdentity:
     """Who this process is in the job. Immutable; built once per task by :func:`from_environment`."""
 
-    source: str  # "torchrun", "submitit-local", "slurm" or "single"
+    launcher: Launcher  # what started the job: slurm, submitit-local, torchrun or single
     rank: int
     local_rank: int
     world_size: int
@@ -124,7 +125,7 @@ def from_environment(env: Mapping[str, str] | None = None) -> DistributedIdentit
     env = os.environ if env is None else env
     if TORCHRUN_VARS["rank"] in env and TORCHRUN_VARS["world_size"] in env:
         return _from_torchrun(env)
-    if env.get(SUBMITIT_LOCAL_VARS["executor"]) == "local" and SUBMITIT_LOCAL_VARS["job_id"] in env:
+    if env.get(SUBMITIT_LOCAL_VARS["executor"]) == Executor.LOCAL and SUBMITIT_LOCAL_VARS["job_id"] in env:
         return _from_submitit_local(env)
     if "SLURM_PROCID" in env:
         return _from_slurm(env)
@@ -154,7 +155,7 @@ def _from_torchrun(env: Mapping[str, str]) -> DistributedIdentity:
     slurm_job = _first(env, SLURM_VARS["job_id"])
     job_id = slurm_job or env.get(v["run_id"]) or f"torchrun-{os.getppid()}"
     return DistributedIdentity(
-        source="torchrun",
+        launcher=Launcher.TORCHRUN,
         rank=_int(env, v["rank"], minimum=0),
         local_rank=_int(env, v["local_rank"], default=0, minimum=0),
         world_size=world_size,
@@ -176,7 +177,7 @@ def _from_submitit_local(env: Mapping[str, str]) -> DistributedIdentity:
     _check_below(v["rank"], rank, v["world_size"], world_size, hint="these come from submitit")
     job_id = env[v["job_id"]]
     return DistributedIdentity(
-        source="submitit-local",
+        launcher=Launcher.LOCAL,
         rank=rank,
         local_rank=_int(env, v["local_rank"], minimum=0),
         world_size=world_size,
@@ -232,7 +233,7 @@ def _from_slurm(env: Mapping[str, str]) -> DistributedIdentity:
         job_id = f"{array_job}_{array_task}"  # the id users see in squeue and sacct
 
     return DistributedIdentity(
-        source="slurm",
+        launcher=Launcher.SLURM,
         rank=rank,
         local_rank=local_rank,
         world_size=world_size,
@@ -275,7 +276,7 @@ def _slurm_local_world_size(
 def _single_process(env: Mapping[str, str]) -> DistributedIdentity:
     job_id = env.get(SUBMITIT_DEBUG_JOB_ID) or env.get("SLURM_JOB_ID") or f"local-{os.getpid()}"
     return DistributedIdentity(
-        source="single",
+        launcher=Launcher.SINGLE,
         rank=0,
         local_rank=0,
         world_size=1,

@@ -18,10 +18,11 @@ def test_more_tasks_than_gpus() -> None:
 
 def identity(source: str, gpus_on_node: int | None):
     from slurm.env import DistributedIdentity
+    from slurm.launchers import Launcher
 
     return DistributedIdentity(
-        source=source, rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0, num_nodes=1,
-        master_addr="h", master_port=1234, job_id="1", gpus_on_node=gpus_on_node,
+        launcher=Launcher(source), rank=0, local_rank=0, world_size=1, local_world_size=1, node_rank=0,
+        num_nodes=1, master_addr="h", master_port=1234, job_id="1", gpus_on_node=gpus_on_node,
     )  # fmt: skip
 
 

@@ -25,7 +25,7 @@ def slurm_env(**overrides: str) -> dict[str, str]:
 
 def test_slurm_identity() -> None:
     identity = from_environment(slurm_env())
-    assert identity.source == "slurm"
+    assert identity.launcher == "slurm"
     assert (identity.rank, identity.local_rank, identity.world_size) == (5, 1, 8)
     assert (identity.node_rank, identity.num_nodes, identity.local_world_size) == (1, 2, 4)
     assert identity.master_addr == "gpu-07"
@@ -159,7 +159,7 @@ def test_torchrun_variables_come_first() -> None:
         TORCHELASTIC_RESTART_COUNT="1",
     )
     identity = from_environment(env)
-    assert identity.source == "torchrun"
+    assert identity.launcher == "torchrun"
     assert (identity.rank, identity.local_rank, identity.world_size, identity.node_rank) == (3, 1, 4, 1)
     assert (identity.num_nodes, identity.master_addr, identity.master_port) == (2, "10.0.0.1", 29500)
     assert identity.job_id == "4242"  # the SLURM job around torchrun names the folder
@@ -193,7 +193,7 @@ def submitit_local_env(**overrides: str) -> dict[str, str]:
 
 def test_submitit_local_identity_ignores_inherited_slurm_variables() -> None:
     identity = from_environment({**slurm_env(), **submitit_local_env()})
-    assert identity.source == "submitit-local"
+    assert identity.launcher == "submitit-local"
     assert (identity.rank, identity.world_size, identity.local_world_size, identity.job_id) == (
         1,
         2,
@@ -212,7 +212,7 @@ def test_submitit_local_inconsistent() -> None:
 
 def test_single_process_without_any_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
     identity = from_environment({})
-    assert identity.source == "single"
+    assert identity.launcher == "single"
     assert (identity.rank, identity.world_size, identity.num_nodes) == (0, 1, 1)
     assert identity.job_id.startswith("local-")
     assert identity.is_main and not identity.is_distributed

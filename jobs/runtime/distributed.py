@@ -14,6 +14,7 @@ import torch
 import torch.distributed as dist
 
 from slurm.env import DistributedIdentity
+from slurm.launchers import Launcher
 
 T = TypeVar("T")
 
@@ -96,7 +97,7 @@ def uses_gpu(identity: DistributedIdentity, device: str) -> bool:
         if not torch.cuda.is_available():
             raise RuntimeError("--device cuda but torch sees no GPU. HINT: use --device auto or cpu")
         return True
-    given = identity.source != "slurm" or bool(identity.gpus_on_node)
+    given = identity.launcher is not Launcher.SLURM or bool(identity.gpus_on_node)
     return given and torch.cuda.is_available()
 
 
