@@ -27,8 +27,6 @@ from profiling.folder.manifest import read_manifest
 from profiling.recording.ranks import format_ranks
 from slurm.basics import write_json_atomically, write_text_atomically
 
-VERDICT_NAME = "hang.json"
-
 
 class HangError(ValueError):
     """A folder with nothing to say about a hang."""
@@ -36,7 +34,7 @@ class HangError(ValueError):
 
 def read_dumps(folder: JobFolder) -> dict[int, dict[str, Any]]:
     dumps = {}
-    for path in sorted(folder.hang.glob("rank*.json")):
+    for path in folder.hang_dumps():
         try:
             dump = json.loads(path.read_text())
         except (OSError, ValueError):
@@ -167,9 +165,20 @@ def explain(folder: JobFolder) -> dict[str, Any]:
     """Analyse the job's dumps and write ``hang.json`` and ``hang.md``; returns the verdict."""
     dumps = read_dumps(folder)
     verdict = analyse(dumps, (read_manifest(folder) or {}).get("world_size"))
-    write_json_atomically(folder.hang / VERDICT_NAME, verdict)
-    write_text_atomically(folder.hang / "hang.md", render_markdown(verdict, dumps))
+    write_json_atomically(folder.hang_verdict, verdict)
+    write_text_atomically(folder.hang_markdown, render_markdown(verdict, dumps))
     return verdict
+
+
+def verdict_lines(folder: JobFolder) -> list[str] | None:
+    """The verdict from the job's latest dumps (``hang.json`` and ``hang.md`` rewritten), or None
+    where no rank left one or none can be read."""
+    if not folder.hang_dumps():
+        return None
+    try:
+        return explain(folder)["verdict"]
+    except (HangError, OSError, ValueError):
+        return None
 
 
 def main(argv: Sequence[str] | None = None) -> int:

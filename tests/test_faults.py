@@ -312,14 +312,13 @@ def test_a_traces_root_the_nodes_do_not_share_stops_every_rank_with_one_line(tmp
 def test_plain_sbatch_job_is_requeued_and_resumes(
     slurm_cluster: int, traces_root: Path, tmp_path: Path
 ) -> None:
-    log = tmp_path / "job.out"
     submitted = subprocess.run(
         [
             "sbatch",
             "--nodes=2",
             "--ntasks-per-node=1",
             "--gpus-per-node=1",
-            f"--output={log}",
+            f"--output={tmp_path / 'job.out'}",
             "slurm/profile_resnet18.sbatch",
             "--steps",
             "100",
@@ -336,6 +335,7 @@ def test_plain_sbatch_job_is_requeued_and_resumes(
         env={**os.environ, "PYTHON": sys.executable},
     )
     job_id = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
+    log = JobFolder(traces_root, job_id).logs / f"{job_id}_0_log.out"  # rank 0's output
     try:
         deadline = time.monotonic() + 120
         while not (log.exists() and "step 30/" in log.read_text()):

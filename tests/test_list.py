@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs.list import NO_MANIFEST, list_jobs, main, render
-from profiling.folder.layout import JobFolder, logs_folder
+from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import write_manifest
 from profiling.report import build_report
 from tests.common import REPO
@@ -42,7 +42,7 @@ def root(tmp_path: Path) -> Path:
     running = JobFolder(tmp_path, "43")
     running.path.mkdir()
     (running.path / "rank0_iter15_17.json").write_text("{}")  # a trace, no manifest yet
-    logs_folder(tmp_path).mkdir()
+    (tmp_path / "logs").mkdir()  # the flat logs folder of the layout before one folder per job
     (tmp_path / "notes").mkdir()  # not a job folder
     os.utime(running.path, (2_000_000_000, 2_000_000_000))  # 2033: the newest
     return tmp_path

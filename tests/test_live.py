@@ -15,8 +15,9 @@ import torch.distributed as dist
 import profiling.recording.capture
 from jobs.capture import main as capture_main
 from profiling.folder.layout import JobFolder
+from profiling.folder.requests import read_accepted, write_request
 from profiling.folder.traces import list_traces
-from profiling.recording.capture import CaptureWatcher, read_accepted, write_request
+from profiling.recording.capture import CaptureWatcher
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.profiler import StepProfiler, Window, scheduled_windows
 from profiling.recording.schedule import ScheduleConfig

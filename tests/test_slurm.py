@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.folder.layout import JobFolder, logs_folder
+from profiling.folder.layout import JobFolder
 from tests.common import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
 
 pytestmark = pytest.mark.slurm
@@ -91,8 +91,9 @@ def test_plain_sbatch_batch_script(slurm_cluster: int, traces_root: Path, tmp_pa
     assert result.returncode == 0, log
     manifest = check_job_folder(traces_root / job_id, job_id=job_id, world_size=4, profiled={0, 3})
     check_slurm_identities(manifest, nodes=2, tasks_per_node=2)
-    assert "step 20/20" in log
-    assert not logs_folder(traces_root).exists()  # no submitit anywhere in the loop
+    logs = JobFolder(traces_root, job_id).logs  # each task's output, in the job's own folder
+    assert "step 20/20" in (logs / f"{job_id}_0_log.out").read_text()
+    assert not list(logs.glob("*.pkl"))  # no submitit anywhere in the loop
 
 
 def test_plain_sbatch_bad_options_fail_the_job_with_one_line(slurm_cluster: int, tmp_path: Path) -> None:
@@ -119,9 +120,10 @@ def test_plain_sbatch_bad_options_fail_the_job_with_one_line(slurm_cluster: int,
     )
     job_id = re.search(r"Submitted batch job (\d+)", result.stdout).group(1)
     log = (tmp_path / f"slurm-{job_id}.out").read_text()
-    assert result.returncode != 0
-    assert "jobs.task: error: --profile-ranks '5' selects rank 5, but the job has 2 ranks" in log
-    assert "Traceback" not in log
+    errors = "".join(path.read_text() for path in sorted(JobFolder(tmp_path, job_id).logs.glob("*.err")))
+    assert result.returncode != 0, log
+    assert "jobs.task: error: --profile-ranks '5' selects rank 5, but the job has 2 ranks" in errors
+    assert "Traceback" not in log + errors
 
 
 def test_failed_rank_fails_the_job_visibly(slurm_cluster: int, traces_root: Path) -> None:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.folder.layout import JobFolder, logs_folder
+from profiling.folder.layout import JobFolder
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, check_job_folder, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob, wait_until_no_tasks
 
@@ -34,7 +34,7 @@ def test_cpu_job_two_nodes_two_tasks_each(any_slurm_cluster, traces_root: Path) 
         (0, 0, "node1"), (1, 1, "node1"), (2, 0, "node2"), (3, 1, "node2"),
     ]  # fmt: skip
     assert {r["device"] for r in manifest["ranks"]} == {"cpu"} and manifest["backend"] == "gloo"
-    script = (logs_folder(traces_root) / f"{job_id}_submission.sh").read_text()
+    script = (JobFolder(traces_root, job_id).logs / f"{job_id}_submission.sh").read_text()
     assert "#SBATCH --ntasks-per-node=2" in script and "gpu" not in script
 
 

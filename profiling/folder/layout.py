@@ -1,20 +1,29 @@
-"""Where one job's files live on the shared filesystem: the only module that spells the layout.
+"""Where one job's files live on the shared filesystem: the only module that spells the layout,
+its folders and the names of the files in them (trace names: :mod:`profiling.folder.traces`).
 
 ::
 
     <traces root>/
-    ├── <job id>/                       JobFolder(root, job_id).path
-    │   ├── rank<r>_iter<a>_<b>.json    attempt 0's traces: .attempt(0) is the job folder itself
-    │   ├── restart<k>/                 attempt k's traces (after k requeues): .attempt(k)
-    │   │   └── meta/                   that attempt's report: meta_of(.attempt(k))
-    │   ├── meta/                       .meta: .manifest, the report, .hang (hang forensics),
-    │   │                               .capture (live capture), .running (while it runs),
-    │   │                               .markers (every rank's, to check the folder is shared)
-    │   └── checkpoint/                 .checkpoint: training state a requeued attempt resumes from
-    └── logs/                           .logs: submitit's per-task logs and pickles, for every job
+    └── <job id>/                       JobFolder(root, job_id).path
+        ├── rank<r>_iter<a>_<b>.json    attempt 0's traces: .attempt(0) is the job folder itself
+        ├── restart<k>/                 attempt k's traces (after k requeues): .attempt(k)
+        │   └── meta/                   that attempt's report: ReportFiles.of(.attempt(k))
+        ├── meta/                       .meta
+        │   ├── manifest.json           .manifest
+        │   ├── running.json            .running: while the job runs, its size (jobs.capture)
+        │   ├── report.json, .md, .png  ReportFiles.of(.path): the cross-rank report
+        │   ├── merged_trace.json.gz    ReportFiles.merged
+        │   ├── compare-<job>/          ReportFiles.compare(job): two jobs compared
+        │   ├── ranks/rank<r>.json      .marker(r): every rank's, to check the folder is shared
+        │   ├── capture/                .capture_request(n), .capture_accepted(n)
+        │   └── hang/                   .hang_dump(r), .hang_verdict, .hang_markdown
+        ├── checkpoint/                 .checkpoint_state, .checkpoint_rng(r): what a requeued
+        │                               attempt resumes from
+        └── logs/                       .logs: submitit's per-task logs and pickles
 
-Everything that is not a trace sits in ``meta/``, because HTA's ``TraceAnalysis`` takes every
-``.json``/``.gz`` file of the folder it is given for a trace.
+Everything that is not a trace sits in ``meta/`` or ``logs/``, because HTA's ``TraceAnalysis``
+takes every ``.json``/``.gz`` file of the folder it is given for a trace (it does not descend
+into folders). One job is one folder: to copy, list or delete.
 """
 
 from __future__ import annotations
@@ -22,28 +31,54 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
+from profiling.folder.traces import list_traces
+
 _META = "meta"
 _LOGS = "logs"
 _CHECKPOINT = "checkpoint"
 _HANG = "hang"
 _CAPTURE = "capture"
-_RUNNING = "running.json"
 _MARKERS = "ranks"
-_MANIFEST = "manifest.json"
-
-
-def logs_folder(root: Path) -> Path:
-    """submitit's logs and pickles for every job under ``root``: ``<root>/logs/<job id>_<task>_log.out``.
-
-    One flat folder that exists before submission: Slurm does not create the folder of
-    ``--output``, so a per-job folder (submitit's ``%j``) would lose the logs.
-    """
-    return root / _LOGS
+_RESTART = "restart{}"
+_PER_RANK = "rank{}.json"  # a rank's marker, a rank's hang dump
+_REQUEST = "request-{}.json"
+_ACCEPTED = "accepted-{}.json"
 
 
 def meta_of(trace_folder: Path) -> Path:
     """The ``meta/`` folder beside a folder of traces (a job folder or one attempt's)."""
     return trace_folder / _META
+
+
+@dataclasses.dataclass(frozen=True)
+class ReportFiles:
+    """The cross-rank report of a folder of traces, in its ``meta/`` (or where ``--out`` says)."""
+
+    folder: Path
+
+    @classmethod
+    def of(cls, trace_folder: Path) -> ReportFiles:
+        return cls(meta_of(trace_folder))
+
+    @property
+    def json(self) -> Path:
+        return self.folder / "report.json"
+
+    @property
+    def markdown(self) -> Path:
+        return self.folder / "report.md"
+
+    @property
+    def plot(self) -> Path:
+        return self.folder / "report.png"
+
+    @property
+    def merged(self) -> Path:
+        return self.folder / "merged_trace.json.gz"
+
+    def compare(self, other: str) -> Path:
+        """Where this job's comparison with job ``other`` goes."""
+        return self.folder / f"compare-{other}"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,34 +101,74 @@ class JobFolder:
 
     @property
     def manifest(self) -> Path:
-        return self.meta / _MANIFEST
+        return self.meta / "manifest.json"
+
+    @property
+    def running(self) -> Path:
+        """Written by rank 0 while the job runs (its size, for ``jobs.capture``); removed at the end."""
+        return self.meta / "running.json"
+
+    @property
+    def report(self) -> ReportFiles:
+        return ReportFiles.of(self.path)
 
     @property
     def hang(self) -> Path:
         return self.meta / _HANG
+
+    def hang_dump(self, rank: int) -> Path:
+        """What rank ``rank`` was doing when it made no progress (``jobs.runtime.watchdog``)."""
+        return self.hang / _PER_RANK.format(rank)
+
+    def hang_dumps(self) -> list[Path]:
+        return sorted(self.hang.glob(_PER_RANK.format("*")))
+
+    @property
+    def hang_verdict(self) -> Path:
+        return self.hang / "hang.json"
+
+    @property
+    def hang_markdown(self) -> Path:
+        return self.hang / "hang.md"
 
     @property
     def capture(self) -> Path:
         """Live capture requests and what the ranks agreed on (``python -m jobs.capture``)."""
         return self.meta / _CAPTURE
 
-    @property
-    def running(self) -> Path:
-        """Written by rank 0 while the job runs (its size, for ``jobs.capture``); removed at the end."""
-        return self.meta / _RUNNING
+    def capture_request(self, number: int) -> Path:
+        return self.capture / _REQUEST.format(number)
+
+    def capture_requests(self) -> list[Path]:
+        return sorted(self.capture.glob(_REQUEST.format("*")))
+
+    def capture_accepted(self, number: int) -> Path:
+        return self.capture / _ACCEPTED.format(number)
 
     @property
     def markers(self) -> Path:
         """One file per rank, left at the start to check that every node sees this folder."""
         return self.meta / _MARKERS
 
+    def marker(self, rank: int) -> Path:
+        return self.markers / _PER_RANK.format(rank)
+
     @property
     def checkpoint(self) -> Path:
         return self.path / _CHECKPOINT
 
     @property
+    def checkpoint_state(self) -> Path:
+        """Model, optimizer and step, written by rank 0."""
+        return self.checkpoint / "state.pt"
+
+    def checkpoint_rng(self, rank: int) -> Path:
+        return self.checkpoint / f"rng-rank{rank}.pt"
+
+    @property
     def logs(self) -> Path:
-        return logs_folder(self.root)
+        """submitit's logs and pickles of this job: ``<job id>_<task>_log.out``, ..."""
+        return self.path / _LOGS
 
     def attempt(self, restart_count: int) -> Path:
         """Where attempt ``restart_count`` writes its traces.
@@ -104,7 +179,7 @@ class JobFolder:
         """
         if restart_count < 0:
             raise ValueError(f"restart_count {restart_count} must be 0 or more")
-        return self.path if restart_count == 0 else self.path / f"restart{restart_count}"
+        return self.path if restart_count == 0 else self.path / _RESTART.format(restart_count)
 
     def attempts(self) -> list[Path]:
         """The attempt folders that exist, attempt 0 (the job folder) first."""
@@ -120,10 +195,17 @@ class JobFolder:
         return str(self.attempt(restart_count).relative_to(self.path))
 
 
+def submitit_folder(root: Path) -> Path:
+    """The folder submitit is given: each job's ``logs/``, its id filled in by submitit (``%j``)."""
+    return JobFolder(root, "%j").logs
+
+
 def is_job_folder(path: Path) -> bool:
-    """A folder a job wrote (it has ``meta/`` or traces), as opposed to ``logs/`` or anything else."""
+    """A folder a job wrote (it has ``meta/``, ``logs/`` or traces), as opposed to anything else
+    under the traces root (a flat ``logs/`` of the layout before one folder per job, say)."""
+    folder = JobFolder.at(path)
     return (
         path.is_dir()
         and path.name != _LOGS
-        and (meta_of(path).is_dir() or any(path.glob("rank*_iter*.json*")))
+        and (folder.meta.is_dir() or folder.logs.is_dir() or bool(list_traces(path)))
     )

@@ -1,4 +1,5 @@
-"""Live capture of a running job: the request files, and each rank's watch for them.
+"""Live capture of a running job: each rank's watch for requests (their files:
+:mod:`profiling.folder.requests`).
 
 ``python -m jobs.capture`` writes ``meta/capture/request-<n>.json`` into the job folder. Each
 rank looks for new requests at most every :data:`POLL_S` seconds (one stat of that folder), so
@@ -11,71 +12,25 @@ records the same steps. The agreed steps go to ``accepted-<n>.json`` for the req
 
 from __future__ import annotations
 
-import dataclasses
-import json
 import math
 import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 from profiling.folder.layout import JobFolder
+from profiling.folder.requests import CaptureRequest, read_requests, write_accepted
 from profiling.recording.profiler import StepProfiler, Window
-from profiling.recording.ranks import RankSelection
-from slurm.basics import utc_now, write_json_atomically
 
 POLL_S = 2.0
 CAPTURE_WARMUP = 1  # steps of profiler warm-up before a capture's first recorded step
-_REQUEST = "request-{}.json"
-_ACCEPTED = "accepted-{}.json"
-
-
-@dataclasses.dataclass(frozen=True)
-class CaptureRequest:
-    id: int
-    active: int  # steps to record
-    ranks: str  # a --profile-ranks spec: "all", "0,3"
-    requested_at: str
-
-    def selection(self) -> RankSelection:
-        return RankSelection.parse(self.ranks)
-
-
-def write_request(folder: JobFolder, *, active: int, ranks: str) -> CaptureRequest:
-    """A new request in the job folder; its id is one more than the last (never overwritten)."""
-    folder.capture.mkdir(parents=True, exist_ok=True)
-    while True:
-        number = 1 + max((request.id for request in read_requests(folder)), default=0)
-        request = CaptureRequest(number, active, ranks, utc_now())
-        try:  # exclusive creation: two requesters at once get two ids
-            with open(folder.capture / _REQUEST.format(number), "x") as handle:
-                json.dump(dataclasses.asdict(request), handle)
-            return request
-        except FileExistsError:
-            continue
-
-
-def read_requests(folder: JobFolder) -> list[CaptureRequest]:
-    found = []
-    for path in sorted(folder.capture.glob(_REQUEST.format("*"))):
-        try:
-            found.append(CaptureRequest(**json.loads(path.read_text())))
-        except (OSError, ValueError, TypeError):
-            continue  # being written: seen at the next look
-    return sorted(found, key=lambda request: request.id)
-
-
-def read_accepted(folder: JobFolder, request_id: int) -> dict[str, Any] | None:
-    try:
-        return json.loads((folder.capture / _ACCEPTED.format(request_id)).read_text())
-    except (OSError, ValueError):
-        return None
 
 
 class CaptureWatcher:
     """A step hook: turns capture requests into windows of this rank's profiler."""
+
+    manifest_key = "captures"
 
     def __init__(
         self,
@@ -116,6 +71,10 @@ class CaptureWatcher:
                 self._handled.add(request.id)
                 self._accept(request, step, profiler)
 
+    def manifest_section(self) -> list[dict[str, Any]]:
+        """Each capture: its id, when it was asked for, the steps and ranks agreed on."""
+        return list(self.captures)
+
     def _accept(self, request: CaptureRequest, step: int, profiler: StepProfiler) -> None:
         first = self._agree(f"capture/{request.id}", self._proposal(request, step))
         last = first + request.active - 1
@@ -135,7 +94,7 @@ class CaptureWatcher:
         }
         self.captures.append(record)
         if self.rank == min(record["ranks"], default=0):
-            write_json_atomically(self.folder.capture / _ACCEPTED.format(request.id), record)
+            write_accepted(self.folder, request.id, record)
 
     def _proposal(self, request: CaptureRequest, step: int) -> int:
         """A first step every rank will have seen the request before: two looks away, and more."""
@@ -146,7 +105,3 @@ class CaptureWatcher:
             if Window(first, first + request.active - 1, CAPTURE_WARMUP, "capture").overlaps(window):
                 first = window.last + 1 + CAPTURE_WARMUP
         return first
-
-
-def accepted_path(folder: JobFolder, request_id: int) -> Path:
-    return folder.capture / _ACCEPTED.format(request_id)
