@@ -18,7 +18,7 @@ from profiling.recording.config import ProfilerConfig
 from profiling.recording.ranks import RankSelection
 from profiling.recording.schedule import ScheduleConfig
 from slurm.basics import OneLineParser, SettingError
-from workload.config import DTYPES, RankAndMs, RankAndStep, WorkloadConfig
+from workload.config import DTYPE_CHOICES, RankAndMs, RankAndStep, WorkloadConfig
 
 TRACES_ROOT_ENV = "TRACES_ROOT"
 
@@ -92,7 +92,13 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     work.add_argument("--batch-size", type=int, default=workload.batch_size, help="(default: %(default)s)")
     work.add_argument("--image-size", type=int, default=workload.image_size, help="(default: %(default)s)")
     work.add_argument("--num-classes", type=int, default=workload.num_classes, help="(default: %(default)s)")
-    work.add_argument("--dtype", choices=DTYPES, default=workload.dtype, help="(default: %(default)s)")
+    work.add_argument(
+        "--dtype",
+        choices=DTYPE_CHOICES,
+        default=workload.dtype,
+        help="auto: bf16 where the device computes it natively (CUDA with bf16, CPUs with AVX-512 BF16 "
+        "or AMX), else fp32 (default: %(default)s)",
+    )
     work.add_argument(
         "--threads-per-rank",
         type=int,

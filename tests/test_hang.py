@@ -130,7 +130,9 @@ def test_hang_cli_on_a_folder_without_dumps_says_so_in_one_line(
 
 
 def test_watchdog_dumps_after_a_pause_and_not_while_progressing(tmp_path: Path) -> None:
-    watchdog = Watchdog(rank=3, node="n7", dump_dir=tmp_path, dump_after_s=0.5, exit_after_s=600)
+    watchdog = Watchdog(
+        rank=3, node="n7", dump_path=tmp_path / "rank3.json", dump_after_s=0.5, exit_after_s=600
+    )
     with watchdog:
         for step in range(3):
             watchdog.progress(step)
@@ -147,7 +149,9 @@ def test_a_dump_after_an_error_shows_where_the_error_came_from(tmp_path: Path) -
     def collective() -> None:
         raise RuntimeError("Timed out waiting 20000ms for recv operation to complete")
 
-    watchdog = Watchdog(rank=0, node="n0", dump_dir=tmp_path, dump_after_s=60, exit_after_s=600)
+    watchdog = Watchdog(
+        rank=0, node="n0", dump_path=tmp_path / "rank0.json", dump_after_s=60, exit_after_s=600
+    )
     try:
         collective()
     except RuntimeError as error:
@@ -163,7 +167,8 @@ def test_watchdog_ends_a_rank_stuck_outside_any_collective(tmp_path: Path) -> No
         sys.path.insert(0, {str(REPO)!r})
         from pathlib import Path
         from jobs.runtime.watchdog import Watchdog
-        with Watchdog(rank=1, node="n0", dump_dir=Path(sys.argv[1]), dump_after_s=1, exit_after_s=2) as w:
+        with Watchdog(rank=1, node="n0", dump_path=Path(sys.argv[1]) / "rank1.json", dump_after_s=1,
+                      exit_after_s=2) as w:
             w.progress(5)
             time.sleep(60)  # stuck here
         """

@@ -6,8 +6,11 @@ import dataclasses
 
 from slurm.basics import SettingError
 
-# --dtype -> the name of the torch dtype (resolved where torch is imported)
+# --dtype -> the name of the torch dtype (resolved where torch is imported); "auto" chooses one
+# of them for the device (workload.resnet_ddp.choose_dtype)
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
+AUTO_DTYPE = "auto"
+DTYPE_CHOICES = (AUTO_DTYPE, *DTYPES)
 
 
 class WorkloadError(SettingError):
@@ -42,7 +45,7 @@ class WorkloadConfig:
     batch_size: int = 10
     image_size: int = 224
     num_classes: int = 1000
-    dtype: str = "bf16"
+    dtype: str = AUTO_DTYPE  # bf16 where the device computes it natively, else fp32
     lr: float = 1e-3
     seed: int = 0
     log_every: int = 10
@@ -61,8 +64,8 @@ class WorkloadConfig:
         if self.image_size < 32:
             # ResNet18 downsamples 32x; smaller inputs fail inside the network, on the node.
             raise WorkloadError(f"{{image_size}} {self.image_size} is below ResNet18's minimum of 32")
-        if self.dtype not in DTYPES:
-            raise WorkloadError(f"{{dtype}} {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        if self.dtype not in DTYPE_CHOICES:
+            raise WorkloadError(f"{{dtype}} {self.dtype!r} is not one of {', '.join(DTYPE_CHOICES)}")
         if not self.lr > 0:
             raise WorkloadError(f"{{lr}} {self.lr!r} must be positive")
         for name in ("inject_failure", "inject_hang"):

@@ -2,8 +2,8 @@
 
 The training loop reports each step (:meth:`Watchdog.progress`: a clock read). A daemon thread
 looks once a second: after ``dump_after_s`` without progress (half of ``--dist-timeout``, so
-before the other ranks' collectives time out and srun kills everyone) it writes
-``<job>/meta/hang/rank<r>.json`` (see :mod:`profiling.hang`): the step, the node, the Python
+before the other ranks' collectives time out and srun kills everyone) it writes the rank's hang
+dump (``JobFolder.hang_dump``, read by :mod:`profiling.hang`): the step, the node, the Python
 stack of every thread and torch's flight recorder. After ``exit_after_s`` (``--dist-timeout``
 plus a grace) it ends the process, so that a rank stuck outside any collective (a hung data
 loader, a ``sleep``) cannot keep a job alive once the others have given up: under srun the
@@ -79,9 +79,9 @@ def _short(path: str) -> str:
 
 class Watchdog:
     def __init__(
-        self, *, rank: int, node: str | None, dump_dir: Path, dump_after_s: float, exit_after_s: float
+        self, *, rank: int, node: str | None, dump_path: Path, dump_after_s: float, exit_after_s: float
     ) -> None:
-        self.rank, self.node, self.dump_dir = rank, node or socket.gethostname(), dump_dir
+        self.rank, self.node, self.dump_path = rank, node or socket.gethostname(), dump_path
         self.dump_after_s, self.exit_after_s = dump_after_s, exit_after_s
         self._step: int | None = None
         self._since = time.monotonic()
@@ -108,8 +108,8 @@ class Watchdog:
         With ``error`` (a collective that timed out), the main thread's stack is where the error
         came from: the main thread itself is only writing this dump by then.
         """
-        self.dump_dir.mkdir(parents=True, exist_ok=True)
-        path = self.dump_dir / f"rank{self.rank}.json"
+        path = self.dump_path
+        path.parent.mkdir(parents=True, exist_ok=True)
         stacks = thread_stacks()
         if error is not None and error.__traceback__ is not None:
             stacks["MainThread"] = _lines(traceback.extract_tb(error.__traceback__))
@@ -136,7 +136,7 @@ class Watchdog:
                 self.dump(f"no progress for {idle:.0f} s at step {self._step}: ended by the watchdog")
                 print(
                     f"rank {self.rank}: no progress for {idle:.0f} s at step {self._step}; ending this rank "
-                    f"(stacks in {self.dump_dir})",
+                    f"(stacks in {self.dump_path})",
                     file=sys.stderr,
                     flush=True,
                 )

@@ -63,9 +63,14 @@ def scheduled_windows(config: ProfilerConfig, steps: int, start_step: int = 0) -
 
 
 class StepHook(Protocol):
-    """Called after every step, before the profiler moves on (may add windows)."""
+    """Called after every step, before the profiler moves on (may add windows); what it did goes
+    to the manifest under its ``manifest_key``."""
+
+    manifest_key: str
 
     def after_step(self, step: int, profiler: StepProfiler) -> None: ...
+
+    def manifest_section(self) -> list[dict[str, Any]]: ...
 
 
 class StepProfiler:

@@ -21,6 +21,8 @@ from profiling.recording.profiler import StepProfiler, Window
 class SlowestRank:
     """A step hook (see :class:`profiling.recording.profiler.StepHook`)."""
 
+    manifest_key = "slowest"
+
     def __init__(
         self,
         *,
@@ -35,6 +37,10 @@ class SlowestRank:
         self._cpu = time.thread_time()
         self._spent, self._steps = 0.0, 0
         self.choices: list[dict[str, Any]] = []
+
+    def manifest_section(self) -> list[dict[str, Any]]:
+        """Each window's choice: the rank, its compute per step, the median and how far above."""
+        return list(self.choices)
 
     def after_step(self, step: int, profiler: StepProfiler) -> None:
         now = time.thread_time()
