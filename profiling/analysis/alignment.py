@@ -47,12 +47,12 @@ which the straggler test takes as the clock's accuracy.
 from __future__ import annotations
 
 import dataclasses
-import re
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from profiling.analysis.collectives import C10D, GLOO, is_symmetric, kernel_kind, same_kind
 from profiling.analysis.trace_events import Collective
 
 # How far apart two ends of one collective may be after alignment, tried in turn.
@@ -67,9 +67,6 @@ _CHANCE_OFFSETS = 24  # offsets across the window that measure what chance pairs
 _MAX_BINS = 1 << 21
 # The standard error of a median of n draws, per MAD and over sqrt(n): 1.2533 x 1.4826.
 _MEDIAN_ERROR = 1.858
-_KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
-# Collectives that no rank leaves before every rank has arrived (letters only, lower case).
-_SYMMETRIC = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "barrier")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -114,10 +111,10 @@ def instances(collectives: Sequence[Collective]) -> list[Instance]:
     kernels = [c for c in collectives if c.gpu]
     if kernels:
         return [_kernel_instance(c) for c in kernels]
-    executed = [c for c in collectives if c.name.startswith("gloo:")]
-    queued = [c for c in collectives if c.name.startswith("c10d::")]
+    executed = [c for c in collectives if c.name.startswith(GLOO)]
+    queued = [c for c in collectives if c.name.startswith(C10D)]
     consistent = len(queued) >= len(executed) and all(
-        _same_kind(q.name, e.name) for q, e in zip(queued, executed, strict=False)
+        same_kind(q.name, e.name) for q, e in zip(queued, executed, strict=False)
     )
     found = []
     for index, op in enumerate(executed):
@@ -125,38 +122,21 @@ def instances(collectives: Sequence[Collective]) -> list[Instance]:
         issued = queued[index] if consistent else op
         label = f"{op.name} {_text(dims)}".strip()
         found.append(
-            Instance(("op", op.name, dims), issued.start, op.end, label, _is_symmetric(op.name), issued.step)
+            Instance(("op", op.name, dims), issued.start, op.end, label, is_symmetric(op.name), issued.step)
         )
     return found
 
 
 def _kernel_instance(kernel: Collective) -> Instance:
     group, seq = kernel.arg("Process Group Name"), kernel.arg("Seq")
-    kind = kernel.arg("Collective name") or _kernel_kind(kernel.name)
-    symmetric = _is_symmetric(kind)
+    kind = kernel.arg("Collective name") or kernel_kind(kernel.name)
+    symmetric = is_symmetric(kind)
     if seq is not None:
         label = f"{kind} (group {group}, seq {seq})"
         return Instance(("seq", group, seq), kernel.start, kernel.end, label, symmetric, kernel.step)
     size = (kernel.arg("In msg nelems"), kernel.arg("Out msg nelems"))
     label = f"{kind} ({size[0]} elements)" if size[0] is not None else kind
     return Instance(("op", kind, size), kernel.start, kernel.end, label, symmetric, kernel.step)
-
-
-def _is_symmetric(kind: str) -> bool:
-    letters = re.sub(r"[^a-z]", "", kind.split(":")[-1].lower())
-    return letters.startswith(_SYMMETRIC)
-
-
-def _kernel_kind(name: str) -> str:
-    match = _KIND.search(name)
-    return match[1] if match else name
-
-
-def _same_kind(queued: str, executed: str) -> bool:
-    """``c10d::allreduce_`` queues ``gloo:all_reduce``; ``c10d::_allgather_base_`` ``gloo:all_gather``."""
-    a = re.sub(r"[^a-z]", "", queued.split("::", 1)[-1].lower())
-    b = re.sub(r"[^a-z]", "", executed.split(":", 1)[-1].lower())
-    return a.startswith(b) or b.startswith(a)
 
 
 def _text(value: Any) -> str:
@@ -179,7 +159,7 @@ def align(
     ref_clock = [i for i, inst in enumerate(reference) if inst.symmetric]
     other_clock = [j for j, inst in enumerate(other) if inst.symmetric]
     if not ref_clock or not other_clock:
-        return _unpaired(prior_us, "no all-reduce-like collective in one of the traces")
+        return base_time(prior_us, "no all-reduce-like collective in one of the traces")
     shorter = min(len(ref_clock), len(other_clock))
     needed = max(MIN_PAIRS, int(np.ceil(MIN_SHARE * shorter)))
     window = max(_MIN_WINDOW_US, 0.4 * step_us) if step_us else _MIN_WINDOW_US
@@ -187,7 +167,7 @@ def align(
     if by_seq:
         pairs = [(i, j) for i, j in by_seq if reference[i].symmetric]
         if len(pairs) < needed:
-            return _unpaired(
+            return base_time(
                 prior_us,
                 f"only {len(pairs)} of {shorter} all-reduce-like collectives share a sequence number",
             )
@@ -197,7 +177,7 @@ def align(
     tolerances = [t for t in TOLERANCES_US if not step_us or t <= max(TOLERANCES_US[0], 0.1 * step_us)]
     found = _search(line, prior_us, window, tolerances, needed, shorter)
     if isinstance(found, str):
-        return _unpaired(prior_us, f"clocks could not be aligned: {found}")
+        return base_time(prior_us, f"clocks could not be aligned: {found}")
     ref_index, other_index = line.ref_index[found.i], line.other_index[found.j]
     offsets = np.array([reference[i].end for i in ref_index]) - [other[j].end for j in other_index]
     matched = _match_all(reference, other, found.offset, found.tolerance, window)
@@ -433,5 +413,6 @@ def _measured(
     )
 
 
-def _unpaired(prior_us: float, why: str) -> Alignment:
+def base_time(prior_us: float, why: str) -> Alignment:
+    """The shift the base times give, with why the collectives could not do better."""
     return Alignment(prior_us, "base time", 0, None, None, {}, note=why)

@@ -35,11 +35,11 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import statistics
 
 import numpy as np
 
 from profiling.analysis import intervals
+from profiling.analysis.collectives import is_cpu_communication, is_nccl_kernel
 from profiling.analysis.intervals import Intervals
 from profiling.analysis.trace_events import STEP_PREFIX, Collective, TraceEvents
 
@@ -47,22 +47,16 @@ CPU_PARTS = ("forward", "backward", "optimizer", "communication", "other")
 GPU_PARTS = ("compute", "communication", "memory", "other", "idle")
 COMPUTE_PHASES = ("forward", "backward", "optimizer")
 
-_COMM_PREFIXES = ("gloo:", "nccl:", "c10d::", "record_param_comms", "torch.distributed.ddp.reducer::")
 _BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 _OPTIMIZER_PREFIX = "Optimizer."
 # HTA's kernel types (hta/utils/utils.py): communication, memory, and "not compute".
-_HTA_COMMUNICATION = re.compile(r"^nccl.*Kernel")
 _HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
 _HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
 
 
-def is_comm(name: str) -> bool:
-    return name.startswith(_COMM_PREFIXES) or "nccl" in name.lower()
-
-
 def kernel_kind(name: str) -> str:
     """``communication``, ``memory``, ``compute`` or ``other``, as HTA classifies GPU activity."""
-    if _HTA_COMMUNICATION.match(name):
+    if is_nccl_kernel(name):
         return "communication"
     if _HTA_MEMORY.match(name):
         return "memory"
@@ -111,14 +105,6 @@ class RankAnalysis:
     def parts(self) -> tuple[str, ...]:
         return GPU_PARTS if self.device == "gpu" else CPU_PARTS
 
-    def step_ms(self) -> list[float]:
-        return [s.duration_us / 1e3 for s in self.steps]
-
-    def mean_parts_ms(self) -> dict[str, float]:
-        if not self.steps:
-            return dict.fromkeys(self.parts, 0.0)
-        return {part: statistics.fmean(s.parts_us[part] for s in self.steps) / 1e3 for part in self.parts}
-
 
 def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAnalysis:
     """Analyse one trace; ``rank_from_name`` is the rank its file name gives (used if the trace has none)."""
@@ -163,10 +149,30 @@ class _CpuOps:
         name = trace.cpu_name[keep][order]
         self.backward = np.array([n.startswith(_BACKWARD_PREFIX) for n in names], dtype=bool)[name]
         self.optimizer = np.array([n.startswith(_OPTIMIZER_PREFIX) for n in names], dtype=bool)[name]
-        self.comm = np.array([is_comm(n) for n in names], dtype=bool)[name]
+        self.comm = np.array([is_cpu_communication(n) for n in names], dtype=bool)[name]
 
     def starting_in(self, low: float, high: float) -> slice:
         return slice(np.searchsorted(self.start, low, "left"), np.searchsorted(self.start, high, "left"))
+
+    def phases(self, start: float, end: float) -> _StepPhases:
+        """The backward and optimizer phases of the step running from ``start`` to ``end``."""
+        inside = self.starting_in(start, end)
+        s, e = self.start[inside], self.end[inside]
+        backward, optimizer = self.backward[inside], self.optimizer[inside]
+        return _StepPhases(
+            inside=inside,
+            backward=intervals.union(s[backward], e[backward]),
+            optimizer=intervals.union(s[optimizer], e[optimizer]),
+            first_backward=float(s[backward].min()) if backward.any() else end,
+        )
+
+
+@dataclasses.dataclass(frozen=True)
+class _StepPhases:
+    inside: slice  # the step's operators, in _CpuOps' order
+    backward: Intervals  # time inside a backward operator
+    optimizer: Intervals  # time inside Optimizer.*
+    first_backward: float  # when the first backward operator started (the step's end if none)
 
 
 def _cpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[StepBreakdown]:
@@ -174,24 +180,23 @@ def _cpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -
     main_tid = steps[0][3] if steps else -1
     found = []
     for number, start, end, _ in steps:
-        inside = ops.starting_in(start, end)
+        phases = ops.phases(start, end)
+        inside = phases.inside
         s, e, tid = ops.start[inside], ops.end[inside], ops.tid[inside]
-        backward, optimizer = ops.backward[inside], ops.optimizer[inside]
-        first_backward = float(s[backward].min()) if backward.any() else end
         main = tid == main_tid
         top = _top_level(s[main], e[main])
         forward = main.copy()
         forward[main] = top
-        forward &= (s < first_backward) & ~optimizer & ~ops.comm[inside]
+        forward &= (s < phases.first_backward) & ~ops.optimizer[inside] & ~ops.comm[inside]
         # collectives in flight during the step, also those started before it
         around = ops.starting_in(start - (end - start), end)
         comm = ops.comm[around] & (ops.end[around] > start)
         comm_set = intervals.clip(intervals.union(ops.start[around][comm], ops.end[around][comm]), start, end)
         parts = _exclusive(
             [
-                ("backward", intervals.union(s[backward], e[backward])),
+                ("backward", phases.backward),
                 ("forward", intervals.union(s[forward], e[forward])),
-                ("optimizer", intervals.union(s[optimizer], e[optimizer])),
+                ("optimizer", phases.optimizer),
                 ("communication", comm_set),
             ]
         )
@@ -324,14 +329,11 @@ def _compute_phase(
     ops = _CpuOps(trace)
     phase = np.full(len(launched_at), -1, dtype=np.int8)
     for index, (_, start, end, _) in enumerate(steps):
-        inside = ops.starting_in(start, end)
-        s, e = ops.start[inside], ops.end[inside]
-        backward, optimizer = ops.backward[inside], ops.optimizer[inside]
-        first_backward = float(s[backward].min()) if backward.any() else end
+        phases = ops.phases(start, end)
         mine = step_of == index
         at = launched_at[mine]
-        in_optimizer = _covered(at, intervals.union(s[optimizer], e[optimizer]))
-        in_backward = _covered(at, intervals.union(s[backward], e[backward])) | (at >= first_backward)
+        in_optimizer = _covered(at, phases.optimizer)
+        in_backward = _covered(at, phases.backward) | (at >= phases.first_backward)
         phase[mine] = np.where(
             in_optimizer,
             COMPUTE_PHASES.index("optimizer"),

@@ -28,8 +28,9 @@ from typing import IO, Any
 import msgspec
 import numpy as np
 
+from profiling.analysis.collectives import is_collective
 from profiling.analysis.json_stream import UNSET, Event, TraceStream
-from profiling.analysis.trace_events import STEP_PREFIX, TraceEvents, is_collective_name
+from profiling.analysis.trace_events import STEP_PREFIX, TraceEvents
 
 DEFAULT_BUDGET_BYTES = 500 * 10**6
 _METADATA_DROPPED = frozenset({"process_name", "process_labels", "process_sort_index"})
@@ -55,7 +56,7 @@ class MergeStats:
 def keep_levels(trace: TraceEvents) -> np.ndarray:
     """Every event's level (see ALWAYS), by its position in the file."""
     levels = np.full(trace.event_count, ALWAYS, dtype=np.int16)
-    kept = np.array([name.startswith(STEP_PREFIX) or is_collective_name(name) for name in trace.names], bool)
+    kept = np.array([name.startswith(STEP_PREFIX) or is_collective(name) for name in trace.names], bool)
     span_depth = trace.depths()
     prunable = (span_depth > 0) & ~kept[trace.span_name] if len(trace.names) else span_depth > 0
     levels[trace.span_ordinal[prunable]] = span_depth[prunable]
@@ -250,8 +251,3 @@ def _gf2_times(matrix: Sequence[int], vector: int) -> int:
 
 def _gf2_square(matrix: Sequence[int]) -> list[int]:
     return [_gf2_times(matrix, matrix[n]) for n in range(32)]
-
-
-def remove_parts(parts: Iterable[Part]) -> None:
-    for part in parts:
-        part.path.unlink(missing_ok=True)

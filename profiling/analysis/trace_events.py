@@ -21,7 +21,6 @@ from __future__ import annotations
 import collections
 import dataclasses
 import itertools
-import re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from profiling.analysis.collectives import is_collective
 from profiling.analysis.json_stream import TraceStream
 
 STEP_PREFIX = "ProfilerStep#"
@@ -50,8 +50,6 @@ COLLECTIVE_ARGS = (
 # tid, ts and dur compactly encoded (``{"ph":"X","cat":"","name":"","pid":0,"tid":281473065648800,
 # "ts":1718000000000000.000,"dur":12.345,"args":}`` is 100)
 ENCODED_FIELD_BYTES = 100
-_NCCL_KERNEL = re.compile(r"^nccl.*Kernel")  # HTA's definition of a communication kernel
-_CPU_COLLECTIVE_PREFIXES = ("gloo:", "c10d::", "nccl:")
 # span kinds (and what becomes no span: GPU activity, GPU-side annotations)
 ANALYSED, LAUNCH, OTHER_CPU, GPU, IGNORED = 0, 1, 2, 3, 4
 _KIND_OF_CATEGORY = {
@@ -81,11 +79,6 @@ class ReadEvent(msgspec.Struct):
 
 _CORRELATIONS = msgspec.json.Decoder(list[_Correlation])
 _ARGS = msgspec.json.Decoder(dict[str, Any])
-
-
-def is_collective_name(name: str) -> bool:
-    """An NCCL kernel's name, or a gloo or c10d operator's."""
-    return bool(_NCCL_KERNEL.match(name)) or name.startswith(_CPU_COLLECTIVE_PREFIXES)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -256,7 +249,7 @@ class TraceBuilder:
         columns["launch_ts"].append(start[launch][found])
 
         flags = self._collective_name
-        flags.extend(is_collective_name(n) for n in itertools.islice(names, len(flags), None))
+        flags.extend(is_collective(n) for n in itertools.islice(names, len(flags), None))
         candidates = np.array(flags, dtype=bool)[name] & ((kind == ANALYSED) | gpu)
         for i in np.flatnonzero(candidates).tolist():
             event = events[i]
