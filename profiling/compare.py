@@ -14,7 +14,6 @@ step: backward +9.1 ms on every rank; communication, optimizer unchanged".
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections.abc import Sequence
@@ -23,13 +22,11 @@ from typing import Any
 
 import msgspec
 
-from profiling.folder.layout import JobFolder, meta_of
+from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
 from profiling.folder.traces import list_traces
-from profiling.report import ReportError, build_report
-from slurm.basics import utc_now, write_json_atomically, write_text_atomically
-
-_REPORT = "report.json"
+from profiling.report import ReportError, build_report, mean
+from slurm.basics import OneLineParser, utc_now, write_json_atomically, write_text_atomically
 
 
 class CompareError(ValueError):
@@ -42,7 +39,7 @@ def load_report(folder: Path, argument: str) -> dict[str, Any]:
         raise CompareError(
             f"{argument} {folder} is not a folder. HINT: pass a job folder, <traces root>/<job id>"
         )
-    path = meta_of(folder) / _REPORT
+    path = ReportFiles.of(folder).json
     if path.exists():
         return msgspec.json.decode(path.read_bytes())
     if not list_traces(folder):
@@ -88,7 +85,7 @@ def compare(folder_a: Path, folder_b: Path) -> dict[str, Any]:
 
 
 def _side_by_side(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
-    mean_a, mean_b = _mean(a), _mean(b)
+    mean_a, mean_b = mean(a), mean(b)
     noise = max(_stdev(a), _stdev(b))
     diff = mean_b - mean_a
     return {
@@ -110,8 +107,8 @@ def _rank_row(a: dict[str, Any], b: dict[str, Any], same_device: bool) -> dict[s
 
 
 def _summary(rows: list[dict[str, Any]], parts: list[str]) -> dict[str, Any]:
-    step_a = _mean([r["step"]["a_ms"] for r in rows])
-    step_b = _mean([r["step"]["b_ms"] for r in rows])
+    step_a = mean([r["step"]["a_ms"] for r in rows])
+    step_b = mean([r["step"]["b_ms"] for r in rows])
     pct = 100 * (step_b - step_a) / step_a if step_a else 0.0
     changed_ranks = sum(r["step"]["beyond_noise"] for r in rows)
     changed, unchanged = [], []
@@ -120,7 +117,7 @@ def _summary(rows: list[dict[str, Any]], parts: list[str]) -> dict[str, Any]:
         if not moved:
             unchanged.append(part)
             continue
-        diff = _mean([r["parts"][part]["diff_ms"] for r in moved])
+        diff = mean([r["parts"][part]["diff_ms"] for r in moved])
         where = "on every rank" if len(moved) == len(rows) else f"on {len(moved)} of {len(rows)} ranks"
         changed.append((abs(diff), f"{part} {_signed_duration(diff)} {where}"))
     if changed_ranks * 2 > len(rows):
@@ -201,7 +198,7 @@ def plot_compare(result: dict[str, Any], path: Path) -> None:
     columns = ["step", *result["ranks"][0]["parts"]]
     for offset, side in ((-0.2, "a_ms"), (0.2, "b_ms")):
         values = [
-            _mean([(r["step"] if c == "step" else r["parts"][c])[side] for r in result["ranks"]])
+            mean([(r["step"] if c == "step" else r["parts"][c])[side] for r in result["ranks"]])
             for c in columns
         ]
         parts_axis.bar([i + offset for i in range(len(columns))], values, width=0.4, label=side[0].upper())
@@ -222,16 +219,12 @@ def _signed_duration(ms: float) -> str:
     return f"{ms:+.1f} ms" if abs(ms) >= 1 else f"{ms * 1e3:+.0f} µs"
 
 
-def _mean(values: Sequence[float]) -> float:
-    return statistics.fmean(values) if values else 0.0
-
-
 def _stdev(values: Sequence[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else 0.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profiling.compare", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m profiling.compare", description=__doc__.split("\n\n")[0])
     parser.add_argument("a", type=Path, metavar="JOB_A", help="the job to compare against (a job folder)")
     parser.add_argument("b", type=Path, metavar="JOB_B", help="the job compared (a job folder)")
     parser.add_argument(
@@ -242,16 +235,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         result = compare(args.a, args.b)
     except (CompareError, OSError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
-    out = args.out or meta_of(args.b) / f"compare-{args.a.resolve().name}"
-    out.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(out / "compare.json", result)
-    write_text_atomically(out / "compare.md", render_markdown(result))
+        return parser.fail(str(error))
+    out = ComparisonFiles(args.out) if args.out else ReportFiles.of(args.b).compare(args.a.resolve().name)
+    out.folder.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(out.json, result)
+    write_text_atomically(out.markdown, render_markdown(result))
     if not args.no_plot:
-        plot_compare(result, out / "compare.png")
+        plot_compare(result, out.plot)
     print(result["verdict"])
-    print(f"written to {out}")
+    print(f"written to {out.folder}")
     return 0
 
 

@@ -15,7 +15,6 @@ times out writes it again on its way out. This module turns those files into a v
 
 from __future__ import annotations
 
-import argparse
 import json
 import sys
 from collections.abc import Sequence
@@ -25,7 +24,7 @@ from typing import Any
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import read_manifest
 from profiling.recording.ranks import format_ranks
-from slurm.basics import write_json_atomically, write_text_atomically
+from slurm.basics import OneLineParser, write_json_atomically, write_text_atomically
 
 
 class HangError(ValueError):
@@ -182,7 +181,7 @@ def verdict_lines(folder: JobFolder) -> list[str] | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profiling.hang", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m profiling.hang", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a job folder, <traces root>/<job id>")
     args = parser.parse_args(argv)
     if not args.folder.is_dir():

@@ -51,7 +51,6 @@ Reads the folder's traces one at a time (plain or gzipped), and writes to ``<fol
 
 from __future__ import annotations
 
-import argparse
 import bisect
 import collections
 import dataclasses
@@ -71,6 +70,7 @@ import numpy as np
 from profiling.analysis import alignment
 from profiling.analysis.alignment import Alignment, Instance
 from profiling.analysis.breakdown import RankAnalysis, analyse
+from profiling.analysis.json_stream import TraceFormatError
 from profiling.analysis.merge import (
     DEFAULT_BUDGET_BYTES,
     MergedTraceWriter,
@@ -83,11 +83,9 @@ from profiling.analysis.merge import (
 )
 from profiling.analysis.straggler import find_straggler
 from profiling.analysis.trace_events import read as read_trace
-from profiling.folder.layout import meta_of
+from profiling.folder.layout import ReportFiles
 from profiling.folder.traces import TraceFile, list_traces
-from slurm.basics import atomic_path, utc_now, write_json_atomically, write_text_atomically
-
-MERGED_NAME = "merged_trace.json.gz"
+from slurm.basics import OneLineParser, atomic_path, utc_now, write_json_atomically, write_text_atomically
 
 
 class ReportError(ValueError):
@@ -125,8 +123,8 @@ def build_report(
     traces = list_traces(folder)
     if not traces:
         raise ReportError(f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder")
-    out_dir = out_dir or meta_of(folder)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
+    files.folder.mkdir(parents=True, exist_ok=True)
     jobs = jobs or min(8, len(os.sched_getaffinity(0)))
     with tempfile.TemporaryDirectory(prefix="report-") as scratch, _Workers(jobs) as workers:
         depths_dir = Path(scratch) if merged else None
@@ -136,18 +134,16 @@ def build_report(
         aligning = time.perf_counter() - aligning
         report = summarise(folder, per_rank)
         # the plot is drawn by a worker while the others write the merged trace
-        plotted = workers.submit(plot_report, report, out_dir / "report.png") if plot else None
-        merge = (
-            _write_merged(per_rank, out_dir / MERGED_NAME, workers, merge_budget_bytes) if merged else None
-        )
+        plotted = workers.submit(plot_report, report, files.plot) if plot else None
+        merge = _write_merged(per_rank, files.merged, workers, merge_budget_bytes) if merged else None
         if plotted is not None:
             plotted.result()
-    report["merged_trace"] = MERGED_NAME if merged else None
+    report["merged_trace"] = files.merged.name if merged else None
     report["merge"] = merge
     report["alignment_seconds"] = round(aligning, 3)
     report["seconds"] = round(time.perf_counter() - started, 3)
-    write_json_atomically(out_dir / "report.json", report)
-    write_text_atomically(out_dir / "report.md", render_markdown(report))
+    write_json_atomically(files.json, report)
+    write_text_atomically(files.markdown, render_markdown(report))
     return report
 
 
@@ -225,14 +221,8 @@ def _align(results: list[TraceResult]) -> dict[int, list[TraceResult]]:
         if result.trace_file.rank == first_rank:
             clock = alignment.reference_alignment(len(result.instances))
         elif theirs is None:
-            clock = Alignment(
-                _prior_us(result, results[0]),
-                "base time",
-                0,
-                None,
-                None,
-                {},
-                note="the first rank did not record this window",
+            clock = alignment.base_time(
+                _prior_us(result, results[0]), "the first rank did not record this window"
             )
         else:
             clock = alignment.align(
@@ -347,17 +337,17 @@ def _rank_summary(rank: int, results: list[TraceResult]) -> dict[str, Any]:
     steps = [step for analysis in analyses for step in analysis.steps]
     parts = analyses[0].parts
     step_ms = [s.duration_us / 1e3 for s in steps]
-    breakdown = {part: _mean([s.parts_us[part] / 1e3 for s in steps]) for part in parts}
+    breakdown = {part: mean([s.parts_us[part] / 1e3 for s in steps]) for part in parts}
     gpu_steps = [s.gpu for s in steps if s.gpu is not None]
     gpu = None
     if gpu_steps:
         gpu = {
-            "span_ms": _mean([g.duration_us / 1e3 for g in gpu_steps]),
-            "busy_ms": _mean([g.busy_us / 1e3 for g in gpu_steps]),
+            "span_ms": mean([g.duration_us / 1e3 for g in gpu_steps]),
+            "busy_ms": mean([g.busy_us / 1e3 for g in gpu_steps]),
             "idle_ms": breakdown["idle"],
-            "communication_overlapped_ms": _mean([g.communication_overlapped_us / 1e3 for g in gpu_steps]),
+            "communication_overlapped_ms": mean([g.communication_overlapped_us / 1e3 for g in gpu_steps]),
             "compute_by_phase_ms": {
-                phase: _mean([g.compute_by_phase_us[phase] / 1e3 for g in gpu_steps])
+                phase: mean([g.compute_by_phase_us[phase] / 1e3 for g in gpu_steps])
                 for phase in gpu_steps[0].compute_by_phase_us
             },
         }
@@ -373,15 +363,15 @@ def _rank_summary(rank: int, results: list[TraceResult]) -> dict[str, Any]:
         "steps": [s.step for s in steps],
         "step_ms": step_ms,
         "step_time_ms": {
-            "mean": _mean(step_ms),
+            "mean": mean(step_ms),
             "min": min(step_ms, default=0.0),
             "max": max(step_ms, default=0.0),
         },
         "breakdown_ms": breakdown,
         "breakdown_steps_ms": {part: [s.parts_us[part] / 1e3 for s in steps] for part in parts},
-        "accounted_ms": _mean([s.accounted_us / 1e3 for s in steps]),
+        "accounted_ms": mean([s.accounted_us / 1e3 for s in steps]),
         "compute_ms": compute,
-        "communication_total_ms": _mean([s.collectives_us / 1e3 for s in steps]),
+        "communication_total_ms": mean([s.collectives_us / 1e3 for s in steps]),
         "gpu": gpu,
         "clock": {
             "method": clock.method,
@@ -397,7 +387,8 @@ def _rank_summary(rank: int, results: list[TraceResult]) -> dict[str, Any]:
     }
 
 
-def _mean(values: Sequence[float]) -> float:
+def mean(values: Sequence[float]) -> float:
+    """The mean, 0 for no values (a rank without steps)."""
     return statistics.fmean(values) if values else 0.0
 
 
@@ -531,7 +522,7 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m profiling.report", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m profiling.report", description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "folder", type=Path, help="a job folder (or a restart<k>/ folder) of rank<r>_iter<a>_<b>.json traces"
     )
@@ -551,6 +542,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--jobs", type=int, help="processes reading traces (default: CPUs available, at most 8)"
     )
     args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        return parser.fail(f"--jobs {args.jobs} must be at least 1")
+    if not args.merge_budget_mb > 0:
+        return parser.fail(
+            f"--merge-budget-mb {args.merge_budget_mb:g} must be positive. HINT: --full-merge keeps all"
+        )
     try:
         report = build_report(
             args.folder,
@@ -560,9 +557,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             jobs=args.jobs,
             merge_budget_bytes=None if args.full_merge else args.merge_budget_mb * 1e6,
         )
-    except (ReportError, OSError) as error:
-        print(f"{parser.prog}: error: {error}", file=sys.stderr)
-        return 2
+    except (ReportError, TraceFormatError, OSError) as error:
+        return parser.fail(str(error))
     print(render_markdown(report))
     return 0
 

@@ -76,9 +76,28 @@ class ReportFiles:
     def merged(self) -> Path:
         return self.folder / "merged_trace.json.gz"
 
-    def compare(self, other: str) -> Path:
-        """Where this job's comparison with job ``other`` goes."""
-        return self.folder / f"compare-{other}"
+    def compare(self, other: str) -> ComparisonFiles:
+        """Where this job's comparison with job ``other`` goes (``python -m profiling.compare``)."""
+        return ComparisonFiles(self.folder / f"compare-{other}")
+
+
+@dataclasses.dataclass(frozen=True)
+class ComparisonFiles:
+    """Two jobs compared, in a folder of their own."""
+
+    folder: Path
+
+    @property
+    def json(self) -> Path:
+        return self.folder / "compare.json"
+
+    @property
+    def markdown(self) -> Path:
+        return self.folder / "compare.md"
+
+    @property
+    def plot(self) -> Path:
+        return self.folder / "compare.png"
 
 
 @dataclasses.dataclass(frozen=True)

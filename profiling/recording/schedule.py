@@ -1,4 +1,6 @@
-"""The profiler's wait/warmup/active/repeat schedule, as plain arithmetic (no torch).
+"""The profiler's wait/warmup/active/repeat schedule, as plain arithmetic (no torch): which
+windows of steps a run records; :func:`profiling.recording.profiler.scheduled_windows` turns
+them into the profiler's windows and their per-step actions.
 
 The semantics are torch.profiler.schedule's: each cycle is ``wait`` idle steps, ``warmup``
 steps, then ``active`` recorded steps; ``repeat`` cycles (0: until the run ends). Two things
@@ -10,7 +12,6 @@ a window that would not finish before the last step is dropped, and a run resume
 from __future__ import annotations
 
 import dataclasses
-import enum
 
 from slurm.basics import SettingError
 
@@ -19,13 +20,6 @@ MAX_WINDOWS = 10_000
 
 class ScheduleError(SettingError):
     """A schedule that is invalid or records nothing within the run."""
-
-
-class Phase(enum.Enum):
-    IDLE = "idle"
-    WARMUP = "warmup"
-    RECORD = "record"
-    RECORD_AND_SAVE = "record_and_save"  # the last recorded step of a window
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -71,17 +65,6 @@ class ScheduleConfig:
                 f"active {self.active}, repeat {self.repeat}) needs {needed} steps to record {asked} "
                 f"and would record {recorded}. HINT: use {{steps}} {needed} or more, or a shorter schedule"
             )
-
-    def phase(self, step: int, steps: int, start: int = 0) -> Phase:
-        """What the profiler does at ``step`` of a run of ``steps`` steps resumed at ``start``."""
-        cycle, position = divmod(step, self.cycle)
-        if not start <= step < steps or cycle >= self._cycles(steps) or position < self.wait:
-            return Phase.IDLE
-        if cycle * self.cycle + self.wait + self.warmup < start:
-            return Phase.IDLE  # this window began recording before the resume
-        if position < self.wait + self.warmup:
-            return Phase.WARMUP
-        return Phase.RECORD if position < self.cycle - 1 else Phase.RECORD_AND_SAVE
 
     def _cycles(self, steps: int) -> int:
         """How many whole cycles fit in the run (and the schedule asks for)."""
