@@ -84,7 +84,12 @@ def add_traces_root(parser: argparse.ArgumentParser | argparse._ArgumentGroup, m
 def add_task_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of the work each task does."""
     defaults = TaskConfig()
-    workload, schedule = defaults.workload, defaults.profiler.schedule
+    _add_workload_arguments(parser, defaults.workload)
+    _add_profiler_arguments(parser, defaults.profiler.schedule)
+    _add_output_arguments(parser, defaults)
+
+
+def _add_workload_arguments(parser: argparse.ArgumentParser, workload: WorkloadConfig) -> None:
     work = parser.add_argument_group("workload (the tutorial's ResNet18 DDP loop)")
     work.add_argument(
         "--steps", type=int, default=workload.steps, help="training steps (default: %(default)s)"
@@ -124,6 +129,8 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
         help="make RANK do MS ms of extra CPU work every step, to see a straggler in the report",
     )
 
+
+def _add_profiler_arguments(parser: argparse.ArgumentParser, schedule: ScheduleConfig) -> None:
     prof = parser.add_argument_group("profiler")
     prof.add_argument(
         "--profile-ranks",
@@ -163,6 +170,8 @@ def add_task_arguments(parser: argparse.ArgumentParser) -> None:
         help="skip the cross-rank report rank 0 writes at the end (meta/report.*)",
     )
 
+
+def _add_output_arguments(parser: argparse.ArgumentParser, defaults: TaskConfig) -> None:
     out = parser.add_argument_group("output")
     add_traces_root(out, "shared folder; traces go to PATH/<job id>/")
     out.add_argument(

@@ -68,8 +68,9 @@ from typing import Any
 import numpy as np
 
 from profiling.analysis import alignment
-from profiling.analysis.alignment import Alignment, Instance
+from profiling.analysis.alignment import Alignment
 from profiling.analysis.breakdown import RankAnalysis, analyse
+from profiling.analysis.collectives import Instance, instances
 from profiling.analysis.json_stream import TraceFormatError
 from profiling.analysis.merge import (
     DEFAULT_BUDGET_BYTES,
@@ -205,7 +206,7 @@ def _read_one(trace_file: TraceFile, depths_dir: Path | None) -> TraceResult:
         stats = merge_stats(trace, depths)
         depths_path = depths_dir / f"rank{trace_file.rank}_{trace_file.first_step}.npy"
         np.save(depths_path, depths)
-    found = alignment.instances(analysis.collectives)
+    found = instances(analysis.collectives)
     return TraceResult(trace_file, analysis, found, trace.main_pid(), stats, depths_path)
 
 

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from profiling.analysis.alignment import Instance, align, instances
+from profiling.analysis.alignment import align
 from profiling.analysis.breakdown import analyse
+from profiling.analysis.collectives import Instance, instances
 from profiling.analysis.trace_events import from_document
 from profiling.folder.layout import meta_of
 from profiling.report import build_report

@@ -15,8 +15,9 @@ from typing import Any
 
 import pytest
 
-from profiling.analysis.alignment import align, instances
+from profiling.analysis.alignment import align
 from profiling.analysis.breakdown import GPU_PARTS, analyse
+from profiling.analysis.collectives import instances
 from profiling.analysis.merge import ALWAYS
 from profiling.analysis.trace_events import from_document, read
 from profiling.folder.layout import meta_of

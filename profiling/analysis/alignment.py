@@ -52,8 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.collectives import C10D, GLOO, is_symmetric, kernel_kind, same_kind
-from profiling.analysis.trace_events import Collective
+from profiling.analysis.collectives import Instance
 
 # How far apart two ends of one collective may be after alignment, tried in turn.
 TOLERANCES_US = (5.0, 15.0, 50.0, 150.0, 500.0, 1_500.0, 5_000.0, 20_000.0)
@@ -67,18 +66,6 @@ _CHANCE_OFFSETS = 24  # offsets across the window that measure what chance pairs
 _MAX_BINS = 1 << 21
 # The standard error of a median of n draws, per MAD and over sqrt(n): 1.2533 x 1.4826.
 _MEDIAN_ERROR = 1.858
-
-
-@dataclasses.dataclass(frozen=True)
-class Instance:
-    """One collective in one rank's trace, by what identifies it across ranks."""
-
-    key: tuple[Any, ...]
-    arrival: float  # when this rank got to it (trace clock, µs)
-    end: float  # when it left it
-    label: str  # for people: "allreduce (pg 0, seq 12)", "gloo:all_reduce [[2048]]"
-    symmetric: bool  # every rank leaves it together: its end sets the clock
-    step: int | None = None  # the ProfilerStep that issued it: the same on every rank
 
 
 @dataclasses.dataclass(frozen=True)
@@ -98,49 +85,6 @@ class Alignment:
     @property
     def paired(self) -> bool:
         return self.method in ("reference", "sequence numbers", "matched collectives")
-
-
-def instances(collectives: Sequence[Collective]) -> list[Instance]:
-    """The collectives a rank took part in, in the order they started.
-
-    GPU: NCCL kernels; a rank *arrives* when its kernel starts (it spins there until every rank
-    has). CPU: gloo's operators run on worker threads in the order c10d's operators queued
-    them; a rank arrives when it queues the operation (the c10d operator's start) and leaves
-    when gloo's operator ends.
-    """
-    kernels = [c for c in collectives if c.gpu]
-    if kernels:
-        return [_kernel_instance(c) for c in kernels]
-    executed = [c for c in collectives if c.name.startswith(GLOO)]
-    queued = [c for c in collectives if c.name.startswith(C10D)]
-    consistent = len(queued) >= len(executed) and all(
-        same_kind(q.name, e.name) for q, e in zip(queued, executed, strict=False)
-    )
-    found = []
-    for index, op in enumerate(executed):
-        dims = op.arg("Input Dims")
-        issued = queued[index] if consistent else op
-        label = f"{op.name} {_text(dims)}".strip()
-        found.append(
-            Instance(("op", op.name, dims), issued.start, op.end, label, is_symmetric(op.name), issued.step)
-        )
-    return found
-
-
-def _kernel_instance(kernel: Collective) -> Instance:
-    group, seq = kernel.arg("Process Group Name"), kernel.arg("Seq")
-    kind = kernel.arg("Collective name") or kernel_kind(kernel.name)
-    symmetric = is_symmetric(kind)
-    if seq is not None:
-        label = f"{kind} (group {group}, seq {seq})"
-        return Instance(("seq", group, seq), kernel.start, kernel.end, label, symmetric, kernel.step)
-    size = (kernel.arg("In msg nelems"), kernel.arg("Out msg nelems"))
-    label = f"{kind} ({size[0]} elements)" if size[0] is not None else kind
-    return Instance(("op", kind, size), kernel.start, kernel.end, label, symmetric, kernel.step)
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else str(value).replace("(", "[").replace(")", "]").replace(",]", "]")
 
 
 def reference_alignment(count: int) -> Alignment:

@@ -7,6 +7,8 @@ the clock alignment.
   operators that queued them (``c10d::allreduce_``), and NCCL's CPU-side ``nccl:`` spans.
 - For the CPU breakdown, communication also covers what DDP does around them
   (``record_param_comms``, its reducer's bucket copies).
+- An :class:`Instance` is one collective a rank took part in, by what identifies it across
+  ranks (:func:`instances`): what the clock alignment pairs.
 - *Symmetric* collectives (all-reduce, all-gather, reduce-scatter, all-to-all, barrier): no
   rank leaves before every rank has arrived, so their ends set the clocks; a broadcast's
   receiver leaves as soon as its data is in.
@@ -14,7 +16,13 @@ the clock alignment.
 
 from __future__ import annotations
 
+import dataclasses
 import re
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profiling.analysis.trace_events import Collective
 
 NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
 GLOO = "gloo:"
@@ -60,3 +68,58 @@ def same_kind(queued: str, executed: str) -> bool:
 
 def _letters(text: str) -> str:
     return re.sub(r"[^a-z]", "", text.lower())
+
+
+@dataclasses.dataclass(frozen=True)
+class Instance:
+    """One collective in one rank's trace, by what identifies it across ranks."""
+
+    key: tuple[Any, ...]
+    arrival: float  # when this rank got to it (trace clock, µs)
+    end: float  # when it left it
+    label: str  # for people: "allreduce (pg 0, seq 12)", "gloo:all_reduce [[2048]]"
+    symmetric: bool  # every rank leaves it together: its end sets the clock
+    step: int | None = None  # the ProfilerStep that issued it: the same on every rank
+
+
+def instances(collectives: Sequence[Collective]) -> list[Instance]:
+    """The collectives a rank took part in, in the order they started.
+
+    GPU: NCCL kernels; a rank *arrives* when its kernel starts (it spins there until every rank
+    has). CPU: gloo's operators run on worker threads in the order c10d's operators queued
+    them; a rank arrives when it queues the operation (the c10d operator's start) and leaves
+    when gloo's operator ends.
+    """
+    kernels = [c for c in collectives if c.gpu]
+    if kernels:
+        return [_kernel_instance(c) for c in kernels]
+    executed = [c for c in collectives if c.name.startswith(GLOO)]
+    queued = [c for c in collectives if c.name.startswith(C10D)]
+    consistent = len(queued) >= len(executed) and all(
+        same_kind(q.name, e.name) for q, e in zip(queued, executed, strict=False)
+    )
+    found = []
+    for index, op in enumerate(executed):
+        dims = op.arg("Input Dims")
+        issued = queued[index] if consistent else op
+        label = f"{op.name} {_text(dims)}".strip()
+        found.append(
+            Instance(("op", op.name, dims), issued.start, op.end, label, is_symmetric(op.name), issued.step)
+        )
+    return found
+
+
+def _kernel_instance(kernel: Collective) -> Instance:
+    group, seq = kernel.arg("Process Group Name"), kernel.arg("Seq")
+    kind = kernel.arg("Collective name") or kernel_kind(kernel.name)
+    symmetric = is_symmetric(kind)
+    if seq is not None:
+        label = f"{kind} (group {group}, seq {seq})"
+        return Instance(("seq", group, seq), kernel.start, kernel.end, label, symmetric, kernel.step)
+    size = (kernel.arg("In msg nelems"), kernel.arg("Out msg nelems"))
+    label = f"{kind} ({size[0]} elements)" if size[0] is not None else kind
+    return Instance(("op", kind, size), kernel.start, kernel.end, label, symmetric, kernel.step)
+
+
+def _text(value: Any) -> str:
+    return "" if value is None else str(value).replace("(", "[").replace(")", "]").replace(",]", "]")

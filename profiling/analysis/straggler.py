@@ -29,6 +29,7 @@ test, "no significant straggler". Each answer comes with the numbers.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import statistics
 from collections.abc import Hashable, Mapping, Sequence
@@ -66,18 +67,16 @@ def find_straggler(
     anchors = sorted(set.intersection(*(set(arrivals[r]) for r in ranks)), key=str) if ranks else []
     steps = sorted({anchor_steps[k] for k in anchors})
     noise_ms = _step_noise_ms(step_ms)
-    threshold_ms = noise_ms / math.sqrt(len(steps)) if steps else 0.0
     uncertainty_us = max(((clock_uncertainty_us or {}).get(r, 0.0) for r in ranks), default=0.0)
-    min_gap_us = CLOCK_MARGIN * uncertainty_us
     verdict: dict[str, Any] = {
         "ranks_compared": ranks,
         "ranks_without_paired_clock": unaligned,
         "collectives": len(anchors),
         "steps": len(steps),
         "step_noise_ms": noise_ms,
-        "threshold_ms": threshold_ms,
+        "threshold_ms": noise_ms / math.sqrt(len(steps)) if steps else 0.0,
         "clock_uncertainty_us": uncertainty_us,
-        "min_lateness_us": min_gap_us,
+        "min_lateness_us": CLOCK_MARGIN * uncertainty_us,
         "compute_ms": {str(r): compute_ms[r] for r in sorted(compute_ms)},
     }
     if len(ranks) < 2 or not anchors:
@@ -88,37 +87,66 @@ def find_straggler(
             else "no collective paired on every rank"
         )
         return {**verdict, "verdict": "undetermined", "rank": None, "text": f"straggler undetermined: {why}"}
-
     times = np.array([[arrivals[r][k] for k in anchors] for r in ranks])
-    order = np.argsort(times, axis=0, kind="stable")
-    columns = np.arange(len(anchors))
-    gaps_us = times[order[-1], columns] - times[order[-2], columns]
-    # where the last rank came no later than the clocks can tell, nobody was last
-    evidence = gaps_us > min_gap_us
-    last, gaps_ms = order[-1][evidence], gaps_us[evidence] / 1e3
-    if not evidence.any():
+    step_index = {step: index for index, step in enumerate(steps)}
+    charges = _Charges.of(times, [step_index[anchor_steps[k]] for k in anchors], len(steps), verdict)
+    if charges is None:
         return {
             **verdict,
             "verdict": "none",
             "candidate": None,
             "rank": None,
             "text": f"no significant straggler: no rank reached any of the {len(anchors)} collectives "
-            f"more than {min_gap_us:.1f} µs after the next one ({CLOCK_MARGIN:g} × the clocks' "
-            f"uncertainty of {uncertainty_us:.1f} µs)",
+            f"more than {verdict['min_lateness_us']:.1f} µs after the next one ({CLOCK_MARGIN:g} × the "
+            f"clocks' uncertainty of {uncertainty_us:.1f} µs)",
         }
-    step_index = {step: index for index, step in enumerate(steps)}
-    step_of = np.array([step_index[anchor_steps[k]] for k in anchors], dtype=np.int64)[evidence]
-    charged = np.zeros((len(ranks), len(steps)))  # ms of waiting each rank caused in each step
-    np.add.at(charged, (last, step_of), gaps_ms)
-    blamed = charged.max(axis=0) > 0  # steps in which some rank held the others back
-    held_back = np.bincount(np.argmax(charged, axis=0)[blamed], minlength=len(ranks))
-    last_counts = np.bincount(last, minlength=len(ranks))
+    return _judge(charges, ranks, len(anchors), len(steps), compute_ms, verdict)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Charges:
+    """Who came last where, and what it cost the others (rows: ranks compared)."""
+
+    last: np.ndarray  # the row that came last, at each collective that tells
+    gaps_ms: np.ndarray  # how long after the next rank it came there
+    charged: np.ndarray  # ms of waiting each row caused in each step
+    held_back: np.ndarray  # steps in which each row was charged most
+
+    @classmethod
+    def of(
+        cls, times: np.ndarray, step_of: Sequence[int], steps: int, verdict: dict[str, Any]
+    ) -> _Charges | None:
+        """None where no rank came last by more than the clocks can tell (then nobody did)."""
+        order = np.argsort(times, axis=0, kind="stable")
+        columns = np.arange(times.shape[1])
+        gaps_us = times[order[-1], columns] - times[order[-2], columns]
+        evidence = gaps_us > verdict["min_lateness_us"]
+        if not evidence.any():
+            return None
+        last, gaps_ms = order[-1][evidence], gaps_us[evidence] / 1e3
+        charged = np.zeros((len(times), steps))
+        np.add.at(charged, (last, np.asarray(step_of, dtype=np.int64)[evidence]), gaps_ms)
+        blamed = charged.max(axis=0) > 0  # steps in which some rank held the others back
+        held_back = np.bincount(np.argmax(charged, axis=0)[blamed], minlength=len(times))
+        return cls(last, gaps_ms, charged, held_back)
+
+
+def _judge(
+    charges: _Charges,
+    ranks: list[int],
+    collectives: int,
+    steps: int,
+    compute_ms: Mapping[int, float],
+    verdict: dict[str, Any],
+) -> dict[str, Any]:
+    """The verdict on the rank charged most: straggler, none, or too few steps to tell."""
+    held_back, charged = charges.held_back, charges.charged
     candidate = int(max(range(len(ranks)), key=lambda row: (held_back[row], charged[row].sum())))
-    rank = ranks[candidate]
+    rank, mine = ranks[candidate], charges.last == candidate
     charged_ms = float(charged[candidate].mean())
-    mine = last == candidate
-    lateness_ms = float(gaps_ms[mine].mean()) if mine.any() else 0.0
-    p = min(1.0, len(ranks) * _binomial_tail(int(held_back[candidate]), len(steps), 1 / len(ranks)))
+    lateness_ms = float(charges.gaps_ms[mine].mean()) if mine.any() else 0.0
+    last_counts = np.bincount(charges.last, minlength=len(ranks))
+    p = min(1.0, len(ranks) * _binomial_tail(int(held_back[candidate]), steps, 1 / len(ranks)))
     verdict.update(
         candidate=rank,
         lateness_ms=lateness_ms,
@@ -127,22 +155,23 @@ def find_straggler(
         charged_ms_per_step={str(r): float(c) for r, c in zip(ranks, charged.mean(axis=1), strict=True)},
         p_value=p,
     )
-    evidence_text = (
-        f"arrived last at {int(last_counts[candidate])} of {len(anchors)} collectives, "
+    evidence = (
+        f"arrived last at {int(last_counts[candidate])} of {collectives} collectives, "
         f"{lateness_ms:.2f} ms after the next rank on average, "
-        f"and held the others back in {int(held_back[candidate])} of {len(steps)} steps "
-        f"(p = {p:.2g}; {charged_ms:.2f} ms per step against a step-to-step noise of {threshold_ms:.2f} ms)"
+        f"and held the others back in {int(held_back[candidate])} of {steps} steps "
+        f"(p = {p:.2g}; {charged_ms:.2f} ms per step against a step-to-step noise of "
+        f"{verdict['threshold_ms']:.2f} ms)"
     )
     needed = steps_needed(len(ranks))
-    if len(steps) < needed:
+    if steps < needed:
         return {
             **verdict,
             "verdict": "undetermined",
             "rank": None,
-            "text": f"straggler undetermined: {len(steps)} step(s) recorded, {needed} needed with "
-            f"{len(ranks)} ranks (--active); the most likely, rank {rank}, {evidence_text}",
+            "text": f"straggler undetermined: {steps} step(s) recorded, {needed} needed with "
+            f"{len(ranks)} ranks (--active); the most likely, rank {rank}, {evidence}",
         }
-    if p < ALPHA and charged_ms > threshold_ms:
+    if p < ALPHA and charged_ms > verdict["threshold_ms"]:
         median_compute = statistics.median(compute_ms.values())
         over = 100 * (compute_ms[rank] - median_compute) / median_compute if median_compute else 0.0
         compute = f"; its compute per step is {compute_ms[rank]:.2f} ms, {over:+.1f}% against the median rank"
@@ -151,13 +180,13 @@ def find_straggler(
             "verdict": "straggler",
             "rank": rank,
             "compute_over_median_pct": over,
-            "text": f"straggler: rank {rank} {evidence_text}{compute}",
+            "text": f"straggler: rank {rank} {evidence}{compute}",
         }
     return {
         **verdict,
         "verdict": "none",
         "rank": None,
-        "text": f"no significant straggler: the most often late, rank {rank}, {evidence_text}",
+        "text": f"no significant straggler: the most often late, rank {rank}, {evidence}",
     }
 
 
