@@ -124,7 +124,9 @@ def align(
         return base_time(prior_us, f"clocks could not be aligned: {found}")
     ref_index, other_index = line.ref_index[found.i], line.other_index[found.j]
     offsets = np.array([reference[i].end for i in ref_index]) - [other[j].end for j in other_index]
-    matched = _match_all(reference, other, found.offset, found.tolerance, window)
+    # ends further from the clock than the tolerance and 6 MAD (4 sigma) are another collective's
+    spread = max(found.tolerance, 6.0 * float(np.median(np.abs(offsets - found.offset))))
+    matched = _match_all(reference, other, found.offset, spread, window)
     return _measured("matched collectives", offsets, found.offset, matched, shorter)
 
 
@@ -323,22 +325,37 @@ def _nearest(points: np.ndarray, queries: np.ndarray) -> np.ndarray:
 
 
 def _match_all(
-    reference: Sequence[Instance], other: Sequence[Instance], shift: float, tolerance: float, window: float
+    reference: Sequence[Instance], other: Sequence[Instance], shift: float, spread: float, window: float
 ) -> dict[int, int]:
-    """Every collective with its twin of the same kind nearest in time, once aligned.
+    """Every collective with its twin, once aligned: the twin of the same kind and step that is
+    nearest in time, and much nearer than any other collective of that kind on either side (less
+    than half the gap to its neighbours).
 
-    All-reduce-like ones within the tolerance the clock was set with; broadcasts and the like,
-    whose ends differ by how long receivers waited, within the window.
+    All-reduce-like ones within ``spread`` of the clock: ranks leave them together, to within what
+    the clock's pairs show; broadcasts and the like, whose ends differ by how long receivers
+    waited, within the window. The straggler test needs every collective that can be paired.
     """
     matched: dict[int, int] = {}
-    for symmetric, limit in ((True, tolerance), (False, window)):
+    for symmetric, limit in ((True, spread), (False, window)):
         ref_indices = [i for i, inst in enumerate(reference) if inst.symmetric == symmetric]
         other_indices = [j for j, inst in enumerate(other) if inst.symmetric == symmetric]
-        if ref_indices and other_indices:
-            line = _Line(reference, other, ref_indices, other_indices, window)
-            i, j = line.pairs(shift, limit)
-            matched.update(zip(line.ref_index[i].tolist(), line.other_index[j].tolist(), strict=True))
+        if not ref_indices or not other_indices:
+            continue
+        line = _Line(reference, other, ref_indices, other_indices, window)
+        i, j = line.pairs(shift, limit)
+        a, b = line.ref_points, line.other_points + shift
+        clear = np.abs(a[i] - b[j]) < 0.5 * np.minimum(_gap(a)[i], _gap(b)[j])
+        i, j = i[clear], j[clear]
+        matched.update(zip(line.ref_index[i].tolist(), line.other_index[j].tolist(), strict=True))
     return dict(sorted(matched.items()))
+
+
+def _gap(points: np.ndarray) -> np.ndarray:
+    """Each sorted point's distance to its nearest neighbour (inf for a lone point)."""
+    gaps = np.diff(points)
+    before = np.concatenate([[np.inf], gaps])
+    after = np.concatenate([gaps, [np.inf]])
+    return np.minimum(before, after)
 
 
 def _measured(
