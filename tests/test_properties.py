@@ -2,12 +2,15 @@
 parses to something consistent or is refused with our one-line error, fast, never a traceback.
 
 Command-line values go through submit.py's own parsing (argparse, the job spec), in process;
-scheduler strings through :mod:`slurm.hostnames` and :func:`slurm.env.from_environment`.
+scheduler strings through :mod:`slurm.hostnames` and :func:`slurm.env.from_environment`. Each
+test also asserts that a fair share of its inputs is accepted: a parser that refused
+everything would pass every other check.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import io
 import time
@@ -43,6 +46,38 @@ number = st.one_of(
 )
 
 
+class Outcomes:
+    """How many of the running property test's inputs were accepted and refused."""
+
+    def __init__(self) -> None:
+        self.accepted = self.refused = 0
+
+    def record(self, accepted: bool) -> None:
+        self.accepted += accepted
+        self.refused += not accepted
+
+
+OUTCOMES = Outcomes()  # of the test running now: pytest runs one at a time
+
+
+def accepting(at_least: float) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """The property test it wraps must accept at least ``at_least`` of the inputs it is given."""
+
+    def decorate(test: Callable[..., None]) -> Callable[..., None]:
+        @functools.wraps(test)
+        def run(*args: Any, **kwargs: Any) -> None:
+            OUTCOMES.__init__()
+            test(*args, **kwargs)  # hypothesis runs every example in here
+            total = OUTCOMES.accepted + OUTCOMES.refused
+            assert total and OUTCOMES.accepted >= at_least * total, (
+                f"{OUTCOMES.accepted} of {total} inputs accepted, fewer than {at_least:.0%}"
+            )
+
+        return run
+
+    return decorate
+
+
 def timed(parse: Callable[[], Any]) -> tuple[Any, BaseException | None]:
     # The parser's own CPU time: this thread's, with the collector paused. Process time also
     # counts the threads earlier tests leave in this process (torch's) and collections of the
@@ -70,8 +105,10 @@ def submit_spec(*argv: str) -> JobSpec | str:
         args, error = timed(lambda: parser.parse_args(["--dry-run", *argv]))
     if error is not None:
         assert isinstance(error, SystemExit) and error.code == 2, repr(error)
+        OUTCOMES.record(accepted=False)
         return one_line(err.getvalue(), "submit.py: error: ")
     spec, error = timed(lambda: job_spec_from_args(args))
+    OUTCOMES.record(accepted=error is None)
     if error is not None:
         assert isinstance(error, SettingError), repr(error)  # anything else would be a traceback
         return one_line(f"submit.py: error: {describe(error)}\n", "submit.py: error: ")
@@ -80,6 +117,7 @@ def submit_spec(*argv: str) -> JobSpec | str:
 
 def refused(error: BaseException | None, kind: type[Exception]) -> bool:
     """Whether the input was refused, as it may be: with ``kind``, in one short line."""
+    OUTCOMES.record(accepted=error is None)
     if error is None:
         return False
     assert isinstance(error, kind), repr(error)
@@ -108,9 +146,20 @@ rank_spec = st.one_of(
 )
 
 
+def rank_specs(world: int) -> st.SearchStrategy[str]:
+    """Selections of ranks of a job of ``world`` ranks, well-formed half the time."""
+    rank = st.integers(0, world - 1)
+    item = st.one_of(
+        rank.map(str), st.tuples(rank, rank).map(lambda ab: f"{min(ab)}-{max(ab)}"), st.just("slowest")
+    )
+    return st.one_of(st.just("all"), st.lists(item, min_size=1, max_size=20).map(", ".join), rank_spec)
+
+
+@accepting(0.2)
 @PROPERTIES
-@given(spec=rank_spec, nodes=st.integers(1, 64), gpus=st.integers(1, 8))
-def test_rank_specs(spec: str, nodes: int, gpus: int) -> None:
+@given(nodes=st.integers(1, 64), gpus=st.integers(1, 8), data=st.data())
+def test_rank_specs(nodes: int, gpus: int, data: st.DataObject) -> None:
+    spec = data.draw(rank_specs(nodes * gpus), label="spec")
     outcome = submit_spec("--nodes", str(nodes), "--gpus", str(gpus), "--profile-ranks", spec)
     if isinstance(outcome, str):
         return
@@ -125,9 +174,21 @@ def test_rank_specs(spec: str, nodes: int, gpus: int) -> None:
 # --- schedule numbers ------------------------------------------------------------------------------
 
 
+@st.composite
+def fitting_schedules(draw: st.DrawFn) -> tuple[int, int, int, int, int]:
+    """(steps, wait, warmup, active, repeat) of a schedule that records every window it asks for."""
+    wait, warmup, active, repeat = (
+        draw(st.integers(low, high)) for low, high in ((0, 20), (0, 10), (1, 10), (0, 5))
+    )
+    needed = (wait + warmup + active) * max(repeat, 1)
+    return draw(st.integers(needed, needed + 50)), wait, warmup, active, repeat
+
+
+@accepting(0.2)
 @PROPERTIES
-@given(steps=number, wait=number, warmup=number, active=number, repeat=number)
-def test_schedule_numbers(steps: Any, wait: Any, warmup: Any, active: Any, repeat: Any) -> None:
+@given(numbers=st.one_of(fitting_schedules(), st.tuples(number, number, number, number, number)))
+def test_schedule_numbers(numbers: tuple[Any, Any, Any, Any, Any]) -> None:
+    steps, wait, warmup, active, repeat = numbers
     outcome = submit_spec(
         "--steps", str(steps), "--schedule-wait", str(wait), "--warmup", str(warmup),
         "--active", str(active), "--repeat", str(repeat),
@@ -145,6 +206,10 @@ def test_schedule_numbers(steps: Any, wait: Any, warmup: Any, active: Any, repea
 # --- --sbatch KEY=VALUE ----------------------------------------------------------------------------
 
 sbatch_item = st.one_of(
+    st.tuples(
+        st.sampled_from(["constraint", "mail-type", "comment", "exclusive", "mem", "reservation"]),
+        st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789=:,._-/ ", max_size=40),
+    ).map(lambda kv: f"{kv[0]}={kv[1]}"),
     small_text,
     st.tuples(
         st.one_of(
@@ -158,6 +223,7 @@ sbatch_item = st.one_of(
 )
 
 
+@accepting(0.2)
 @PROPERTIES
 @given(item=sbatch_item)
 def test_sbatch_options(item: str) -> None:
@@ -173,12 +239,14 @@ def test_sbatch_options(item: str) -> None:
 # --- --inject-failure, --inject-hang, --inject-slowdown ----------------------------------------------
 
 inject_spec = st.one_of(
+    st.tuples(st.integers(0, 3), st.integers(1, 39)).map(lambda rs: f"{rs[0]}:{rs[1]}"),  # in the job
     small_text,
     st.tuples(number, number).map(lambda rv: f"{rv[0]}:{rv[1]}"),
     st.sampled_from(["1:", ":1", "1:2:3", "²:1", "1 : 2", "-1:3"]),
 )
 
 
+@accepting(0.2)
 @PROPERTIES
 @given(option=st.sampled_from(["--inject-failure", "--inject-hang", "--inject-slowdown"]), spec=inject_spec)
 def test_inject_specs(option: str, spec: str) -> None:
@@ -211,6 +279,7 @@ hostlist_text = st.one_of(
 )
 
 
+@accepting(0.2)
 @PROPERTIES
 @given(expression=hostlist_text)
 def test_hostlists(expression: str) -> None:
@@ -231,6 +300,7 @@ tasks_per_node_text = st.one_of(
 )
 
 
+@accepting(0.2)
 @PROPERTIES
 @given(expression=tasks_per_node_text)
 def test_tasks_per_node(expression: str) -> None:
@@ -240,9 +310,23 @@ def test_tasks_per_node(expression: str) -> None:
     assert all(isinstance(count, int) and count >= 0 for count in counts)
 
 
+@st.composite
+def consistent_slurm(draw: st.DrawFn) -> tuple[str, str, int, int]:
+    """(node list, tasks per node, tasks, process id) of rank 0 of a 2-node job, as srun sets them."""
+    prefix, number = draw(st.sampled_from(["node", "gpu-", "a1b", "n"])), draw(st.integers(0, 10**6))
+    nodelist = draw(
+        st.sampled_from([f"{prefix}[{number}-{number + 1}]", f"{prefix}{number},{prefix}{number + 7}"])
+    )
+    first, second = draw(st.integers(1, 64)), draw(st.integers(1, 64))
+    tasks_per_node = f"{first}(x2)" if first == second else f"{first},{second}"
+    return nodelist, tasks_per_node, first + second, 0
+
+
+@accepting(0.2)
 @PROPERTIES
-@given(nodelist=hostlist_text, tasks_per_node=tasks_per_node_text, ntasks=number, procid=number)
-def test_slurm_environment(nodelist: str, tasks_per_node: str, ntasks: Any, procid: Any) -> None:
+@given(job=st.one_of(consistent_slurm(), st.tuples(hostlist_text, tasks_per_node_text, number, number)))
+def test_slurm_environment(job: tuple[str, str, Any, Any]) -> None:
+    nodelist, tasks_per_node, ntasks, procid = job
     env = {
         "SLURM_JOB_ID": "12",
         "SLURM_PROCID": str(procid),
