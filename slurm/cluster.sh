@@ -2,8 +2,9 @@
 # A real SLURM cluster of N nodes on this one machine, for development and CI (run as root).
 #
 #   slurm/cluster.sh install            apt packages: slurm-wlm, munge, slurmdbd, mariadb-server
-#   slurm/cluster.sh start [N] [CPUS] [--no-gpus] [--no-accounting]
-#                                       N nodes (default 2), each declaring CPUS cpus and gpus (default 8)
+#   slurm/cluster.sh start [FLAVOUR]    a cluster of that flavour (slurm/flavours.tsv; default: the first)
+#   slurm/cluster.sh flavours           each flavour's name and pytest marker, in the table's order
+#   slurm/cluster.sh flavour            the flavour running now (exit 1 if none)
 #   slurm/cluster.sh status             sinfo and the flavour; exit 0 only when every node is idle
 #   slurm/cluster.sh logs               the tail of every daemon's log (for failing tests)
 #   slurm/cluster.sh stop               stop every daemon this script started and forget the state
@@ -12,9 +13,9 @@
 # slurmdbd on a local MariaDB so that sacct works (submitit asks it how jobs ended).
 # Nodes declare more CPUs than the host has (SlurmdParameters=config_overrides), and GPUs
 # without device files, so `--nodes 4 --gpus 8` schedules here; tasks then run on the CPU.
-# Two options make it like clusters configured otherwise: --no-gpus (no GPU gres: a CPU
-# partition, where asking for GPUs is refused) and --no-accounting (no slurmdbd:
-# AccountingStorageType=accounting_storage/none, sacct answers nothing).
+# Flavours (slurm/flavours.tsv) make it like clusters configured otherwise: without GPU gres
+# (a CPU partition, where asking for GPUs is refused) and without slurmdbd
+# (AccountingStorageType=accounting_storage/none: sacct answers nothing).
 # `start` is idempotent: a running cluster of the same shape and flavour is left alone.
 set -euo pipefail
 export PATH="$PATH:/usr/sbin:/sbin"  # the daemons live there; a non-login root shell may lack it
@@ -29,6 +30,7 @@ MARK="# managed by slurm/cluster.sh ($CLUSTER)"
 DB_PASS=profiling-test-only
 DB_NAME=slurm_acct_db_profiling_test  # slurmdbd does not quote it: no dashes
 SLURMD_PORT_BASE=17000
+FLAVOURS="$(dirname "$0")/flavours.tsv"
 
 log() { echo "cluster.sh: $*" >&2; }
 die() { log "error: $*"; exit 1; }
@@ -52,7 +54,7 @@ install() {
 our_config() { [ -f "$CONF_DIR/slurm.conf" ] && grep -qF "$MARK" "$CONF_DIR/slurm.conf"; }
 
 write_config() {
-    local nodes=$1 cpus=$2 gpus=$3 accounting=$4 host
+    local name=$1 nodes=$2 cpus=$3 gpus=$4 accounting=$5 host
     host=$(hostname)
     mkdir -p "$CONF_DIR" "$STATE" "$RUN" "$LOGS"
     if [ -f "$CONF_DIR/slurm.conf" ] && ! our_config; then
@@ -118,7 +120,7 @@ EOF
     else
         rm -f "$CONF_DIR/gres.conf"
     fi
-    echo "$nodes $cpus gpus=$gpus accounting=$accounting" >"$STATE/flavour"
+    echo "$name" >"$STATE/flavour"
     # No cgroup.conf: with linuxproc and task/none nothing asks for cgroups.
     ! { [ -f "$CONF_DIR/cgroup.conf" ] && grep -qF "$MARK" "$CONF_DIR/cgroup.conf"; } || rm -f "$CONF_DIR/cgroup.conf"
     cat >"$CONF_DIR/slurmdbd.conf" <<EOF
@@ -191,28 +193,24 @@ all_idle() {
     [ "$idle" -ge "$nodes" ]
 }
 
+flavours() { awk -F '\t' '!/^#/ && NF { print $1 "\t" $6 }' "$FLAVOURS"; }
+
 start() {
     require_root
-    local gpus=yes accounting=yes positional=() i
-    for i in "$@"; do
-        case "$i" in
-            --no-gpus) gpus=no ;;
-            --no-accounting) accounting=no ;;
-            -*) die "unknown option $i; usage: cluster.sh start [NODES] [CPUS] [--no-gpus] [--no-accounting]" ;;
-            *) positional+=("$i") ;;
-        esac
-    done
-    local nodes=${positional[0]:-2} cpus=${positional[1]:-8}
-    [ "$nodes" -ge 1 ] && [ "$cpus" -ge 1 ] || die "usage: cluster.sh start [NODES>=1] [CPUS>=1] [--no-gpus] [--no-accounting]"
+    [ $# -le 1 ] || die "usage: cluster.sh start [FLAVOUR], one of: $(flavours | cut -f1 | paste -sd ' ')"
+    local name=${1:-$(flavours | head -n 1 | cut -f1)} row nodes cpus gpus accounting
+    row=$(awk -F '\t' -v name="$name" '!/^#/ && $1 == name' "$FLAVOURS")
+    [ -n "$row" ] || die "no flavour '$name' in $FLAVOURS; one of: $(flavours | cut -f1 | paste -sd ' ')"
+    IFS=$'\t' read -r _ nodes cpus gpus accounting _ <<<"$row"
     install
-    local flavour="$nodes $cpus gpus=$gpus accounting=$accounting"
-    if our_config && running "$RUN/slurmctld.pid" && [ "$(cat "$STATE/flavour" 2>/dev/null)" = "$flavour" ] \
+    local flavour="$name: $nodes nodes x $cpus cpus, gpus=$gpus accounting=$accounting"
+    if our_config && running "$RUN/slurmctld.pid" && [ "$(cat "$STATE/flavour" 2>/dev/null)" = "$name" ] \
         && all_idle "$nodes"; then
         log "already running: $flavour"
         return
     fi
     stop_daemons
-    write_config "$nodes" "$cpus" "$gpus" "$accounting"
+    write_config "$name" "$nodes" "$cpus" "$gpus" "$accounting"
     rm -rf "$STATE/ctld"
     start_munge
     if [ "$accounting" = yes ]; then
@@ -228,6 +226,10 @@ start() {
     wait_for 90 "$nodes idle nodes" all_idle "$nodes"
     log "up: $flavour (logs in $LOGS)"
     sinfo -N
+}
+
+flavour() {  # the running flavour, by the state start wrote, if slurmctld runs
+    running "$RUN/slurmctld.pid" && [ -f "$STATE/flavour" ] && cat "$STATE/flavour"
 }
 
 status() {
@@ -280,8 +282,10 @@ stop() {
 case "${1:-}" in
     install) install ;;
     start) shift; start "$@" ;;
+    flavours) flavours ;;
+    flavour) flavour ;;
     status) status ;;
     logs) logs ;;
     stop) stop ;;
-    *) sed -n '2,9p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
+    *) sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'; exit 2 ;;
 esac

@@ -19,41 +19,62 @@ def traces_root(tmp_path: Path) -> Path:
 REQUIRE_SLURM_ENV = "REQUIRE_SLURM"  # set to 1 in CI: a missing cluster fails instead of skipping
 
 
-def slurm_cluster_nodes() -> int:
-    """Idle-or-usable nodes of the local SLURM cluster; 0 if none answers."""
-    if not shutil.which("sinfo"):
-        return 0
-    out = _run(["sinfo", "-h", "-N", "-o", "%N %t"])
-    if out is None or out.returncode:
-        return 0
-    return sum(
-        1
-        for line in out.stdout.splitlines()
-        if line.split()[-1].rstrip("*") in {"idle", "mix", "alloc", "comp"}
-    )
+CLUSTER_SH = Path(__file__).resolve().parents[1] / "slurm" / "cluster.sh"
+FLAVOURS_TABLE = CLUSTER_SH.with_name("flavours.tsv")
 
 
 @dataclasses.dataclass(frozen=True)
 class Flavour:
-    """How the running cluster is configured (slurm/cluster.sh start [--no-gpus] [--no-accounting])."""
+    """A row of slurm/flavours.tsv: how the local test cluster is configured, and its marker."""
 
+    name: str
     nodes: int
+    cpus: int
     gpus: bool
     accounting: bool
+    marker: str
+    about: str
 
-    def __str__(self) -> str:
-        gpus = "GPUs" if self.gpus else "no GPUs"
-        return f"{self.nodes} nodes, {gpus}, {'accounting' if self.accounting else 'no accounting'}"
+    @property
+    def start(self) -> str:
+        return f"slurm/cluster.sh start {self.name}"
 
 
-def cluster_flavour() -> Flavour | None:
-    nodes = slurm_cluster_nodes()
-    if nodes < 2:
+def read_flavours() -> dict[str, Flavour]:
+    rows = (line.split("\t") for line in FLAVOURS_TABLE.read_text().splitlines())
+    return {
+        name: Flavour(name, int(nodes), int(cpus), gpus == "yes", accounting == "yes", marker, about)
+        for name, nodes, cpus, gpus, accounting, marker, about in (
+            row for row in rows if row[0] and not row[0].startswith("#")
+        )
+    }
+
+
+FLAVOURS = read_flavours()
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for flavour in FLAVOURS.values():
+        config.addinivalue_line(
+            "markers",
+            f"{flavour.marker}: runs on the {flavour.name} test cluster ({flavour.about}): `{flavour.start}`",
+        )
+
+
+def running_flavour() -> Flavour | None:
+    """The flavour of the local SLURM cluster that is up (cluster.sh's own record), None if none
+    is, or its nodes do not answer."""
+    if not shutil.which("sinfo"):
         return None
-    config, gres = _run(["scontrol", "show", "config"]), _run(["sinfo", "-h", "-o", "%G"])
-    accounting = config is not None and "accounting_storage/none" not in config.stdout
-    gpus = gres is not None and "gpu" in gres.stdout
-    return Flavour(nodes, gpus, accounting)
+    name = _run(["bash", str(CLUSTER_SH), "flavour"])
+    flavour = FLAVOURS.get(name.stdout.strip()) if name is not None and name.returncode == 0 else None
+    out = _run(["sinfo", "-h", "-N", "-o", "%N %t"])
+    if flavour is None or out is None or out.returncode:
+        return None
+    usable = sum(
+        line.split()[-1].rstrip("*") in {"idle", "mix", "alloc", "comp"} for line in out.stdout.splitlines()
+    )
+    return flavour if usable >= flavour.nodes else None
 
 
 def _run(command: list[str]) -> subprocess.CompletedProcess | None:
@@ -63,35 +84,23 @@ def _run(command: list[str]) -> subprocess.CompletedProcess | None:
         return None
 
 
-def _cluster(gpus: bool | None, accounting: bool | None, start: str) -> Flavour:
-    flavour = cluster_flavour()
-    if flavour is None:
-        reason = f"no local SLURM cluster with 2+ nodes is up: run `{start}` as root"
+@pytest.fixture
+def slurm_cluster(request: pytest.FixtureRequest) -> Flavour:
+    """The local SLURM cluster, if it is of a flavour the test is marked for (skipped otherwise,
+    or failed where ``REQUIRE_SLURM=1`` and none is up)."""
+    wanted = [f for f in FLAVOURS.values() if request.node.get_closest_marker(f.marker)]
+    assert wanted, (
+        f"mark the test with the flavours it runs on: {', '.join(f.marker for f in FLAVOURS.values())}"
+    )
+    running = running_flavour()
+    if running is None:
+        reason = f"no local SLURM test cluster is up: run `{wanted[0].start}` as root"
         if os.environ.get(REQUIRE_SLURM_ENV) == "1":
             pytest.fail(f"{reason} ({REQUIRE_SLURM_ENV}=1)")
         pytest.skip(reason)
-    if (gpus is not None and flavour.gpus != gpus) or (
-        accounting is not None and flavour.accounting != accounting
-    ):
-        pytest.skip(f"needs another cluster than the one up ({flavour}): `{start}`")
-    return flavour
-
-
-@pytest.fixture
-def slurm_cluster() -> int:
-    """The number of nodes of the local SLURM cluster with GPUs and accounting."""
-    return _cluster(gpus=True, accounting=True, start="slurm/cluster.sh start 4 8").nodes
-
-
-@pytest.fixture
-def bare_slurm_cluster() -> int:
-    """The local SLURM cluster without GPUs or accounting: a CPU partition, no sacct."""
-    return _cluster(
-        gpus=False, accounting=False, start="slurm/cluster.sh start 2 4 --no-gpus --no-accounting"
-    ).nodes
-
-
-@pytest.fixture
-def any_slurm_cluster() -> Flavour:
-    """The local SLURM cluster, whichever flavour is up (for what must work on all)."""
-    return _cluster(gpus=None, accounting=None, start="slurm/cluster.sh start 2 4")
+    if running not in wanted:
+        pytest.skip(
+            f"needs the {' or '.join(f.name for f in wanted)} cluster, {running.name} is up: "
+            f"`{wanted[0].start}`"
+        )
+    return running

@@ -29,8 +29,8 @@ from tests.common import (
 from tests.slurm_helpers import SubmittedJob, wait_until_no_tasks
 
 
-@pytest.mark.slurm
-def test_sigkilled_rank_ends_the_job_quickly(slurm_cluster: int, traces_root: Path) -> None:
+@pytest.mark.full_cluster
+def test_sigkilled_rank_ends_the_job_quickly(slurm_cluster, traces_root: Path) -> None:
     job = SubmittedJob(
         traces_root,
         "--nodes",
@@ -77,8 +77,8 @@ def test_sigkilled_rank_ends_the_job_quickly(slurm_cluster: int, traces_root: Pa
     assert attempt["outcome"] == "failed" and set(attempt["trace_files"]) == expected
 
 
-@pytest.mark.slurm
-def test_preempted_job_is_requeued_and_resumes(slurm_cluster: int, traces_root: Path) -> None:
+@pytest.mark.full_cluster
+def test_preempted_job_is_requeued_and_resumes(slurm_cluster, traces_root: Path) -> None:
     job = SubmittedJob(
         traces_root,
         "--nodes",
@@ -139,8 +139,8 @@ def test_preempted_job_is_requeued_and_resumes(slurm_cluster: int, traces_root: 
     assert all(r["step_time"]["steps"] == 100 - saved for r in manifest["ranks"])
 
 
-@pytest.mark.slurm
-def test_soak_twenty_jobs_back_to_back(slurm_cluster: int, traces_root: Path) -> None:
+@pytest.mark.full_cluster
+def test_soak_twenty_jobs_back_to_back(slurm_cluster, traces_root: Path) -> None:
     """20 small jobs, one after the other (sbatch dependency=singleton): 0 hangs, 0 failures."""
     job_ids = []
     for _ in range(20):
@@ -308,10 +308,8 @@ def test_a_traces_root_the_nodes_do_not_share_stops_every_rank_with_one_line(tmp
     assert not list(roots[0].glob("999999/rank*.json"))  # stopped before training
 
 
-@pytest.mark.slurm
-def test_plain_sbatch_job_is_requeued_and_resumes(
-    slurm_cluster: int, traces_root: Path, tmp_path: Path
-) -> None:
+@pytest.mark.full_cluster
+def test_plain_sbatch_job_is_requeued_and_resumes(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
     submitted = subprocess.run(
         [
             "sbatch",

@@ -14,7 +14,7 @@ import pytest
 from profiling.folder.layout import JobFolder
 from tests.common import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
 
-pytestmark = pytest.mark.slurm
+pytestmark = pytest.mark.full_cluster
 
 
 def check_slurm_identities(manifest: dict, nodes: int, tasks_per_node: int) -> None:
@@ -29,7 +29,7 @@ def check_slurm_identities(manifest: dict, nodes: int, tasks_per_node: int) -> N
     ]
 
 
-def test_submit_py_two_nodes(slurm_cluster: int, traces_root: Path, tmp_path: Path) -> None:
+def test_submit_py_two_nodes(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
     # A job name that would inject a command if any layer failed to quote it.
     canary = tmp_path / "injected"
     name = f"prof; touch {canary} \"q\" 'r'"
@@ -64,7 +64,7 @@ def test_submit_py_two_nodes(slurm_cluster: int, traces_root: Path, tmp_path: Pa
     assert not canary.exists()
 
 
-def test_plain_sbatch_batch_script(slurm_cluster: int, traces_root: Path, tmp_path: Path) -> None:
+def test_plain_sbatch_batch_script(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         [
             "sbatch",
@@ -96,7 +96,7 @@ def test_plain_sbatch_batch_script(slurm_cluster: int, traces_root: Path, tmp_pa
     assert not list(logs.glob("*.pkl"))  # no submitit anywhere in the loop
 
 
-def test_plain_sbatch_bad_options_fail_the_job_with_one_line(slurm_cluster: int, tmp_path: Path) -> None:
+def test_plain_sbatch_bad_options_fail_the_job_with_one_line(slurm_cluster, tmp_path: Path) -> None:
     result = subprocess.run(
         [
             "sbatch",
@@ -126,7 +126,7 @@ def test_plain_sbatch_bad_options_fail_the_job_with_one_line(slurm_cluster: int,
     assert "Traceback" not in log + errors
 
 
-def test_failed_rank_fails_the_job_visibly(slurm_cluster: int, traces_root: Path) -> None:
+def test_failed_rank_fails_the_job_visibly(slurm_cluster, traces_root: Path) -> None:
     started = time.monotonic()
     result = run_submit(
         "--cluster",
@@ -164,7 +164,7 @@ def job_nodes(job_id: str) -> list[str]:
     return hostlist.expand_hostlist(out.stdout.strip())
 
 
-def test_hung_rank_is_named_with_its_node_collective_and_line(slurm_cluster: int, traces_root: Path) -> None:
+def test_hung_rank_is_named_with_its_node_collective_and_line(slurm_cluster, traces_root: Path) -> None:
     dist_timeout = 20
     started = time.monotonic()
     result = run_submit(
@@ -186,7 +186,7 @@ def test_hung_rank_is_named_with_its_node_collective_and_line(slurm_cluster: int
     assert "in _hang_forever" in verdict[1]
 
 
-def test_live_capture_of_a_plain_sbatch_job(slurm_cluster: int, traces_root: Path, tmp_path: Path) -> None:
+def test_live_capture_of_a_plain_sbatch_job(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
     submitted = subprocess.run(
         [
             "sbatch", "--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2",

@@ -1,7 +1,7 @@
 """Clusters configured unlike ours: CPU partitions (no GPU gres) and no accounting (no sacct).
 
-CI runs these on the cluster of ``slurm/cluster.sh start 2 4 --no-gpus --no-accounting``
-(``pytest -m bare_slurm``); the CPU-job tests run on the full cluster as well.
+CI runs these on the ``bare`` flavour of the test cluster (``pytest -m bare_cluster``); the CPU-job
+tests run on the full cluster as well.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from profiling.folder.layout import JobFolder
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, check_job_folder, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob, wait_until_no_tasks
 
-pytestmark = [pytest.mark.slurm, pytest.mark.bare_slurm]
 
-
-def test_cpu_job_two_nodes_two_tasks_each(any_slurm_cluster, traces_root: Path) -> None:
+@pytest.mark.full_cluster
+@pytest.mark.bare_cluster
+def test_cpu_job_two_nodes_two_tasks_each(slurm_cluster, traces_root: Path) -> None:
     result = run_submit(
         "--cluster", "slurm", "--nodes", "2", "--gpus", "0", "--tasks-per-node", "2",
         "--profile-ranks", "0,3", "--wait", "--traces-root", str(traces_root), *SMALL_JOB, timeout=300,
@@ -38,7 +38,9 @@ def test_cpu_job_two_nodes_two_tasks_each(any_slurm_cluster, traces_root: Path) 
     assert "#SBATCH --ntasks-per-node=2" in script and "gpu" not in script
 
 
-def test_plain_sbatch_without_a_gpu_line(any_slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
+@pytest.mark.full_cluster
+@pytest.mark.bare_cluster
+def test_plain_sbatch_without_a_gpu_line(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
     result = subprocess.run(
         ["sbatch", "--wait", "--nodes=2", "--ntasks-per-node=2", f"--output={tmp_path}/slurm-%j.out",
          "slurm/profile_resnet18.sbatch", "--profile-ranks", "all", "--traces-root", str(traces_root),
@@ -51,14 +53,16 @@ def test_plain_sbatch_without_a_gpu_line(any_slurm_cluster, traces_root: Path, t
     assert {r["device"] for r in manifest["ranks"]} == {"cpu"}
 
 
-def test_gpus_asked_of_a_cpu_partition_is_one_line(bare_slurm_cluster, traces_root: Path) -> None:
+@pytest.mark.bare_cluster
+def test_gpus_asked_of_a_cpu_partition_is_one_line(slurm_cluster, traces_root: Path) -> None:
     result = run_submit("--cluster", "slurm", "--gpus", "1", "--traces-root", str(traces_root), *SMALL_JOB)
     assert result.returncode == 1 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()
     assert line.startswith("submit.py: error: submission failed: ") and "Invalid generic resource" in line
 
 
-def test_wait_without_accounting_on_a_completed_job(bare_slurm_cluster, traces_root: Path) -> None:
+@pytest.mark.bare_cluster
+def test_wait_without_accounting_on_a_completed_job(slurm_cluster, traces_root: Path) -> None:
     result = run_submit(
         "--cluster", "slurm", "--nodes", "2", "--gpus", "0", "--tasks-per-node", "1", "--wait",
         "--traces-root", str(traces_root), *SMALL_JOB, timeout=300,
@@ -70,7 +74,8 @@ def test_wait_without_accounting_on_a_completed_job(bare_slurm_cluster, traces_r
     assert out.count("accounting is unavailable") <= 1
 
 
-def test_wait_without_accounting_names_the_killed_rank(bare_slurm_cluster, traces_root: Path) -> None:
+@pytest.mark.bare_cluster
+def test_wait_without_accounting_names_the_killed_rank(slurm_cluster, traces_root: Path) -> None:
     job = SubmittedJob(
         traces_root, "--nodes", "2", "--gpus", "0", "--tasks-per-node", "2", "--steps", "2000",
         *SMALL_WORKLOAD, "--dist-timeout", "60",

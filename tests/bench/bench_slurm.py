@@ -2,7 +2,7 @@
 
     .venv/bin/python tests/bench/bench_slurm.py [--repeats 5] [--skip-scale]
 
-Needs the cluster of ``slurm/cluster.sh start 4 8`` (root) for everything but the first part.
+Needs the test cluster of ``slurm/cluster.sh start full`` (root) for everything but the first part.
 
 1. ``submit.py --help`` and ``submit.py --dry-run --nodes 4 --gpus 8``: median wall time
    (target <= 0.5 s; the submit path must not import torch).
