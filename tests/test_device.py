@@ -51,3 +51,25 @@ def test_cuda_asked_for_where_there_is_none(monkeypatch) -> None:
     monkeypatch.setattr(distributed.torch.cuda, "is_available", lambda: False)
     with pytest.raises(RuntimeError, match="--device cuda but torch sees no GPU"):
         distributed.uses_gpu(identity("slurm", 2), "cuda")
+
+
+def test_auto_dtype_is_bf16_only_where_the_device_computes_it(monkeypatch) -> None:
+    import torch
+
+    from workload.resnet_ddp import choose_dtype
+
+    cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False)
+    assert choose_dtype("auto", cpu) == (
+        "fp32",
+        "auto: the CPU has no native bf16 (no AVX-512 BF16 or AMX), where bf16 runs ~40x slower",
+    )
+    assert choose_dtype("bf16", cpu) == ("bf16", "--dtype bf16")  # forced: as asked
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True)
+    assert choose_dtype("auto", cpu) == ("bf16", "auto: the CPU computes bf16 natively (AMX)")
+    monkeypatch.setattr(torch.cuda, "get_device_name", lambda device: "NVIDIA H200")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: True)
+    assert choose_dtype("auto", gpu) == ("bf16", "auto: NVIDIA H200 computes bf16 natively")
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda: False)
+    assert choose_dtype("auto", gpu)[0] == "fp32"

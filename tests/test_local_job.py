@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from profiling.folder.layout import JobFolder
 from tests.common import SMALL_JOB, check_job_folder, run_submit, submitted_job_id
 
 
@@ -35,6 +36,25 @@ def test_two_process_local_job_profiles_only_selected_rank(traces_root: Path) ->
     ]
     assert {r["device"] for r in manifest["ranks"]} == {"cpu"}
     assert manifest["backend"] == "gloo"
+    # a job is one folder: its logs are in it, and the traces root holds nothing else
+    assert sorted(p.name for p in traces_root.iterdir()) == [job_id]
+    logs = JobFolder(traces_root, job_id).logs
+    assert {f"{job_id}_{task}_log.{kind}" for task in (0, 1) for kind in ("out", "err")} <= {
+        p.name for p in logs.iterdir()
+    }
+
+
+def test_the_default_dtype_is_chosen_for_the_device_and_said(traces_root: Path) -> None:
+    result = run_submit(
+        "--cluster", "local", "--gpus", "0", "--traces-root", str(traces_root), "--wait",
+        "--steps", "20", "--image-size", "32", "--threads-per-rank", "1", timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    job_id = submitted_job_id(result.stdout)
+    (record,) = check_job_folder(traces_root / job_id, job_id=job_id, world_size=1, profiled={0})["ranks"]
+    chosen, why = record["dtype"]["chosen"], record["dtype"]["why"]
+    assert chosen in ("bf16", "fp32") and why.startswith("auto: ")
+    assert f"gloo on cpu, {chosen} ({why})" in result.stdout  # rank 0's first line
 
 
 def test_all_ranks_repeated_windows_gzipped(traces_root: Path) -> None:
