@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 
 from profiling.analysis.collectives import Instance
+from profiling.analysis.point_sets import correlation, mutual_nearest, nearest_gap, peaks
 
 # How far apart two ends of one collective may be after alignment, tried in turn.
 TOLERANCES_US = (5.0, 15.0, 50.0, 150.0, 500.0, 1_500.0, 5_000.0, 20_000.0)
@@ -205,7 +206,7 @@ def _search(
     they only add chance pairs.
     """
     bin_us = max(tolerances[0], (line.span + 2 * window) / _MAX_BINS)
-    lag_counts = _correlation(line.ref_ends, line.other_ends + prior_us, window, bin_us)
+    lag_counts = correlation(line.ref_ends, line.other_ends + prior_us, window, bin_us)
     found: _Fit | None = None
     most, why = 0, ""
     for tolerance in tolerances:
@@ -239,7 +240,7 @@ def _trial(
     needed: int,
 ) -> tuple[_Fit, str | None]:
     """The best offset at one tolerance, and why it cannot be trusted (None if it can)."""
-    fits = [_fit(line, prior_us + lag, tolerance) for lag in _peaks(lag_counts, bin_us, tolerance)]
+    fits = [_fit(line, prior_us + lag, tolerance) for lag in peaks(lag_counts, bin_us, tolerance, _PEAKS)]
     best = max(fits, key=lambda fit: fit.count)
     apart = 4.0 * tolerance
     elsewhere = [prior_us + lag for lag in np.linspace(-window, window, _CHANCE_OFFSETS)]
@@ -277,53 +278,6 @@ def _fit(line: _Line, offset: float, tolerance: float) -> _Fit:
     return _Fit(offset, tolerance, i, j)
 
 
-def _correlation(a: np.ndarray, b: np.ndarray, window: float, bin_us: float) -> np.ndarray:
-    """``counts[k]``: pairs (i, j) with ``a[i] - b[j]`` near ``(k - L) * bin_us``, ``L`` bins each side
-    of 0 covering ``window``; by FFT of the two histograms, O(n log n) in the bins."""
-    low = min(a.min(), b.min())
-    ia, ib = ((a - low) // bin_us).astype(np.int64), ((b - low) // bin_us).astype(np.int64)
-    lags = int(np.ceil(window / bin_us))
-    size = 1 << int(max(ia.max(), ib.max()) + lags + 2).bit_length()  # no wrap-around
-    fa = np.fft.rfft(np.bincount(ia, minlength=size).astype(np.float64))
-    fb = np.fft.rfft(np.bincount(ib, minlength=size).astype(np.float64))
-    circular = np.fft.irfft(fa * np.conj(fb), size)  # circular[k] = sum_t A[t + k] * B[t]
-    return np.rint(np.concatenate([circular[-lags:], circular[: lags + 1]]))
-
-
-def _peaks(lag_counts: np.ndarray, bin_us: float, tolerance: float) -> list[float]:
-    """The offsets (from the prior) of the highest peaks of the correlation summed over
-    ±``tolerance``, at most one per stretch of four tolerances."""
-    half = int(round(tolerance / bin_us))
-    sums = np.cumsum(np.concatenate([[0.0], lag_counts]))
-    low = np.clip(np.arange(len(lag_counts)) - half, 0, len(lag_counts))
-    high = np.clip(np.arange(len(lag_counts)) + half + 1, 0, len(lag_counts))
-    smoothed = sums[high] - sums[low]
-    block = max(1, int(np.ceil(4 * tolerance / bin_us)))
-    padded = np.concatenate([smoothed, np.full(-len(smoothed) % block, -1.0)]).reshape(-1, block)
-    tops = np.argmax(padded, axis=1) + np.arange(len(padded)) * block
-    tops = tops[np.argsort(-smoothed[tops], kind="stable")[:_PEAKS]]
-    lags = len(lag_counts) // 2
-    return [float((k - lags) * bin_us) for k in tops]
-
-
-def mutual_nearest(a: np.ndarray, b: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
-    """Positions ``(i, j)`` in sorted ``a`` and ``b`` of the points that are each other's nearest,
-    at most ``tolerance`` apart: a one-to-one pairing in O(n log n)."""
-    if not len(a) or not len(b):
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    nearest_in_b, nearest_in_a = _nearest(b, a), _nearest(a, b)
-    i = np.arange(len(a))
-    keep = (nearest_in_a[nearest_in_b] == i) & (np.abs(a - b[nearest_in_b]) <= tolerance)
-    return i[keep], nearest_in_b[keep]
-
-
-def _nearest(points: np.ndarray, queries: np.ndarray) -> np.ndarray:
-    """For each query, the position of the nearest of the sorted ``points``."""
-    right = np.minimum(np.searchsorted(points, queries), len(points) - 1)
-    left = np.maximum(right - 1, 0)
-    return np.where(np.abs(queries - points[left]) <= np.abs(points[right] - queries), left, right)
-
-
 def _match_all(
     reference: Sequence[Instance], other: Sequence[Instance], shift: float, spread: float, window: float
 ) -> dict[int, int]:
@@ -344,18 +298,10 @@ def _match_all(
         line = _Line(reference, other, ref_indices, other_indices, window)
         i, j = line.pairs(shift, limit)
         a, b = line.ref_points, line.other_points + shift
-        clear = np.abs(a[i] - b[j]) < 0.5 * np.minimum(_gap(a)[i], _gap(b)[j])
+        clear = np.abs(a[i] - b[j]) < 0.5 * np.minimum(nearest_gap(a)[i], nearest_gap(b)[j])
         i, j = i[clear], j[clear]
         matched.update(zip(line.ref_index[i].tolist(), line.other_index[j].tolist(), strict=True))
     return dict(sorted(matched.items()))
-
-
-def _gap(points: np.ndarray) -> np.ndarray:
-    """Each sorted point's distance to its nearest neighbour (inf for a lone point)."""
-    gaps = np.diff(points)
-    before = np.concatenate([[np.inf], gaps])
-    after = np.concatenate([gaps, [np.inf]])
-    return np.minimum(before, after)
 
 
 def _measured(

@@ -1,0 +1,64 @@
+"""Point sets on a line, vectorised: how many pairs of two sets lie at each offset (their
+cross-correlation, by FFT), the offsets where that count peaks, and one-to-one pairing by
+mutual nearest neighbours. What :mod:`profiling.analysis.alignment` is built on: O(n log n),
+never every pair."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def correlation(a: np.ndarray, b: np.ndarray, window: float, bin_us: float) -> np.ndarray:
+    """``counts[k]``: pairs (i, j) with ``a[i] - b[j]`` near ``(k - L) * bin_us``, ``L`` bins each side
+    of 0 covering ``window``; by FFT of the two histograms, O(n log n) in the bins."""
+    low = min(a.min(), b.min())
+    ia, ib = ((a - low) // bin_us).astype(np.int64), ((b - low) // bin_us).astype(np.int64)
+    lags = int(np.ceil(window / bin_us))
+    size = 1 << int(max(ia.max(), ib.max()) + lags + 2).bit_length()  # no wrap-around
+    fa = np.fft.rfft(np.bincount(ia, minlength=size).astype(np.float64))
+    fb = np.fft.rfft(np.bincount(ib, minlength=size).astype(np.float64))
+    circular = np.fft.irfft(fa * np.conj(fb), size)  # circular[k] = sum_t A[t + k] * B[t]
+    return np.rint(np.concatenate([circular[-lags:], circular[: lags + 1]]))
+
+
+def peaks(lag_counts: np.ndarray, bin_us: float, tolerance: float, most: int) -> list[float]:
+    """The offsets (from the middle lag) of the ``most`` highest peaks of the correlation summed
+    over ±``tolerance``, at most one per stretch of four tolerances."""
+    half = int(round(tolerance / bin_us))
+    sums = np.cumsum(np.concatenate([[0.0], lag_counts]))
+    low = np.clip(np.arange(len(lag_counts)) - half, 0, len(lag_counts))
+    high = np.clip(np.arange(len(lag_counts)) + half + 1, 0, len(lag_counts))
+    # whole counts, and a tie on a plateau goes to the lag with the most pairs of its own
+    smoothed = sums[high] - sums[low] + lag_counts / (lag_counts.max() + 1.0)
+    block = max(1, int(np.ceil(4 * tolerance / bin_us)))
+    padded = np.concatenate([smoothed, np.full(-len(smoothed) % block, -1.0)]).reshape(-1, block)
+    tops = np.argmax(padded, axis=1) + np.arange(len(padded)) * block
+    tops = tops[np.argsort(-smoothed[tops], kind="stable")[:most]]
+    lags = len(lag_counts) // 2
+    return [float((k - lags) * bin_us) for k in tops]
+
+
+def mutual_nearest(a: np.ndarray, b: np.ndarray, tolerance: float) -> tuple[np.ndarray, np.ndarray]:
+    """Positions ``(i, j)`` in sorted ``a`` and ``b`` of the points that are each other's nearest,
+    at most ``tolerance`` apart: a one-to-one pairing in O(n log n)."""
+    if not len(a) or not len(b):
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    nearest_in_b, nearest_in_a = _nearest(b, a), _nearest(a, b)
+    i = np.arange(len(a))
+    keep = (nearest_in_a[nearest_in_b] == i) & (np.abs(a - b[nearest_in_b]) <= tolerance)
+    return i[keep], nearest_in_b[keep]
+
+
+def _nearest(points: np.ndarray, queries: np.ndarray) -> np.ndarray:
+    """For each query, the position of the nearest of the sorted ``points``."""
+    right = np.minimum(np.searchsorted(points, queries), len(points) - 1)
+    left = np.maximum(right - 1, 0)
+    return np.where(np.abs(queries - points[left]) <= np.abs(points[right] - queries), left, right)
+
+
+def nearest_gap(points: np.ndarray) -> np.ndarray:
+    """Each sorted point's distance to its nearest neighbour (inf for a lone point)."""
+    gaps = np.diff(points)
+    before = np.concatenate([[np.inf], gaps])
+    after = np.concatenate([gaps, [np.inf]])
+    return np.minimum(before, after)
