@@ -10,7 +10,7 @@ import pytest
 
 from profiling.analysis.breakdown import analyse
 from profiling.analysis.trace_events import from_document
-from profiling.folder.layout import meta_of
+from profiling.folder.layout import JobFolder, meta_of
 from profiling.report import ReportError, build_report, main
 from tests.common import SMALL_JOB, run_submit, submitted_job_id
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
@@ -197,6 +197,8 @@ def test_hta_loads_the_job_folder_as_is(real_job: Path) -> None:
     hta = pytest.importorskip(
         "hta.trace_analysis", reason="HTA is an optional test dependency (pip install '.[hta]')"
     )
+    # the job's logs and meta/ are folders beside the traces: HTA does not descend into them
+    assert JobFolder.at(real_job).logs.is_dir() and JobFolder.at(real_job).meta.is_dir()
     # By default HTA drops the last step of a trace as possibly incomplete; ours are complete.
     analyzer = hta.TraceAnalysis(trace_dir=str(real_job), include_last_profiler_step=True)
     assert sorted(analyzer.t.traces) == [0, 1]
