@@ -3,7 +3,7 @@
 ``slurm-profile`` alone or with options is ``submit.py``; the first word may name another tool:
 ``submit``, ``list`` (``python -m jobs.list``), ``report`` (``python -m profiling.report``),
 ``compare`` (``python -m profiling.compare``), ``capture`` (``python -m jobs.capture``), ``hang``
-(``python -m profiling.hang``). Each keeps its own ``--help``.
+(``python -m profiling.hang``), ``archive`` (``python -m profiling.archive``). Each keeps its own ``--help``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ COMMANDS = {
     "compare": "profiling.compare",
     "capture": "jobs.capture",
     "hang": "profiling.hang",
+    "archive": "profiling.archive",
 }
 
 

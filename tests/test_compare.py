@@ -19,7 +19,7 @@ def job(folder: Path, ranks: int = 2, backward_us: float = 10.0, seed: int = 0) 
     jitter = random.Random(seed)
     traces = cpu_job(8, lambda step: {0: jitter.uniform(0, 0.5)}, ranks=ranks, backward_us=backward_us)
     write_job(folder, traces, 8)
-    build_report(folder, merged=False, plot=False)
+    build_report(folder, archive=False, plot=False)
     return folder
 
 

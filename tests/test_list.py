@@ -21,7 +21,7 @@ from tests.synthetic import cpu_job, write_job
 def finished_job(root: Path, job_id: str, started: str) -> JobFolder:
     folder = JobFolder(root, job_id)
     write_job(folder.path, cpu_job(8, lambda step: {1: 30.0}), 8)
-    build_report(folder.path, merged=False, plot=False)
+    build_report(folder.path, archive=False, plot=False)
     manifest = {
         "job_id": job_id,
         "launcher": "slurm",

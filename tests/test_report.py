@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import shutil
+import socket
 from pathlib import Path
 
 import pytest
 
 from profiling.analysis.breakdown import analyse
 from profiling.analysis.trace_events import from_document
-from profiling.folder.layout import JobFolder, meta_of
+from profiling.folder.layout import JobFolder, analysis_record, meta_of
 from profiling.report import ReportError, build_report, main
 from tests.common import SMALL_JOB, run_submit, submitted_job_id
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
@@ -89,7 +91,7 @@ def test_gpu_step_breakdown_from_kernels() -> None:
 
 def test_straggler_named_with_its_evidence_and_clocks_aligned(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
-    report = build_report(tmp_path)
+    report = build_report(tmp_path, merged_json=True)
     verdict = report["straggler"]
     assert (verdict["verdict"], verdict["rank"]) == ("straggler", 1)
     assert verdict["last_arrivals"] == {"0": 0, "1": 8} and verdict["steps_held_back"] == {"0": 0, "1": 8}
@@ -125,7 +127,7 @@ def test_straggler_named_with_its_evidence_and_clocks_aligned(tmp_path: Path) ->
 
 def test_no_significant_straggler_when_the_late_rank_changes(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {step % 2: 30.0}), 8)  # rank 0, then 1, then 0...
-    verdict = build_report(tmp_path, merged=False, plot=False)["straggler"]
+    verdict = build_report(tmp_path, archive=False, plot=False)["straggler"]
     assert verdict["verdict"] == "none" and verdict["rank"] is None
     assert verdict["steps_held_back"] == {"0": 4, "1": 4}
     assert verdict["text"].startswith("no significant straggler: the most often late, rank ")
@@ -133,7 +135,7 @@ def test_no_significant_straggler_when_the_late_rank_changes(tmp_path: Path) -> 
 
 def test_too_few_steps_to_tell(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(3, lambda step: {1: 30.0}), 3)
-    verdict = build_report(tmp_path, merged=False, plot=False)["straggler"]
+    verdict = build_report(tmp_path, archive=False, plot=False)["straggler"]
     assert (verdict["verdict"], verdict["rank"], verdict["candidate"]) == ("undetermined", None, 1)
     assert verdict["text"].startswith(
         "straggler undetermined: 3 step(s) recorded, 8 needed with 2 ranks (--active)"
@@ -175,7 +177,7 @@ def real_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root / submitted_job_id(result.stdout)
 
 
-def test_report_of_a_real_job(real_job: Path) -> None:
+def test_report_of_a_real_job(real_job: Path, tmp_path: Path) -> None:
     report = json.loads((meta_of(real_job) / "report.json").read_text())
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
     for rank in report["ranks"]:
@@ -184,7 +186,10 @@ def test_report_of_a_real_job(real_job: Path) -> None:
         assert sum(breakdown.values()) == pytest.approx(rank["step_time_ms"]["mean"], rel=1e-6)
         assert breakdown["forward"] > 0 and breakdown["backward"] > 0 and breakdown["optimizer"] > 0
         assert rank["communication_total_ms"] > 0  # gloo all-reduces were seen
-    with gzip.open(meta_of(real_job) / "merged_trace.json.gz") as handle:
+    # rank 0 wrote the Perfetto archive; the merged JSON on request
+    assert report["archive"]["ranks"] == "0-1" and report["merged_trace"] is None
+    build_report(real_job, tmp_path / "json", plot=False, archive=False, merged_json=True)
+    with gzip.open(tmp_path / "json" / "merged_trace.json.gz") as handle:
         merged = json.load(handle)
     steps = [e for e in merged["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
     assert sorted({e["pid"] for e in steps}) == [0, 1] and len(steps) == 6
@@ -224,8 +229,14 @@ def test_report_command_line(real_job: Path, tmp_path: Path) -> None:
 
 def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
     write_job(tmp_path / "traces", cpu_job(8, lambda step: {3: 25.0 + step}, ranks=4), 8)
-    serial = build_report(tmp_path / "traces", tmp_path / "serial", plot=False, jobs=1)
-    parallel = build_report(tmp_path / "traces", tmp_path / "parallel", plot=False, jobs=2)
+    serial = build_report(tmp_path / "traces", tmp_path / "serial", plot=False, jobs=1, merged_json=True)
+    shutil.rmtree(analysis_record(tmp_path / "traces" / "x").parent)  # read every trace again
+    parallel = build_report(tmp_path / "traces", tmp_path / "parallel", plot=False, jobs=2, merged_json=True)
+    assert serial["reading"]["read_here"] == parallel["reading"]["read_here"] != []
+    for rank in serial["ranks"] + parallel["ranks"]:
+        assert {who.split(" (pid")[0] for who in rank.pop("analysed_by").values()} == {
+            f"a report worker on {socket.gethostname()}"
+        }
     for key in ("ranks", "straggler", "step_time_spread_ms", "communication_wait_ms"):
         assert serial[key] == parallel[key]
     assert parallel["straggler"]["rank"] == 3
@@ -241,7 +252,7 @@ def test_merged_trace_one_lane_per_rank_and_distinct_flow_ids(tmp_path: Path) ->
         trace = cpu_trace(rank)
         trace["traceEvents"].append(x("kernel", 20, 5, tid=7, pid=0, cat="kernel"))  # a GPU lane
         write_trace(tmp_path, trace, f"rank{rank}_iter5_5.json")
-    build_report(tmp_path, plot=False)
+    build_report(tmp_path, plot=False, merged_json=True)
     with gzip.open(meta_of(tmp_path) / "merged_trace.json.gz") as handle:
         events = json.load(handle)["traceEvents"]
     assert {e["args"]["name"] for e in events if e.get("name") == "process_name"} == {

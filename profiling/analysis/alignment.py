@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.collectives import Instance
+from profiling.analysis.collectives import Instance, is_sequenced
 from profiling.analysis.point_sets import correlation, mutual_nearest, nearest_gap, peaks
 
 # How far apart two ends of one collective may be after alignment, tried in turn.
@@ -132,7 +132,7 @@ def align(
 
 
 def _pairs_by_sequence(reference: Sequence[Instance], other: Sequence[Instance]) -> list[tuple[int, int]]:
-    index = {inst.key: i for i, inst in enumerate(other) if inst.key[0] == "seq"}
+    index = {inst.key: i for i, inst in enumerate(other) if is_sequenced(inst)}
     return [(i, index[inst.key]) for i, inst in enumerate(reference) if inst.key in index]
 
 
@@ -176,7 +176,7 @@ class _Line:
 
 
 def _identity(instance: Instance) -> tuple[Any, ...]:
-    return (*instance.key, instance.step)
+    return (instance.key, instance.step)
 
 
 @dataclasses.dataclass(frozen=True)

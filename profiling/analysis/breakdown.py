@@ -89,6 +89,13 @@ class StepBreakdown:
         """What the parts add up to: the GPU span on GPU traces, the CPU span otherwise."""
         return self.gpu.duration_us if self.gpu else self.duration_us
 
+    @property
+    def compute_us(self) -> float:
+        """Time spent computing: GPU ``compute``; on the CPU, ``forward + backward + optimizer``."""
+        if self.gpu:
+            return self.parts_us["compute"]
+        return sum(self.parts_us[phase] for phase in COMPUTE_PHASES)
+
 
 @dataclasses.dataclass(frozen=True)
 class RankAnalysis:

@@ -17,6 +17,7 @@ the clock alignment.
 from __future__ import annotations
 
 import dataclasses
+import json
 import re
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
@@ -32,6 +33,8 @@ _CPU_COMMUNICATION = (*_CPU_COLLECTIVES, "record_param_comms", "torch.distribute
 _KERNEL_KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 # letters only, lower case, as a kind starts: "AllReduce", "all_reduce", "allreduce_"
 _SYMMETRIC = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "barrier")
+SEQUENCED = "seq"
+_SEQUENCED_PREFIX = f'["{SEQUENCED}",'
 
 
 def is_collective(name: str) -> bool:
@@ -74,7 +77,7 @@ def _letters(text: str) -> str:
 class Instance:
     """One collective in one rank's trace, by what identifies it across ranks."""
 
-    key: tuple[Any, ...]
+    key: str  # what identifies it, as JSON: ["seq", group, seq] or ["op", kind, size or shapes]
     arrival: float  # when this rank got to it (trace clock, µs)
     end: float  # when it left it
     label: str  # for people: "allreduce (pg 0, seq 12)", "gloo:all_reduce [[2048]]"
@@ -104,7 +107,9 @@ def instances(collectives: Sequence[Collective]) -> list[Instance]:
         issued = queued[index] if consistent else op
         label = f"{op.name} {_text(dims)}".strip()
         found.append(
-            Instance(("op", op.name, dims), issued.start, op.end, label, is_symmetric(op.name), issued.step)
+            Instance(
+                _key("op", op.name, dims), issued.start, op.end, label, is_symmetric(op.name), issued.step
+            )
         )
     return found
 
@@ -115,10 +120,20 @@ def _kernel_instance(kernel: Collective) -> Instance:
     symmetric = is_symmetric(kind)
     if seq is not None:
         label = f"{kind} (group {group}, seq {seq})"
-        return Instance(("seq", group, seq), kernel.start, kernel.end, label, symmetric, kernel.step)
+        return Instance(_key(SEQUENCED, group, seq), kernel.start, kernel.end, label, symmetric, kernel.step)
     size = (kernel.arg("In msg nelems"), kernel.arg("Out msg nelems"))
     label = f"{kind} ({size[0]} elements)" if size[0] is not None else kind
-    return Instance(("op", kind, size), kernel.start, kernel.end, label, symmetric, kernel.step)
+    return Instance(_key("op", kind, size), kernel.start, kernel.end, label, symmetric, kernel.step)
+
+
+def is_sequenced(instance: Instance) -> bool:
+    """Whether the trace numbered it (process group and sequence number): an identity across ranks."""
+    return instance.key.startswith(_SEQUENCED_PREFIX)
+
+
+def _key(*parts: Any) -> str:
+    # JSON, so that a key read back from an analysis record is the key it was
+    return json.dumps(parts, separators=(",", ":"))
 
 
 def _text(value: Any) -> str:

@@ -64,7 +64,9 @@ def find_straggler(
         return None
     ranks = sorted(r for r, found in arrivals.items() if found is not None)
     unaligned = sorted(set(arrivals) - set(ranks))
-    anchors = sorted(set.intersection(*(set(arrivals[r]) for r in ranks)), key=str) if ranks else []
+    # collectives every rank compared reached, in a known step
+    common = set.intersection(*(set(arrivals[r]) for r in ranks)) if ranks else set()
+    anchors = sorted((k for k in common if k in anchor_steps), key=str)
     steps = sorted({anchor_steps[k] for k in anchors})
     noise_ms = _step_noise_ms(step_ms)
     uncertainty_us = max(((clock_uncertainty_us or {}).get(r, 0.0) for r in ranks), default=0.0)

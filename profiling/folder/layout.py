@@ -12,7 +12,9 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   ├── manifest.json           .manifest
         │   ├── running.json            .running: while the job runs, its size (jobs.capture)
         │   ├── report.json, .md, .png  ReportFiles.of(.path): the cross-rank report
-        │   ├── merged_trace.json.gz    ReportFiles.merged
+        │   ├── merged_trace.zip        ReportFiles.archive: ranks' traces as one Perfetto timeline
+        │   ├── merged_trace.json.gz    ReportFiles.merged: the same, re-encoded (--merged-json)
+        │   ├── analysis/               analysis_record(trace): what the report keeps of each trace
         │   ├── compare-<job>/          ReportFiles.compare(job): two jobs compared
         │   ├── ranks/rank<r>.json      .marker(r): every rank's, to check the folder is shared
         │   ├── capture/                .capture_request(n), .capture_accepted(n)
@@ -75,6 +77,11 @@ class ReportFiles:
     @property
     def merged(self) -> Path:
         return self.folder / "merged_trace.json.gz"
+
+    @property
+    def archive(self) -> Path:
+        """Several ranks' traces as one Perfetto timeline (:mod:`profiling.archive`)."""
+        return self.folder / "merged_trace.zip"
 
     def compare(self, other: str) -> ComparisonFiles:
         """Where this job's comparison with job ``other`` goes (``python -m profiling.compare``)."""
@@ -212,6 +219,12 @@ class JobFolder:
     def attempt_name(self, restart_count: int) -> str:
         """``attempt(k)`` relative to the job folder, as the manifest records it ("." for attempt 0)."""
         return str(self.attempt(restart_count).relative_to(self.path))
+
+
+def analysis_record(trace: Path) -> Path:
+    """Where a trace's analysis record goes (:mod:`profiling.analysis.record`): ``meta/analysis/``
+    beside it, named after it."""
+    return meta_of(trace.parent) / "analysis" / f"{trace.name}.analysis.json"
 
 
 def submitit_folder(root: Path) -> Path:

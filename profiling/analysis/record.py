@@ -1,0 +1,127 @@
+"""What the report needs from one trace, kept beside it: the trace's analysis record.
+
+Reading a trace is what a report costs; combining a job's traces (clocks, straggler, summary)
+needs only a little of each. A record holds that little: the rank, host and base time, each
+step's breakdown (:mod:`.breakdown`), the collectives by what identifies them across ranks
+(:mod:`.collectives`), the trace's lanes and its warnings. It is written by whoever read the
+trace (the rank that wrote it, at the end of a job; a worker of the report; a task of a
+``--slurm`` job array) to ``meta/analysis/`` beside the traces, and read instead of the trace
+while it is *fresh*: the trace has the name, size and modification time the record was made
+from, and the record the analysis version of the code reading it. Change the analysis and bump
+:data:`ANALYSIS_VERSION`: every trace is read again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import msgspec
+
+from profiling.analysis.breakdown import CPU_PARTS, GPU_PARTS, StepBreakdown, analyse
+from profiling.analysis.collectives import Instance, instances
+from profiling.analysis.trace_events import read as read_trace
+from profiling.folder.layout import analysis_record
+from profiling.folder.traces import TraceFile
+from slurm.basics import atomic_path
+
+ANALYSIS_VERSION = 1
+
+
+class ReportError(ValueError):
+    """A folder or trace that cannot be reported on; the message says why and what to do."""
+
+
+class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
+    version: int
+    trace: str  # the trace file's name, size and modification time, when it was read
+    size: int
+    mtime_ns: int
+    rank: int
+    world_size: int | None
+    host: str
+    base_time_ns: int | None
+    device: str  # "gpu" or "cpu"
+    steps: list[StepBreakdown]
+    instances: list[Instance]
+    main_pid: int | str | None  # the profiled process (its CPU threads), as opposed to device lanes
+    lanes: int  # the (process, thread) lanes of its CPU side
+    warnings: list[str]
+    analysed_by: str  # "rank 3 on node2", "a report worker on login1"
+    seconds: float  # how long reading and analysing it took
+
+    @property
+    def parts(self) -> tuple[str, ...]:
+        return GPU_PARTS if self.device == "gpu" else CPU_PARTS
+
+    def is_fresh_for(self, trace: TraceFile) -> bool:
+        stat = trace.path.stat()
+        return (self.version, self.trace, self.size, self.mtime_ns) == (
+            ANALYSIS_VERSION,
+            trace.path.name,
+            stat.st_size,
+            stat.st_mtime_ns,
+        )
+
+
+_ENCODER = msgspec.json.Encoder()
+_DECODER = msgspec.json.Decoder(TraceRecord)
+
+
+def analyse_trace(trace: TraceFile, analysed_by: str) -> TraceRecord:
+    """Read one trace and make its record (not saved: see :func:`save`)."""
+    started = time.perf_counter()
+    stat = trace.path.stat()
+    events = read_trace(trace.path)
+    analysis = analyse(events, rank_from_name=trace.rank)
+    if analysis.rank != trace.rank:
+        raise ReportError(
+            f"{trace.path.name} says distributedInfo.rank={analysis.rank}; its name says "
+            f"{trace.rank}. HINT: do not rename trace files"
+        )
+    return TraceRecord(
+        version=ANALYSIS_VERSION,
+        trace=trace.path.name,
+        size=stat.st_size,
+        mtime_ns=stat.st_mtime_ns,
+        rank=analysis.rank,
+        world_size=analysis.world_size,
+        host=analysis.host,
+        base_time_ns=analysis.base_time_ns,
+        device=analysis.device,
+        steps=analysis.steps,
+        instances=instances(analysis.collectives),
+        main_pid=events.main_pid(),
+        lanes=len(events.threads),
+        warnings=list(analysis.warnings),
+        analysed_by=analysed_by,
+        seconds=round(time.perf_counter() - started, 4),
+    )
+
+
+def save(record: TraceRecord, trace: TraceFile) -> bool:
+    """Write the record beside its trace; False where that folder cannot be written (someone
+    else's job, say): the report then reads the trace again next time."""
+    path = analysis_record(trace.path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_path(path) as temp:
+            temp.write_bytes(_ENCODER.encode(record))
+    except OSError:
+        return False
+    return True
+
+
+def load_fresh(trace: TraceFile) -> TraceRecord | None:
+    """The trace's record, if one was saved and is fresh (see the module docstring)."""
+    try:
+        record = _DECODER.decode(analysis_record(trace.path).read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    return record if record.is_fresh_for(trace) else None
+
+
+def reader_here(what: str = "a report worker") -> str:
+    """Who is reading, for :attr:`TraceRecord.analysed_by`: ``"a report worker on login1 (pid 7)"``."""
+    return f"{what} on {socket.gethostname()} (pid {os.getpid()})"

@@ -1,0 +1,206 @@
+"""Several ranks' traces as one Perfetto timeline: ``python -m profiling.archive <folder> [--ranks SPEC]``.
+
+Perfetto (ui.perfetto.dev and trace_processor, since v58.2) opens a ZIP or TAR of several traces
+as one merged trace, configured by a ``perfetto_manifest.json`` inside it (format version 1,
+Perfetto's ``docs/reference/perfetto-manifest.md``; the model: ``docs/concepts/merging-traces.md``).
+The archive holds the traces unchanged, byte for byte: nothing is decoded or dropped. Its
+manifest gives each file
+
+- a machine, ``rank 8 (node2)``: Kineto numbers its GPU lanes 0-7 on every node, and separate
+  machines keep them apart (a rank's windows share its machine);
+- its clock: Chrome JSON has no clock of its own, so each file is pinned to a reference file
+  with ``offset_ns``, the shift the report's clock alignment measured
+  (:mod:`profiling.analysis.alignment`, read from ``report.json``: no trace is read again). The
+  reference is the file whose clock is earliest, so that every offset is 0 or more and no
+  event moves before the start of the merged timeline (Perfetto drops those).
+
+Its ``attributes`` say the job and how each offset was found. A browser holds about 2 GB, so
+by default the report's archive takes whole traces of the ranks that matter, within a budget:
+the first rank, the straggler (or the candidate), the rank that computes least, then one rank
+per node; this command makes one of any ranks later.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+import zipfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from profiling.folder.layout import ReportFiles
+from profiling.recording.ranks import RankSelection, RankSpecError, format_ranks
+from slurm.basics import OneLineParser, atomic_path
+
+DEFAULT_BUDGET_BYTES = 1000 * 10**6
+MANIFEST_NAME = "perfetto_manifest.json"
+_ATTRIBUTE_PREFIX = "slurm_profiling."
+
+
+class ArchiveError(ValueError):
+    """An archive that cannot be made; the message names the argument and the fix."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Member:
+    """One trace in the archive, where the report put its clock."""
+
+    path: Path
+    rank: int
+    host: str
+    shift_us: float  # onto the first rank's clock (report.json's trace_clocks)
+    clock: dict[str, Any]
+
+    @property
+    def machine(self) -> str:
+        return f"rank {self.rank} ({self.host})" if self.host else f"rank {self.rank}"
+
+
+def default_ranks(report: dict[str, Any]) -> list[int]:
+    """The ranks that matter, in order: the first, the straggler (or the candidate), the one
+    that computes least, then the first rank of each node."""
+    ranks = report["ranks"]
+    straggler = report["straggler"] or {}
+    order = [ranks[0]["rank"], straggler.get("rank", straggler.get("candidate"))]
+    order.append(min(ranks, key=lambda r: (r["compute_ms"], r["rank"]))["rank"])
+    hosts: dict[str, int] = {}
+    for r in ranks:
+        hosts.setdefault(r["host"], r["rank"])
+    order += list(hosts.values())
+    return list(dict.fromkeys(rank for rank in order if rank is not None))
+
+
+def members(folder: Path, report: dict[str, Any], ranks: Sequence[int]) -> list[Member]:
+    by_rank = {r["rank"]: r for r in report["ranks"]}
+    missing = [rank for rank in ranks if rank not in by_rank]
+    if missing:
+        raise ArchiveError(
+            f"--ranks: rank(s) {format_ranks(missing)} have no trace in {folder} (it has rank(s) "
+            f"{format_ranks(by_rank)}). HINT: name ranks that were profiled"
+        )
+    return [
+        Member(folder / clock["trace"], rank, by_rank[rank]["host"], clock["shift_us"], clock)
+        for rank in ranks
+        for clock in by_rank[rank]["trace_clocks"]
+    ]
+
+
+def within_budget(chosen: list[Member], budget_bytes: float | None) -> tuple[list[Member], list[int]]:
+    """Whole ranks, in order, while their traces fit (the first always); and the ranks left out."""
+    kept: list[Member] = []
+    left_out: list[int] = []
+    total = 0
+    for rank in dict.fromkeys(m.rank for m in chosen):
+        mine = [m for m in chosen if m.rank == rank]
+        size = sum(m.path.stat().st_size for m in mine)
+        if kept and budget_bytes is not None and total + size > budget_bytes:
+            left_out.append(rank)
+            continue
+        kept, total = kept + mine, total + size
+    return kept, left_out
+
+
+def manifest(job: str, chosen: Sequence[Member]) -> dict[str, Any]:
+    """The ``perfetto_manifest`` of the archive of these traces (version 1)."""
+    reference = min(chosen, key=lambda m: (m.shift_us, m.rank))
+    files = []
+    for member in chosen:
+        entry: dict[str, Any] = {"path": member.path.name, "machine": {"name": member.machine}}
+        if member is not reference:
+            # at a common instant the file reads T when the reference reads T + offset_ns;
+            # no "clock" on either side: Chrome JSON is clockless, each file pinned to the other
+            offset_ns = round((member.shift_us - reference.shift_us) * 1000)
+            entry["clocks"] = {"sync_to": {"file": reference.path.name}, "offset_ns": offset_ns}
+        files.append(entry)
+    attributes: dict[str, str | int] = {f"{_ATTRIBUTE_PREFIX}job": job}
+    for member in chosen:
+        attributes[f"{_ATTRIBUTE_PREFIX}clock.{member.path.name}"] = _how(member.clock)
+    return {"perfetto_manifest": {"version": 1, "files": files, "attributes": attributes}}
+
+
+def _how(clock: dict[str, Any]) -> str:
+    if clock["method"] == "base time":
+        return f"base time: {clock['note']}" if clock["note"] else "base time"
+    if clock["method"] == "reference":
+        return "reference: the first rank's clock"
+    return (
+        f"{clock['method']}: {clock['pairs']} pairs, residual {clock['residual_us']:.1f} us, "
+        f"+/- {clock['uncertainty_us']:.2f} us, shift {clock['shift_us']:.1f} us"
+    )
+
+
+def write_archive(
+    folder: Path,
+    report: dict[str, Any],
+    path: Path,
+    *,
+    ranks: Sequence[int] | None = None,
+    budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
+) -> dict[str, Any]:
+    """Write the archive of ``ranks`` (default: :func:`default_ranks` within ``budget_bytes``)
+    atomically to ``path``; returns what ``report.json`` says of it."""
+    started = time.perf_counter()
+    if ranks is None:
+        chosen, left_out = within_budget(members(folder, report, default_ranks(report)), budget_bytes)
+    else:  # asked for by name: every one, whatever the budget
+        chosen, left_out = members(folder, report, ranks), []
+    document = json.dumps(manifest(folder.name, chosen), indent=2).encode()
+    with atomic_path(path) as temp, zipfile.ZipFile(temp, "w") as archive:
+        archive.writestr(MANIFEST_NAME, document, compress_type=zipfile.ZIP_STORED)
+        for member in chosen:
+            # gzipped traces go in as they are; plain JSON deflated (level 1: fast, a fifth)
+            packed = member.path.name.endswith(".gz")
+            archive.write(
+                member.path,
+                arcname=member.path.name,
+                compress_type=zipfile.ZIP_STORED if packed else zipfile.ZIP_DEFLATED,
+                compresslevel=None if packed else 1,
+            )
+    return {
+        "file": path.name,
+        "ranks": format_ranks({m.rank for m in chosen}),
+        "reference_rank": min(chosen, key=lambda m: (m.shift_us, m.rank)).rank,
+        "traces": [m.path.name for m in chosen],
+        "bytes": sum(m.path.stat().st_size for m in chosen),
+        "archive_bytes": path.stat().st_size,
+        "budget_bytes": budget_bytes,
+        "left_out": format_ranks(left_out),
+        "seconds": round(time.perf_counter() - started, 3),
+    }
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m profiling.archive", description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="a job folder (or a restart<k>/ folder) with its report")
+    parser.add_argument(
+        "--ranks", metavar="SPEC", help="'all', '0,3', '0-3,8' (default: the ranks that matter)"
+    )
+    parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta/merged_trace.zip)")
+    args = parser.parse_args(argv)
+    files = ReportFiles.of(args.folder)
+    try:
+        report = json.loads(files.json.read_text())
+    except (OSError, ValueError):
+        return parser.fail(
+            f"{args.folder} has no report ({files.json}). HINT: python -m profiling.report {args.folder}"
+        )
+    profiled = [r["rank"] for r in report["ranks"]]
+    try:
+        selection = RankSelection.parse(args.ranks) if args.ranks else None
+        ranks = None
+        if selection is not None:
+            ranks = profiled if selection.everyone else sorted(selection.resolve(max(profiled) + 1))
+        written = write_archive(args.folder, report, args.out or files.archive, ranks=ranks)
+    except RankSpecError as error:
+        return parser.fail(error.naming({"ranks": "--ranks"}))
+    except (ArchiveError, OSError) as error:
+        return parser.fail(str(error))
+    print(f"rank(s) {written['ranks']} in {args.out or files.archive}: open it in https://ui.perfetto.dev")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,5 @@
+import sys
+
+from profiling.report.cli import main
+
+sys.exit(main())

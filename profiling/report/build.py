@@ -1,0 +1,100 @@
+"""The report of one folder of traces, start to end: read (each trace once, or its record),
+combine, then write ``report.json``, ``report.md``, ``report.png`` and the merged timeline."""
+
+from __future__ import annotations
+
+import collections
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
+from profiling.analysis.record import ReportError, TraceRecord
+from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
+from profiling.archive import write_archive
+from profiling.folder.layout import ReportFiles
+from profiling.folder.traces import list_traces
+from profiling.report.combine import align, summarise
+from profiling.report.merged_json import write_merged_json
+from profiling.report.plot import plot_report
+from profiling.report.read import read_records
+from profiling.report.render import render_markdown
+from profiling.report.workers import Workers
+from slurm.basics import write_json_atomically, write_text_atomically
+
+
+def build_report(
+    folder: Path,
+    out_dir: Path | None = None,
+    *,
+    plot: bool = True,
+    jobs: int | None = None,
+    archive: bool = True,
+    archive_ranks: Sequence[int] | None = None,
+    archive_budget_bytes: float | None = DEFAULT_ARCHIVE_BUDGET_BYTES,
+    merged_json: bool = False,
+    merge_budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
+    progress: TextIO | None = None,
+) -> dict[str, Any]:
+    """Report on every trace in ``folder``; returns ``report.json``'s content.
+
+    ``jobs`` processes read the traces that have no fresh record (default: this process's
+    CPUs, at most 8). The archive takes ``archive_ranks`` (default: the ranks that matter,
+    within ``archive_budget_bytes``); ``merged_json`` adds the re-encoded merged trace, within
+    ``merge_budget_bytes`` of JSON (None: all). ``progress``: where to show it, if a terminal.
+    """
+    started = time.perf_counter()
+    traces = list_traces(folder)
+    if not traces:
+        raise ReportError(f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder")
+    files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
+    files.folder.mkdir(parents=True, exist_ok=True)
+    with Workers(jobs) as workers:
+        read = read_records(traces, workers, progress)
+        reading_s = time.perf_counter() - started
+        aligning = time.perf_counter()
+        per_rank = align(traces, read.records)
+        aligning = time.perf_counter() - aligning
+        report = summarise(folder, per_rank)
+        report["reading"] = _reading(read.records, read.read_here, reading_s)
+        # the plot is drawn by a worker while this process packs the archive
+        plotted = workers.submit(plot_report, report, files.plot) if plot else None
+        report["archive"] = (
+            write_archive(
+                folder, report, files.archive, ranks=archive_ranks, budget_bytes=archive_budget_bytes
+            )
+            if archive
+            else None
+        )
+        report["merged_trace"] = files.merged.name if merged_json else None
+        report["merge"] = (
+            write_merged_json(per_rank, files.merged, workers, merge_budget_bytes) if merged_json else None
+        )
+        if plotted is not None:
+            plotted.result()
+    report["alignment_seconds"] = round(aligning, 3)
+    report["seconds"] = round(time.perf_counter() - started, 3)
+    write_json_atomically(files.json, report)
+    write_text_atomically(files.markdown, render_markdown(report))
+    return report
+
+
+def _reading(records: Sequence[TraceRecord], read_here: list[str], seconds: float) -> dict[str, Any]:
+    """What ``report.json`` says of how the traces were read, and by whom."""
+    readers = collections.Counter(_kind_of_reader(r.analysed_by) for r in records if r.trace not in read_here)
+    return {
+        "traces": len(records),
+        "from_records": len(records) - len(read_here),
+        "read_here": read_here,
+        "analysed_by": [f"{count} by {who}" for who, count in readers.most_common()],
+        "seconds": round(seconds, 3),
+    }
+
+
+def _kind_of_reader(analysed_by: str) -> str:
+    if analysed_by.startswith("rank "):
+        return "the ranks that wrote them"
+    if analysed_by.startswith("slurm task"):
+        return "a --slurm job array"
+    return "an earlier report"

@@ -1,0 +1,95 @@
+"""``python -m profiling.report <folder>``: the command line of the report."""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from profiling.analysis.json_stream import TraceFormatError
+from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
+from profiling.analysis.record import ReportError
+from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
+from profiling.archive import ArchiveError
+from profiling.folder.traces import list_traces
+from profiling.recording.ranks import RankSelection, RankSpecError
+from profiling.report.build import build_report
+from profiling.report.render import render_markdown
+from slurm.basics import OneLineParser
+
+PROG = "python -m profiling.report"
+
+
+def build_parser() -> OneLineParser:
+    parser = OneLineParser(prog=PROG, description="Cross-rank report of a folder of traces.")
+    parser.add_argument(
+        "folder", type=Path, help="a job folder (or a restart<k>/ folder) of rank<r>_iter<a>_<b>.json traces"
+    )
+    parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta)")
+    parser.add_argument("--no-plot", action="store_true", help="skip report.png")
+    parser.add_argument(
+        "--jobs", type=int, help="processes reading traces (default: CPUs available, at most 8)"
+    )
+    merged = parser.add_argument_group("the merged timeline")
+    merged.add_argument("--no-merged-trace", action="store_true", help="skip merged_trace.zip (and the JSON)")
+    merged.add_argument(
+        "--merge-ranks", metavar="SPEC", help="ranks in merged_trace.zip (default: the ranks that matter)"
+    )
+    merged.add_argument(
+        "--archive-budget-mb",
+        type=float,
+        default=DEFAULT_ARCHIVE_BUDGET_BYTES / 1e6,
+        metavar="MB",
+        help="keep the default ranks' traces within MB (default: %(default)g)",
+    )
+    merged.add_argument(
+        "--merged-json", action="store_true", help="also write merged_trace.json.gz, re-encoded (slower)"
+    )
+    merged.add_argument(
+        "--merge-budget-mb",
+        type=float,
+        default=DEFAULT_BUDGET_BYTES / 1e6,
+        metavar="MB",
+        help="keep the merged JSON within MB by leaving out the deepest CPU operators (default: %(default)g)",
+    )
+    merged.add_argument("--full-merge", action="store_true", help="keep every event in the merged JSON")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.jobs is not None and args.jobs < 1:
+        return parser.fail(f"--jobs {args.jobs} must be at least 1")
+    for option, value in (
+        ("--merge-budget-mb", args.merge_budget_mb),
+        ("--archive-budget-mb", args.archive_budget_mb),
+    ):
+        if not value > 0:
+            return parser.fail(f"{option} {value:g} must be positive. HINT: --full-merge keeps all")
+    try:
+        ranks = None
+        if args.merge_ranks:
+            selection = RankSelection.parse(args.merge_ranks)
+            profiled = sorted({trace.rank for trace in list_traces(args.folder)})
+            ranks = (
+                profiled if selection.everyone else sorted(selection.resolve(max(profiled, default=0) + 1))
+            )
+        report = build_report(
+            args.folder,
+            args.out,
+            plot=not args.no_plot,
+            jobs=args.jobs,
+            archive=not args.no_merged_trace,
+            archive_ranks=ranks,
+            archive_budget_bytes=None if args.merge_ranks else args.archive_budget_mb * 1e6,
+            merged_json=args.merged_json and not args.no_merged_trace,
+            merge_budget_bytes=None if args.full_merge else args.merge_budget_mb * 1e6,
+            progress=sys.stderr,
+        )
+    except RankSpecError as error:
+        return parser.fail(error.naming({"ranks": "--merge-ranks"}))
+    except (ReportError, ArchiveError, TraceFormatError, OSError) as error:
+        return parser.fail(str(error))
+    print(render_markdown(report))
+    return 0

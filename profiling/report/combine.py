@@ -1,0 +1,180 @@
+"""The reduce of the report: every trace's record -> one summary of the job (``report.json``).
+
+Clocks first: every trace is aligned against the first rank's trace of the same window
+(:mod:`profiling.analysis.alignment`); then, per rank, the means of what the records measured
+per step (:mod:`profiling.analysis.breakdown` defines every figure; nothing is measured here),
+and the straggler verdict over the aligned arrivals (:mod:`profiling.analysis.straggler`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from profiling.analysis import alignment
+from profiling.analysis.alignment import Alignment
+from profiling.analysis.record import TraceRecord
+from profiling.analysis.straggler import find_straggler
+from profiling.folder.traces import TraceFile
+from slurm.basics import utc_now
+
+
+@dataclasses.dataclass(frozen=True)
+class Aligned:
+    """One trace's record, and how its clock was put on the first rank's."""
+
+    trace: TraceFile
+    record: TraceRecord
+    clock: Alignment
+
+
+def align(traces: Sequence[TraceFile], records: Sequence[TraceRecord]) -> dict[int, list[Aligned]]:
+    """Every trace's clock against the first rank's trace of the same window; by rank, then window."""
+    first_rank = traces[0].rank
+    reference = {t.first_step: r for t, r in zip(traces, records, strict=True) if t.rank == first_rank}
+    steps = [s.duration_us for r in reference.values() for s in r.steps]
+    step_us = statistics.median(steps) if steps else None
+    per_rank: dict[int, list[Aligned]] = {}
+    for trace, record in zip(traces, records, strict=True):
+        theirs = reference.get(trace.first_step)
+        if trace.rank == first_rank:
+            clock = alignment.reference_alignment(len(record.instances))
+        elif theirs is None:
+            why = "the first rank did not record this window"
+            clock = alignment.base_time(_prior_us(record, records[0]), why)
+        else:
+            clock = alignment.align(
+                theirs.instances, record.instances, prior_us=_prior_us(record, theirs), step_us=step_us
+            )
+        per_rank.setdefault(trace.rank, []).append(Aligned(trace, record, clock))
+    return per_rank
+
+
+def _prior_us(record: TraceRecord, reference: TraceRecord) -> float:
+    """The shift the two traces' base times give (0 where either has none)."""
+    mine, theirs = record.base_time_ns, reference.base_time_ns
+    return (mine - theirs) / 1e3 if mine is not None and theirs is not None else 0.0
+
+
+def summarise(folder: Path, per_rank: dict[int, list[Aligned]]) -> dict[str, Any]:
+    """``report.json``'s content (see :mod:`profiling.report`) from every trace, by rank then window."""
+    ranks = [_rank_summary(rank, traces) for rank, traces in sorted(per_rank.items())]
+    means = [r["step_time_ms"]["mean"] for r in ranks]
+    straggler = find_straggler(
+        arrivals={rank: _arrivals(traces) for rank, traces in per_rank.items()},
+        anchor_steps=_anchor_steps(per_rank[min(per_rank)]),
+        step_ms={r["rank"]: r["step_ms"] for r in ranks},
+        compute_ms={r["rank"]: r["compute_ms"] for r in ranks},
+        clock_uncertainty_us={r["rank"]: r["clock"]["uncertainty_us"] or 0.0 for r in ranks},
+    )
+    return {
+        "folder": str(folder),
+        "generated_at": utc_now(),
+        "ranks": ranks,
+        "straggler": straggler,
+        "step_time_spread_ms": {
+            "min": min(means),
+            "median": statistics.median(means),
+            "max": max(means),
+            "max_minus_min": max(means) - min(means),
+        },
+        "communication_wait_ms": {str(r["rank"]): r["breakdown_ms"]["communication"] for r in ranks},
+        "warnings": [f"rank {r['rank']}: {w}" for r in ranks for w in r["warnings"]],
+    }
+
+
+def _arrivals(traces: list[Aligned]) -> dict[tuple[int, int], float] | None:
+    """When this rank reached each of the first rank's collectives, on the first rank's clock.
+
+    Keyed by (window's first step, the first rank's collective index); None if no window's
+    clock was paired.
+    """
+    if not any(t.clock.paired for t in traces):
+        return None
+    return {
+        (t.trace.first_step, theirs): t.record.instances[mine].arrival + t.clock.shift_us
+        for t in traces
+        if t.clock.paired
+        for theirs, mine in t.clock.matched.items()
+    }
+
+
+def _anchor_steps(reference: list[Aligned]) -> dict[tuple[int, int], int]:
+    """The step (on the first rank) of each of the first rank's collectives: the one that issued
+    it, else the one it began in (a kernel whose launch the trace does not hold)."""
+    found = {}
+    for t in reference:
+        starts = [s.start_us for s in t.record.steps]
+        for index, instance in enumerate(t.record.instances):
+            at = bisect.bisect_right(starts, instance.arrival) - 1
+            step = (
+                instance.step if instance.step is not None else t.record.steps[at].step if at >= 0 else None
+            )
+            if step is not None:
+                found[(t.trace.first_step, index)] = step
+    return found
+
+
+def _rank_summary(rank: int, traces: list[Aligned]) -> dict[str, Any]:
+    records = [t.record for t in traces]
+    steps = [step for record in records for step in record.steps]
+    parts = records[0].parts
+    step_ms = [s.duration_us / 1e3 for s in steps]
+    gpu_steps = [s.gpu for s in steps if s.gpu is not None]
+    gpu = None
+    if gpu_steps:
+        gpu = {
+            "span_ms": mean([g.duration_us / 1e3 for g in gpu_steps]),
+            "busy_ms": mean([g.busy_us / 1e3 for g in gpu_steps]),
+            "idle_ms": mean([s.parts_us["idle"] / 1e3 for s in steps]),
+            "communication_overlapped_ms": mean([g.communication_overlapped_us / 1e3 for g in gpu_steps]),
+            "compute_by_phase_ms": {
+                phase: mean([g.compute_by_phase_us[phase] / 1e3 for g in gpu_steps])
+                for phase in gpu_steps[0].compute_by_phase_us
+            },
+        }
+    return {
+        "rank": rank,
+        "host": records[0].host,
+        "device": records[0].device,
+        "trace_files": [t.trace.path.name for t in traces],
+        "steps": [s.step for s in steps],
+        "step_ms": step_ms,
+        "step_time_ms": {
+            "mean": mean(step_ms),
+            "min": min(step_ms, default=0.0),
+            "max": max(step_ms, default=0.0),
+        },
+        "breakdown_ms": {part: mean([s.parts_us[part] / 1e3 for s in steps]) for part in parts},
+        "breakdown_steps_ms": {part: [s.parts_us[part] / 1e3 for s in steps] for part in parts},
+        "accounted_ms": mean([s.accounted_us / 1e3 for s in steps]),
+        "compute_ms": mean([s.compute_us / 1e3 for s in steps]),
+        "communication_total_ms": mean([s.collectives_us / 1e3 for s in steps]),
+        "gpu": gpu,
+        "clock": _clock(traces[0].clock),
+        "trace_clocks": [{"trace": t.trace.path.name, **_clock(t.clock)} for t in traces],
+        "analysed_by": {t.trace.path.name: t.record.analysed_by for t in traces},
+        "warnings": list(dict.fromkeys(w for record in records for w in record.warnings)),
+    }
+
+
+def _clock(clock: Alignment) -> dict[str, Any]:
+    return {
+        "method": clock.method,
+        "shift_us": clock.shift_us,
+        "pairs": clock.pairs,
+        "residual_us": clock.residual_us,
+        "max_residual_us": clock.max_residual_us,
+        "paired_share": clock.paired_share,
+        "uncertainty_us": clock.uncertainty_us,
+        "note": clock.note,
+    }
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean, 0 for no values (a rank without steps)."""
+    return statistics.fmean(values) if values else 0.0

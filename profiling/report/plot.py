@@ -1,0 +1,115 @@
+"""``report.png``: each rank's step breakdown and step times, readable at any number of ranks.
+
+Up to :data:`BARS_UP_TO` ranks: a stacked bar per rank and a line per rank. Above, bars and
+lines would be a smear, so the same figures become heat maps, rank × part of the breakdown and
+rank × step, each cell against the median rank (a slow rank is a stripe, a slow step a column),
+so that outliers stand out whatever the count. The verdict is the title, wrapped, never cut;
+legends sit outside the data.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+BARS_UP_TO = 32
+_TITLE_WIDTH = 130
+
+
+def plot_report(report: dict[str, Any], path: Path) -> None:
+    # matplotlib's Figure without pyplot: no global state, and less to import
+    from matplotlib.figure import Figure
+
+    ranks = report["ranks"]
+    fig = Figure(figsize=(13, 5.5))
+    left, right = fig.subplots(1, 2, gridspec_kw={"wspace": 0.35})
+    if len(ranks) <= BARS_UP_TO:
+        _bars(left, ranks)
+        _lines(right, ranks)
+    else:
+        _parts_map(fig, left, ranks)
+        _steps_map(fig, right, ranks)
+    title = _title(report["straggler"])
+    fig.suptitle(title, fontsize="medium", y=0.99)
+    top = 0.93 - 0.035 * title.count("\n")
+    fig.subplots_adjust(left=0.06, right=0.9 if len(ranks) <= BARS_UP_TO else 0.95, bottom=0.11, top=top)
+    fig.savefig(path, dpi=100)
+
+
+def _title(verdict: dict[str, Any] | None) -> str:
+    if verdict is None:
+        return "one rank"
+    return "\n".join(textwrap.wrap(verdict["text"], _TITLE_WIDTH))
+
+
+def _parts(ranks: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(p for r in ranks for p in r["breakdown_ms"]))
+
+
+def _bars(axes: Any, ranks: list[dict[str, Any]]) -> None:
+    labels = [str(r["rank"]) for r in ranks]
+    bottom = np.zeros(len(ranks))
+    for part in _parts(ranks):
+        values = np.array([r["breakdown_ms"].get(part, 0.0) for r in ranks])
+        axes.bar(labels, values, bottom=bottom, label=part)
+        bottom += values
+    axes.set(title="Mean step breakdown per rank", xlabel="rank", ylabel="ms per step")
+    # beside the bars, not on them
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+
+
+def _lines(axes: Any, ranks: list[dict[str, Any]]) -> None:
+    from matplotlib.ticker import MaxNLocator
+
+    for r in ranks:
+        axes.plot(r["steps"], r["step_ms"], marker="o", label=f"rank {r['rank']}")
+    axes.set(title="Step time per rank", xlabel="step (ProfilerStep#)", ylabel="ms")
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if len(ranks) <= 16:
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
+
+
+def _relative(values: np.ndarray) -> np.ndarray:
+    """Each value against its column's median over ranks (1 = the median rank)."""
+    median = np.median(values, axis=0, keepdims=True)
+    return np.divide(values, median, out=np.ones_like(values), where=median > 0)
+
+
+def _heat(fig: Any, axes: Any, values: np.ndarray, label: str) -> None:
+    spread = max(0.05, float(np.nanmax(np.abs(values - 1.0))) if values.size else 0.05)
+    image = axes.imshow(
+        values, aspect="auto", interpolation="nearest", cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread
+    )
+    fig.colorbar(image, ax=axes, label=label, fraction=0.05, pad=0.02)
+
+
+def _parts_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
+    parts = _parts(ranks)
+    values = np.array([[r["breakdown_ms"].get(p, 0.0) for p in parts] for r in ranks])
+    _heat(fig, axes, _relative(values), "× the median rank")
+    axes.set_xticks(range(len(parts)), parts, rotation=30, ha="right")
+    axes.set(title="Mean step breakdown: rank × part", ylabel="rank")
+    _rank_ticks(axes, ranks)
+
+
+def _steps_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
+    steps = sorted({s for r in ranks for s in r["steps"]})
+    column = {s: i for i, s in enumerate(steps)}
+    values = np.full((len(ranks), len(steps)), np.nan)
+    for row, r in enumerate(ranks):
+        for step, ms in zip(r["steps"], r["step_ms"], strict=True):
+            values[row, column[step]] = ms
+    filled = np.where(np.isnan(values), np.nanmedian(values, axis=0, keepdims=True), values)
+    _heat(fig, axes, _relative(filled), "× the step's median rank")
+    ticks = np.linspace(0, len(steps) - 1, min(len(steps), 8)).round().astype(int)
+    axes.set_xticks(ticks, [str(steps[t]) for t in ticks])
+    axes.set(title="Step time: rank × step", xlabel="step (ProfilerStep#)", ylabel="rank")
+    _rank_ticks(axes, ranks)
+
+
+def _rank_ticks(axes: Any, ranks: list[dict[str, Any]]) -> None:
+    rows = np.linspace(0, len(ranks) - 1, min(len(ranks), 16)).round().astype(int)
+    axes.set_yticks(rows, [str(ranks[row]["rank"]) for row in rows])

@@ -1,0 +1,145 @@
+"""``report.md``: the report as tables, with the straggler verdict and each rank's clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def render_markdown(report: dict[str, Any]) -> str:
+    lines = [f"# Trace report: {report['folder']}", ""]
+    if report["straggler"] is not None:
+        lines += [f"**{report['straggler']['text'][0].upper()}{report['straggler']['text'][1:]}.**", ""]
+    lines += [f"Warning: {w}." for w in report["warnings"]] + ([""] if report["warnings"] else [])
+    lines += [
+        "## Step time (ms)",
+        "",
+        "| rank | host | steps | mean | min | max |",
+        "|---:|---|---|---:|---:|---:|",
+    ]
+    for r in report["ranks"]:
+        t = r["step_time_ms"]
+        steps = f"{r['steps'][0]}-{r['steps'][-1]}" if r["steps"] else "-"
+        lines.append(
+            f"| {r['rank']} | {r['host']} | {steps} | {t['mean']:.2f} | {t['min']:.2f} | {t['max']:.2f} |"
+        )
+    spread = report["step_time_spread_ms"]
+    lines += [
+        "",
+        f"Spread of the ranks' mean step times: {spread['min']:.2f} to {spread['max']:.2f} ms "
+        f"(median {spread['median']:.2f}, max - min {spread['max_minus_min']:.2f}).",
+        "",
+        "## Where a step's time goes (mean ms per step)",
+        "",
+    ]
+    for device in ("gpu", "cpu"):
+        ranks = [r for r in report["ranks"] if r["device"] == device]
+        if ranks:
+            lines += _breakdown_table(device, ranks)
+    lines += [
+        "## Clock alignment",
+        "",
+        "| rank | method | shift (µs) | pairs | residual (µs) | ± (µs) | paired | note |",
+        "|---:|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for r in report["ranks"]:
+        c = r["clock"]
+        residual, uncertainty, share = (
+            f"{value:{form}}" if value is not None else "-"
+            for value, form in (
+                (c["residual_us"], ".1f"),
+                (c["uncertainty_us"], ".1f"),
+                (c["paired_share"], ".0%"),
+            )
+        )
+        lines.append(
+            f"| {r['rank']} | {c['method']} | {c['shift_us']:.1f} | {c['pairs']} | {residual} | "
+            f"{uncertainty} | {share} | {c['note']} |"
+        )
+    lines.append("")
+    lines += _reading_lines(report) + _archive_lines(report) + _merged_lines(report)
+    return "\n".join(lines)
+
+
+def _breakdown_table(device: str, ranks: list[dict[str, Any]]) -> list[str]:
+    parts = list(ranks[0]["breakdown_ms"])
+    if device == "gpu":
+        header = parts + ["span", "comm. overlapped", "all collectives"]
+        lines = ["GPU: each step's GPU span = compute + communication (exposed) + memory + other + idle.", ""]
+    else:
+        header = parts + ["step", "compute", "all collectives"]
+        lines = ["CPU: each step = forward + backward + optimizer + communication (waiting) + other.", ""]
+    lines += ["| rank | " + " | ".join(header) + " |", "|---:|" + "---:|" * len(header)]
+    for r in ranks:
+        cells = [r["breakdown_ms"][p] for p in parts]
+        if device == "gpu":
+            cells += [
+                r["gpu"]["span_ms"],
+                r["gpu"]["communication_overlapped_ms"],
+                r["communication_total_ms"],
+            ]
+        else:
+            cells += [r["accounted_ms"], r["compute_ms"], r["communication_total_ms"]]
+        lines.append(f"| {r['rank']} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+    return [*lines, ""]
+
+
+def _reading_lines(report: dict[str, Any]) -> list[str]:
+    reading = report.get("reading")
+    if not reading:
+        return []
+    here = reading["read_here"]
+    line = (
+        f"Analysis: {reading['traces']} trace(s); {reading['from_records']} from the analysis records "
+        f"their readers left ({', '.join(reading['analysed_by'])})"
+        if reading["from_records"]
+        else f"Analysis: {reading['traces']} trace(s)"
+    )
+    if here:
+        line += f"; {len(here)} read here ({_names(here)}), as none had a fresh record"
+    return [line + ".", ""]
+
+
+def _archive_lines(report: dict[str, Any]) -> list[str]:
+    archive = report.get("archive")
+    if not archive:
+        return []
+    left_out = (
+        f"; left out to stay within {archive['budget_bytes'] / 1e6:.0f} MB: rank(s) {archive['left_out']}"
+        if archive["left_out"]
+        else ""
+    )
+    return [
+        f"Merged timeline: `{archive['file']}` (open in ui.perfetto.dev: the traces as they are, one "
+        f"machine per rank, clocks pinned to rank {archive['reference_rank']}'s): "
+        f"rank(s) {archive['ranks']}, {archive['bytes'] / 1e6:.1f} MB of traces{left_out}. Others: "
+        f"`python -m profiling.archive {report['folder']} --ranks SPEC`.",
+        "",
+    ]
+
+
+def _merged_lines(report: dict[str, Any]) -> list[str]:
+    merge = report.get("merge")
+    if not merge:
+        return []
+    depth, kept = merge["max_cpu_depth"], "everything"
+    if depth is not None:
+        what = (
+            f"CPU operators nested up to {depth} deep"
+            if depth >= 0
+            else "top-level CPU operators, steps and collectives, no other GPU kernel"
+        )
+        over = merge["bytes"] > merge["budget_bytes"]
+        kept = (
+            f"{what}: {merge['events_dropped']} events left out to stay within "
+            f"{merge['budget_bytes'] / 1e6:.0f} MB (--full-merge keeps them)"
+            + ("; still over it, as what is always kept is more than that" if over else "")
+        )
+    return [
+        f"Merged JSON: `{report['merged_trace']}` (for viewers that cannot open archives), every rank on "
+        f"rank {report['ranks'][0]['rank']}'s clock; {merge['bytes'] / 1e6:.1f} MB of JSON holding {kept}.",
+        "",
+    ]
+
+
+def _names(traces: list[str]) -> str:
+    return ", ".join(traces[:4]) + (f" and {len(traces) - 4} more" if len(traces) > 4 else "")

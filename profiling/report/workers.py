@@ -1,0 +1,65 @@
+"""Worker processes for the report: ``map`` in order, with few calls in flight at once, so that
+memory holds a few traces' columns whatever the number of traces; started only when there is
+more than one call to make, since starting a worker costs more than a small trace."""
+
+from __future__ import annotations
+
+import collections
+import multiprocessing
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ProcessPoolExecutor
+from typing import Any
+
+
+def default_jobs() -> int:
+    return min(8, len(os.sched_getaffinity(0)))
+
+
+class Workers:
+    """``jobs`` worker processes (or this process, for ``jobs`` = 1)."""
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = jobs or default_jobs()
+        self._pool: ProcessPoolExecutor | None = None
+
+    def __enter__(self) -> Workers:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def _started(self) -> ProcessPoolExecutor | None:
+        if self._pool is None and self.jobs > 1:
+            # fork is cheap (the imports are done), but rank 0 calls this at the end of a job,
+            # with torch's threads around: forking those is unsafe, spawn then
+            method = "spawn" if "torch" in sys.modules else "fork"
+            self._pool = ProcessPoolExecutor(
+                max_workers=self.jobs, mp_context=multiprocessing.get_context(method)
+            )
+        return self._pool
+
+    def submit(self, function: Callable[..., Any], *arguments: Any) -> Future:
+        """One call in a worker (or here, done before returning, for ``jobs`` = 1)."""
+        pool = self._started()
+        if pool is not None:
+            return pool.submit(function, *arguments)
+        done: Future = Future()
+        done.set_result(function(*arguments))
+        return done
+
+    def map(self, function: Callable[..., Any], *arguments: Sequence[Any]) -> Iterator[Any]:
+        calls = list(zip(*arguments, strict=True))
+        pool = self._started() if len(calls) > 1 else None
+        if pool is None:
+            yield from (function(*call) for call in calls)
+            return
+        pending: collections.deque = collections.deque()
+        for call in calls:
+            pending.append(pool.submit(function, *call))
+            if len(pending) >= 2 * self.jobs:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
