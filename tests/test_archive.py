@@ -1,0 +1,133 @@
+"""The merged timeline as a Perfetto trace archive, checked against every rule Perfetto's
+manifest reference (``docs/reference/perfetto-manifest.md``, format version 1) lists: no
+trace_processor can be fetched here, so the rules are checked one by one."""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from profiling import archive
+from profiling.folder.layout import ReportFiles
+from profiling.report import build_report
+from tests import trace_variants as tv
+
+CLOCK_NAMES = {"REALTIME", "REALTIME_COARSE", "MONOTONIC", "MONOTONIC_COARSE", "MONOTONIC_RAW", "BOOTTIME"}
+INT64 = (-(2**63), 2**63 - 1)
+
+
+def check_manifest(archive_file: zipfile.ZipFile) -> dict[str, Any]:
+    """The manifest of an archive, after checking it as trace_processor would; fails on any rule."""
+    names = archive_file.namelist()
+    manifests = [n for n in names if archive_file.read(n).lstrip().startswith(b'{"perfetto_manifest"')]
+    assert len(manifests) == 1, f"exactly one manifest per archive: {manifests}"
+    assert all(len(n) <= 99 for n in names), "the UI's TAR limits member names to 99 characters"
+    assert all(i.file_size < 8 * 10**9 for i in archive_file.infolist()), "files of 8 GB or more"
+    document = json.loads(archive_file.read(manifests[0]))
+    assert list(document) == ["perfetto_manifest"]
+    manifest = document["perfetto_manifest"]
+    assert manifest["version"] == 1 and type(manifest["version"]) is int
+    files = manifest.get("files", [])
+    paths = [entry["path"] for entry in files]
+    assert len(set(paths)) == len(paths) and set(paths) <= set(names) - set(manifests)
+    for entry in files:
+        assert isinstance(entry["path"], str)
+        assert not ("machine" in entry and "machines" in entry), "machine and machines are mutually exclusive"
+        if "machine" in entry:
+            assert isinstance(entry["machine"]["name"], str) and entry["machine"]["name"], "non-empty name"
+        for machine in entry.get("machines", []):
+            assert 0 <= machine["id"] <= 2**32 - 1 and machine["name"]
+        clocks = entry.get("clocks")
+        if clocks is not None:
+            assert "sync_to" in clocks, "clocks: a sync_to block is required"
+            sync_to = clocks["sync_to"]
+            assert "file" in sync_to, "clocks: sync_to.file is required"
+            assert sync_to["file"] in paths, "sync_to.file must match the path of an entry in files"
+            assert sync_to["file"] != entry["path"]
+            for clock in (clocks.get("clock"), sync_to.get("clock")):
+                assert clock is None or clock in CLOCK_NAMES
+            offset = clocks.get("offset_ns", 0)
+            assert type(offset) is int and INT64[0] < offset <= INT64[1], "offset_ns must be an integer"
+            # a pinned (clockless) file must be one: Chrome JSON, not an archive or a manifest
+            assert clocks.get("clock") is None and entry["path"].endswith((".json", ".json.gz"))
+    trace_time = manifest.get("trace_time")
+    if trace_time is not None:
+        assert trace_time["clock"] in CLOCK_NAMES and trace_time.get("file", paths[0]) in paths
+    attributes = manifest.get("attributes", {})
+    assert isinstance(attributes, dict)
+    for key, value in attributes.items():
+        assert key and type(value) in (str, int), f"attributes: {key!r} must be a string or an integer"
+    return manifest
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """4 ranks of a real GPU trace on 2 nodes, older torch's collectives, clocks r x 1.7 ms apart."""
+    base = tv.as_older_torch(tv.load("nccl_data.json.gz"))
+    traces = [tv.as_rank(base, rank, 4, shift_us=rank * 1700.0) for rank in range(4)]
+    for rank, trace in enumerate(traces):
+        trace["host_name"] = f"node{rank // 2 + 1}"
+    folder = tv.write(tmp_path_factory.mktemp("archive") / "4242", traces)
+    build_report(folder, plot=False)
+    return folder
+
+
+def test_the_archive_follows_the_manifest_format_and_holds_the_traces_as_they_are(job: Path) -> None:
+    files = ReportFiles.of(job)
+    report = json.loads(files.json.read_text())
+    with zipfile.ZipFile(files.archive) as packed:
+        manifest = check_manifest(packed)
+        for entry in manifest["files"]:
+            assert packed.read(entry["path"]) == (job / entry["path"]).read_bytes()  # byte for byte
+    assert [entry["path"] for entry in manifest["files"]] == report["archive"]["traces"]
+    for entry in manifest["files"]:  # a machine per rank, named by rank and node
+        rank = int(entry["path"].removeprefix("rank").split("_")[0])
+        assert entry["machine"]["name"] == f"rank {rank} (node{rank // 2 + 1})"
+    assert manifest["attributes"]["slurm_profiling.job"] == "4242"
+
+
+def test_offsets_are_the_reports_and_none_moves_an_event_earlier(job: Path) -> None:
+    report = json.loads(ReportFiles.of(job).json.read_text())
+    shifts = {c["trace"]: c["shift_us"] for r in report["ranks"] for c in r["trace_clocks"]}
+    with zipfile.ZipFile(ReportFiles.of(job).archive) as packed:
+        manifest = check_manifest(packed)
+    pinned = {e["path"]: e["clocks"] for e in manifest["files"] if "clocks" in e}
+    (reference,) = {e["path"] for e in manifest["files"]} - set(pinned)
+    for path, clocks in pinned.items():
+        assert clocks["sync_to"] == {"file": reference}
+        assert clocks["offset_ns"] == round((shifts[path] - shifts[reference]) * 1000) >= 0
+    # the alignment found rank r's clock 1.7 ms per rank ahead: the reference is the last rank's
+    assert reference == f"rank{report['archive']['reference_rank']}_iter4_6.json"
+    assert pinned and all(c["offset_ns"] % 1_700_000 == 0 for c in pinned.values())
+    assert f"slurm_profiling.clock.{reference}" in manifest["attributes"]
+
+
+def test_default_ranks_and_the_budget(job: Path, tmp_path: Path) -> None:
+    report = json.loads(ReportFiles.of(job).json.read_text())
+    # the first rank, the straggler's candidate (if any), the rank computing least, one rank per node
+    order = archive.default_ranks(report)
+    assert order[0] == 0 and {0, 2} <= set(order)
+    small = archive.write_archive(job, report, tmp_path / "small.zip", budget_bytes=1)
+    assert small["ranks"] == "0" and small["left_out"]  # the first rank always, then nothing fits
+    markdown = ReportFiles.of(job).markdown.read_text()
+    assert "Merged timeline: `merged_trace.zip`" in markdown and report["archive"]["ranks"] in markdown
+
+
+def test_an_archive_of_any_ranks_later_reads_no_trace(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import profiling.analysis.trace_events as trace_events
+
+    monkeypatch.setattr(trace_events, "read", lambda path: pytest.fail(f"read {path} again"))
+    out = tmp_path / "1-3.zip"
+    assert archive.main([str(job), "--ranks", "1,3", "--out", str(out)]) == 0
+    assert capsys.readouterr().out.startswith("rank(s) 1,3 in ")
+    with zipfile.ZipFile(out) as packed:
+        manifest = check_manifest(packed)
+    assert [e["machine"]["name"] for e in manifest["files"]] == ["rank 1 (node1)", "rank 3 (node2)"]
+    assert archive.main([str(job), "--ranks", "7"]) == 2
+    assert "--ranks '7' selects rank 7, but the job has 4 ranks" in capsys.readouterr().err
