@@ -42,9 +42,12 @@ def queue_states(job_ids: Sequence[str]) -> dict[str, str] | None:
 
 
 def queue_state(job_id: str) -> str | None:
-    """The job's state while it is in the queue, "" once it has left it, None if squeue did not answer."""
+    """The job's state while it is in the queue (an array's: of a task still there), "" once it
+    has left it, None if squeue did not answer."""
     states = queue_states([job_id])
-    return None if states is None else states.get(job_id, "")
+    if states is None:
+        return None
+    return next((s for i, s in states.items() if i == job_id or i.startswith(f"{job_id}_")), "")
 
 
 def end_state(job_id: str, warn: Callable[[str], None] = lambda line: None) -> str:

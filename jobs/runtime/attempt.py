@@ -9,6 +9,7 @@ after a preemption, which resumes from the saved step and writes to a folder of 
 from __future__ import annotations
 
 import dataclasses
+import os
 import resource
 import socket
 import sys
@@ -19,11 +20,12 @@ import torch.distributed as dist
 
 from jobs.runtime.distributed import DistributedContext, distributed, enable_flight_recorder
 from jobs.runtime.preemption import Preemption
+from jobs.runtime.report_step import analyse_own_traces, report_on
 from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TaskConfig
 from profiling import hang
 from profiling.folder import manifest
-from profiling.folder.layout import JobFolder, ReportFiles
+from profiling.folder.layout import JobFolder
 from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
 from profiling.recording.capture import CaptureWatcher
 from profiling.recording.profiler import StepHook, StepProfiler, describe, scheduled_windows
@@ -124,12 +126,20 @@ def run_task(
             assert preemption is not None
             _stop_for_requeue(attempt, trainer, ctx.backend, result.next_step, preemption)
         record = _rank_record(attempt, ctx, profiler, result, profiled, dtype)
+        if config.report and profiler.trace_files:
+            record["analysis"] = analyse_own_traces(
+                profiler.trace_files, reader=_reader(identity), limit_s=config.dist_timeout_s / 2
+            )
         records = _gather_and_write_manifest(attempt, ctx, record, result.next_step, hooks)
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
     if identity.is_main and config.report and any(r["trace_files"] for r in records):
-        _report(attempt)
+        report_on(attempt.trace_dir, _log)
     return record
+
+
+def _reader(identity: DistributedIdentity) -> str:
+    return f"rank {identity.rank} on {identity.node_name or socket.gethostname()} (pid {os.getpid()})"
 
 
 def _check_shared_folder(attempt: Attempt, ctx: DistributedContext) -> None:
@@ -315,18 +325,3 @@ def _gather_and_write_manifest(
         _log(f"wrote {len(written['trace_files'])} trace(s) and {path}")
     dist.barrier()
     return records
-
-
-def _report(attempt: Attempt) -> None:
-    from profiling.report import build_report  # numpy, msgspec: only where there is a report to make
-
-    try:
-        report = build_report(attempt.trace_dir)
-    except Exception as error:  # the traces are what the job is for; a report can be redone
-        _log(
-            f"report failed ({type(error).__name__}: {error}); "
-            f"rerun: python -m profiling.report {attempt.trace_dir}"
-        )
-        return
-    verdict = f": {report['straggler']['text']}" if report["straggler"] else ""
-    _log(f"report in {ReportFiles.of(attempt.trace_dir).folder} ({report['seconds']:.1f}s){verdict}")

@@ -58,8 +58,8 @@ def build_report(
         aligning = time.perf_counter() - aligning
         report = summarise(folder, per_rank)
         report["reading"] = _reading(read.records, read.read_here, reading_s)
-        # the plot is drawn by a worker while this process packs the archive
-        plotted = workers.submit(plot_report, report, files.plot) if plot else None
+        # drawn by a worker while this process packs the archive, if workers read the traces
+        plotted = workers.submit(plot_report, report, files.plot, start=False) if plot else None
         report["archive"] = (
             write_archive(
                 folder, report, files.archive, ranks=archive_ranks, budget_bytes=archive_budget_bytes

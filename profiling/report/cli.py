@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import argparse
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from profiling.analysis.json_stream import TraceFormatError
 from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
-from profiling.analysis.record import ReportError
+from profiling.analysis.record import ReportError, load_fresh
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import ArchiveError
 from profiling.folder.traces import list_traces
 from profiling.recording.ranks import RankSelection, RankSpecError
+from profiling.report import slurm_array
 from profiling.report.build import build_report
 from profiling.report.render import render_markdown
+from profiling.report.slurm_array import ArrayResources
 from slurm.basics import OneLineParser
 
 PROG = "python -m profiling.report"
@@ -53,7 +56,62 @@ def build_parser() -> OneLineParser:
         help="keep the merged JSON within MB by leaving out the deepest CPU operators (default: %(default)g)",
     )
     merged.add_argument("--full-merge", action="store_true", help="keep every event in the merged JSON")
+    cluster = parser.add_argument_group("reading on the cluster (a SLURM job array), not here")
+    cluster.add_argument(
+        "--slurm", action="store_true", help="read the traces that have no fresh record as a job array"
+    )
+    cluster.add_argument(
+        "--tasks",
+        type=int,
+        default=ArrayResources().tasks,
+        help="array tasks, at most (default: %(default)s)",
+    )
+    cluster.add_argument("--partition")
+    cluster.add_argument("--account")
+    cluster.add_argument("--qos")
+    cluster.add_argument(
+        "--time",
+        type=int,
+        default=ArrayResources().time_min,
+        metavar="MINUTES",
+        help="(default: %(default)s)",
+    )
+    cluster.add_argument(
+        "--no-wait",
+        action="store_true",
+        help="submit and return; run the command again (without --slurm) to combine",
+    )
     return parser
+
+
+def _read_on_the_cluster(args: argparse.Namespace) -> bool:
+    """Submit the array for the traces without a fresh record and wait for it (unless --no-wait);
+    False if the command should stop there."""
+    traces = list_traces(args.folder)
+    if not traces:
+        raise ReportError(
+            f"{args.folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder"
+        )
+    stale = [trace for trace in traces if load_fresh(trace) is None]
+    if not stale:
+        return True
+    resources = ArrayResources(
+        tasks=args.tasks, partition=args.partition, account=args.account, qos=args.qos, time_min=args.time
+    )
+    job_id = slurm_array.submit(args.folder, stale, resources)
+    size = sum(t.path.stat().st_size for t in stale)
+    tasks = len(slurm_array.chunks(stale, resources.tasks))
+    print(
+        f"submitted job {job_id}: {tasks} task(s) reading {len(stale)} trace(s), {size / 2**20:.0f} MiB",
+        flush=True,
+    )
+    if args.no_wait:
+        print(f"when it has ended: {PROG} {args.folder}")
+        return False
+    left = slurm_array.wait(job_id, stale, sys.stderr)
+    if left:
+        print(f"job {job_id} ended; {len(left)} trace(s) still without a record: read here", file=sys.stderr)
+    return True
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -68,6 +126,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not value > 0:
             return parser.fail(f"{option} {value:g} must be positive. HINT: --full-merge keeps all")
     try:
+        if args.slurm and not _read_on_the_cluster(args):
+            return 0
         ranks = None
         if args.merge_ranks:
             selection = RankSelection.parse(args.merge_ranks)
@@ -89,7 +149,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except RankSpecError as error:
         return parser.fail(error.naming({"ranks": "--merge-ranks"}))
-    except (ReportError, ArchiveError, TraceFormatError, OSError) as error:
+    except (ReportError, ArchiveError, TraceFormatError, OSError, ValueError) as error:
         return parser.fail(str(error))
     print(render_markdown(report))
     return 0

@@ -17,6 +17,8 @@ import numpy as np
 
 BARS_UP_TO = 32
 _TITLE_WIDTH = 130
+_OUTLIERS = 3  # rows named in a heat map's margin, the furthest from the median first
+_OUTLIER_AT = 0.1  # ... if 10 % or more away from it
 
 
 def plot_report(report: dict[str, Any], path: Path) -> None:
@@ -35,7 +37,7 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
     title = _title(report["straggler"])
     fig.suptitle(title, fontsize="medium", y=0.99)
     top = 0.93 - 0.035 * title.count("\n")
-    fig.subplots_adjust(left=0.06, right=0.9 if len(ranks) <= BARS_UP_TO else 0.95, bottom=0.11, top=top)
+    fig.subplots_adjust(left=0.06, right=0.9 if len(ranks) <= BARS_UP_TO else 0.95, bottom=0.16, top=top)
     fig.savefig(path, dpi=100)
 
 
@@ -78,21 +80,38 @@ def _relative(values: np.ndarray) -> np.ndarray:
     return np.divide(values, median, out=np.ones_like(values), where=median > 0)
 
 
-def _heat(fig: Any, axes: Any, values: np.ndarray, label: str) -> None:
+def _heat(fig: Any, axes: Any, values: np.ndarray, label: str, ranks: list[dict[str, Any]]) -> None:
     spread = max(0.05, float(np.nanmax(np.abs(values - 1.0))) if values.size else 0.05)
     image = axes.imshow(
         values, aspect="auto", interpolation="nearest", cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread
     )
     fig.colorbar(image, ax=axes, label=label, fraction=0.05, pad=0.02)
+    # a rank's row is a pixel or two at hundreds of ranks: the outliers are named beside it
+    ticks = np.linspace(0, len(ranks) - 1, min(len(ranks), 12)).round().astype(int)
+    axes.set_yticks(ticks, [str(ranks[row]["rank"]) for row in ticks])
+    deviation = np.nanmax(np.abs(values - 1.0), axis=1)
+    for row in np.argsort(-deviation)[:_OUTLIERS]:
+        if deviation[row] < _OUTLIER_AT:
+            break
+        worst = float(values[row][np.nanargmax(np.abs(values[row] - 1.0))])
+        axes.annotate(
+            f"rank {ranks[row]['rank']}: ×{worst:.2f}",
+            xy=(-0.5, row),
+            xytext=(4, 6),
+            textcoords="offset points",
+            fontsize="small",
+            color="firebrick",
+            fontweight="bold",
+            bbox={"boxstyle": "round,pad=0.15", "facecolor": "white", "edgecolor": "firebrick", "alpha": 0.9},
+        )
 
 
 def _parts_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
     parts = _parts(ranks)
     values = np.array([[r["breakdown_ms"].get(p, 0.0) for p in parts] for r in ranks])
-    _heat(fig, axes, _relative(values), "× the median rank")
+    _heat(fig, axes, _relative(values), "× the median rank", ranks)
     axes.set_xticks(range(len(parts)), parts, rotation=30, ha="right")
     axes.set(title="Mean step breakdown: rank × part", ylabel="rank")
-    _rank_ticks(axes, ranks)
 
 
 def _steps_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
@@ -103,13 +122,7 @@ def _steps_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
         for step, ms in zip(r["steps"], r["step_ms"], strict=True):
             values[row, column[step]] = ms
     filled = np.where(np.isnan(values), np.nanmedian(values, axis=0, keepdims=True), values)
-    _heat(fig, axes, _relative(filled), "× the step's median rank")
-    ticks = np.linspace(0, len(steps) - 1, min(len(steps), 8)).round().astype(int)
-    axes.set_xticks(ticks, [str(steps[t]) for t in ticks])
+    _heat(fig, axes, _relative(filled), "× the step's median rank", ranks)
+    every = max(1, -(-len(steps) // 8))  # at most 8 ticks, evenly spaced steps
+    axes.set_xticks(range(0, len(steps), every), [str(steps[t]) for t in range(0, len(steps), every)])
     axes.set(title="Step time: rank × step", xlabel="step (ProfilerStep#)", ylabel="rank")
-    _rank_ticks(axes, ranks)
-
-
-def _rank_ticks(axes: Any, ranks: list[dict[str, Any]]) -> None:
-    rows = np.linspace(0, len(ranks) - 1, min(len(ranks), 16)).round().astype(int)
-    axes.set_yticks(rows, [str(ranks[row]["rank"]) for row in rows])

@@ -41,9 +41,10 @@ class Workers:
             )
         return self._pool
 
-    def submit(self, function: Callable[..., Any], *arguments: Any) -> Future:
-        """One call in a worker (or here, done before returning, for ``jobs`` = 1)."""
-        pool = self._started()
+    def submit(self, function: Callable[..., Any], *arguments: Any, start: bool = True) -> Future:
+        """One call in a worker (or here, done before returning, for ``jobs`` = 1, or when
+        ``start`` is False and no worker runs yet: a worker is not worth starting for it)."""
+        pool = self._started() if start else self._pool
         if pool is not None:
             return pool.submit(function, *arguments)
         done: Future = Future()

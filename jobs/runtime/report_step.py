@@ -1,0 +1,63 @@
+"""The end of a job, for its report: each rank reads the traces it wrote into their analysis
+records, all at once and where the traces are, before the job ends; rank 0 then only combines
+(:mod:`profiling.report`)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+
+def analyse_own_traces(traces: list[Path], *, reader: str, limit_s: float) -> dict[str, Any]:
+    """Read this rank's traces into their records; what the manifest says of it.
+
+    Bounded by ``limit_s`` (half the collective timeout), since every rank then meets the others
+    in the manifest's gather: a rank still analysing leaves its traces to rank 0, and a failed
+    analysis costs the job nothing but that.
+    """
+    from profiling.folder.traces import parse_trace_name  # numpy, msgspec: only with traces
+    from profiling.report.read import analyse_and_save
+
+    outcome: dict[str, Any] = {"records": [], "seconds": 0.0, "outcome": "written"}
+
+    def analyse() -> None:
+        try:
+            for path in traces:
+                trace = parse_trace_name(path)
+                if trace is not None:
+                    analyse_and_save(trace, reader)
+                    outcome["records"].append(path.name)
+        except Exception as error:  # rank 0 reads it instead; the report says so
+            outcome["outcome"] = f"failed: {type(error).__name__}: {error}"
+
+    started = time.monotonic()
+    worker = threading.Thread(target=analyse, name="trace-analysis", daemon=True)
+    worker.start()
+    worker.join(timeout=limit_s)
+    if worker.is_alive():
+        outcome["outcome"] = f"unfinished after {limit_s:g} s (half --dist-timeout): left to rank 0"
+    outcome["seconds"] = round(time.monotonic() - started, 3)
+    return dict(outcome, records=list(outcome["records"]))
+
+
+def report_on(trace_dir: Path, log: Callable[[str], None]) -> None:
+    """Rank 0, after the job: combine the records into the report, reading what has none."""
+    from profiling.folder.layout import ReportFiles
+    from profiling.report import build_report  # numpy, msgspec: only where there is a report to make
+
+    try:
+        report = build_report(trace_dir)
+    except Exception as error:  # the traces are what the job is for; a report can be redone
+        log(f"report failed ({type(error).__name__}: {error}); rerun: python -m profiling.report {trace_dir}")
+        return
+    reading = report["reading"]
+    verdict = f": {report['straggler']['text']}" if report["straggler"] else ""
+    log(
+        f"report in {ReportFiles.of(trace_dir).folder} ({report['seconds']:.1f}s: "
+        f"{reading['from_records']} of {reading['traces']} traces from their ranks' records, "
+        f"{len(reading['read_here'])} read here in {reading['seconds']:.1f}s, "
+        f"combined in {report['seconds'] - reading['seconds']:.1f}s){verdict}"
+    )

@@ -1,0 +1,147 @@
+"""The report as a map and a reduce: each trace read once and its record kept, the records of a
+job's own ranks, a SLURM job array for big folders, progress on a terminal, a picture at any
+number of ranks."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from jobs.runtime.report_step import analyse_own_traces
+from profiling.analysis import record as records
+from profiling.folder.layout import ReportFiles, analysis_record
+from profiling.folder.traces import list_traces
+from profiling.report import build_report
+from profiling.report.plot import plot_report
+from profiling.report.progress import Progress
+from tests import trace_variants as tv
+from tests.common import REPO
+from tests.synthetic import cpu_job, write_job
+
+TIMINGS = ("generated_at", "seconds", "alignment_seconds")
+
+
+def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+    """The report less what differs from one run to the next: when, how long, and who read."""
+    kept = {k: v for k, v in report.items() if k not in (*TIMINGS, "reading", "archive", "folder")}
+    kept["ranks"] = [{k: v for k, v in r.items() if k != "analysed_by"} for r in report["ranks"]]
+    return kept
+
+
+def test_a_trace_is_read_once_and_read_again_when_it_changes(tmp_path: Path) -> None:
+    write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
+    cold = build_report(tmp_path, plot=False, archive=False)
+    assert cold["reading"]["read_here"] == ["rank0_iter10_17.json", "rank1_iter10_17.json.gz"]
+    warm = build_report(tmp_path, plot=False, archive=False)
+    assert (warm["reading"]["from_records"], warm["reading"]["read_here"]) == (2, [])
+    assert without_timings(warm) == without_timings(cold)
+    # a changed trace (a new mtime) is read again; so is every trace of an older analysis
+    trace = tmp_path / "rank0_iter10_17.json"
+    os.utime(trace, ns=(trace.stat().st_atime_ns, trace.stat().st_mtime_ns + 1))
+    assert build_report(tmp_path, plot=False, archive=False)["reading"]["read_here"] == [trace.name]
+    record = json.loads(analysis_record(trace).read_text())
+    analysis_record(trace).write_text(json.dumps({**record, "version": records.ANALYSIS_VERSION - 1}))
+    assert build_report(tmp_path, plot=False, archive=False)["reading"]["read_here"] == [trace.name]
+    markdown = ReportFiles.of(tmp_path).markdown.read_text()
+    assert "1 read here (rank0_iter10_17.json), as none had a fresh record" in markdown
+
+
+def test_a_ranks_own_analysis_is_bounded_and_cannot_fail_the_job(tmp_path: Path) -> None:
+    write_job(tmp_path, cpu_job(8, lambda step: {}), 8)
+    (trace, _) = list_traces(tmp_path)
+    done = analyse_own_traces([trace.path], reader="rank 0 on n1 (pid 1)", limit_s=60)
+    assert (done["outcome"], done["records"]) == ("written", [trace.path.name])
+    assert records.load_fresh(trace).analysed_by == "rank 0 on n1 (pid 1)"
+    unfinished = analyse_own_traces([trace.path], reader="rank 0", limit_s=0)
+    assert unfinished["outcome"].startswith("unfinished after 0 s (half --dist-timeout): left to rank 0")
+    broken = tmp_path / "rank5_iter10_17.json"
+    broken.write_text("{not json")
+    failed = analyse_own_traces([broken], reader="rank 5", limit_s=60)
+    assert failed["outcome"].startswith("failed: TraceFormatError") and failed["records"] == []
+
+
+def test_progress_only_on_a_terminal() -> None:
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    shown, hidden = Terminal(), io.StringIO()
+    for stream in (shown, hidden):
+        progress = Progress("read", 2, 2 << 20, stream=stream)
+        progress.advance(nbytes=1 << 20, every_s=0)
+        progress.advance(nbytes=1 << 20, every_s=0)
+        progress.close()
+    assert "\rread 1/2, " in shown.getvalue() and "MiB/s" in shown.getvalue() and "s left" in shown.getvalue()
+    assert "\rread 2/2" in shown.getvalue() and hidden.getvalue() == ""
+
+
+def synthetic_report(ranks: int, steps: int = 12, slow: int = 7) -> dict[str, Any]:
+    parts = ("compute", "communication", "memory", "other", "idle")
+    return {
+        "ranks": [
+            {
+                "rank": r,
+                "steps": list(range(100, 100 + steps)),
+                "step_ms": [100.0 + (40.0 if r == slow and s > 5 else 0.0) for s in range(steps)],
+                "breakdown_ms": {p: 20.0 + (15.0 if r == slow and p == "idle" else 0.0) for p in parts},
+            }
+            for r in range(ranks)
+        ],
+        "straggler": {
+            "rank": slow,
+            "text": f"straggler: rank {slow} arrived last at 40 of 60 collectives, 41.5 ms after the next "
+            "rank on average, and held the others back in 11 of 12 steps (p = 8.8e-06; 150.00 ms per step "
+            "against a step-to-step noise of 3.51 ms); its compute per step is 51.00 ms, +2.0% against the "
+            "median rank",
+        },
+    }
+
+
+@pytest.mark.parametrize("ranks", [2, 32, 256])
+def test_the_picture_at_any_number_of_ranks(ranks: int, tmp_path: Path) -> None:
+    path = tmp_path / f"report-{ranks}.png"
+    plot_report(synthetic_report(ranks), path)
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_title_is_wrapped_not_cut() -> None:
+    from profiling.report.plot import _title
+
+    text = synthetic_report(2)["straggler"]["text"]
+    assert _title({"text": text}).replace("\n", " ") == text and _title({"text": text}).count("\n") >= 1
+
+
+@pytest.mark.full_cluster
+@pytest.mark.bare_cluster
+def test_big_folders_are_read_by_a_slurm_job_array(slurm_cluster, tmp_path: Path) -> None:
+    base = tv.as_older_torch(tv.load("trace_filter_sampled_rank-0.json.gz"))
+    folder = tv.write(tmp_path / "job", [tv.as_rank(base, rank, 64, rank * 3.0) for rank in range(64)])
+    local = build_report(folder, tmp_path / "local", plot=False, archive=False)  # records saved...
+    for trace in list_traces(folder):
+        analysis_record(trace.path).unlink()  # ...and dropped, for the array to make again
+    measured = subprocess.run(
+        [sys.executable, "-c", (
+            "import resource, subprocess, sys; "
+            "out = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=600); "
+            "print(out.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
+            "print(out.stdout + out.stderr)"
+        ), sys.executable, "-m", "profiling.report", str(folder), "--slurm", "--tasks", "4",
+         "--no-merged-trace", "--no-plot"],
+        cwd=REPO, capture_output=True, text=True, timeout=660,
+    )  # fmt: skip
+    status, peak_kib = measured.stdout.split("\n", 1)[0].split()
+    assert status == "0", measured.stdout + measured.stderr
+    assert "submitted job " in measured.stdout and ": 4 task(s) reading 64 trace(s)" in measured.stdout
+    remote = json.loads(ReportFiles.of(folder).json.read_text())
+    assert remote["reading"]["from_records"] == 64 and remote["reading"]["analysed_by"] == [
+        "64 by a --slurm job array"
+    ]
+    assert without_timings(remote) == without_timings(local)
+    assert int(peak_kib) / 1024 <= 150, f"the login node's process peaked at {int(peak_kib) / 1024:.0f} MiB"
