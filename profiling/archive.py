@@ -152,14 +152,9 @@ def write_archive(
     with atomic_path(path) as temp, zipfile.ZipFile(temp, "w") as archive:
         archive.writestr(MANIFEST_NAME, document, compress_type=zipfile.ZIP_STORED)
         for member in chosen:
-            # gzipped traces go in as they are; plain JSON deflated (level 1: fast, a fifth)
-            packed = member.path.name.endswith(".gz")
-            archive.write(
-                member.path,
-                arcname=member.path.name,
-                compress_type=zipfile.ZIP_STORED if packed else zipfile.ZIP_DEFLATED,
-                compresslevel=None if packed else 1,
-            )
+            # stored as they are, gzipped or not: copying is a tenth of deflating (--gzip-traces
+            # for smaller traces, and archives)
+            archive.write(member.path, arcname=member.path.name, compress_type=zipfile.ZIP_STORED)
     return {
         "file": path.name,
         "ranks": format_ranks({m.rank for m in chosen}),

@@ -184,7 +184,8 @@ class TraceEvents:
 class TraceBuilder:
     """Collects events, a chunk at a time, into :class:`TraceEvents` columns."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, merge: bool = False) -> None:
+        self.merge = merge  # also what the merged JSON needs: each event's size, the flows' positions
         self._names: dict[str, int] = {}
         self._threads: dict[tuple[Any, Any], int] = {}
         self._columns: dict[str, list[np.ndarray]] = collections.defaultdict(list)
@@ -202,22 +203,26 @@ class TraceBuilder:
         self.event_count += len(events)
         # positions in the file: 4 bytes each while they fit (a trace of 2**31 events is 600 GB)
         position_type = np.int32 if self.event_count < 2**31 else np.int64
-        phases = [e.ph for e in events]
-        # what the merged trace will write: the args as they are, the rest re-encoded compactly
-        sizes = [len(e.name) + len(e.cat) + len(e.args) for e in events]
-        self._columns["event_bytes"].append(np.array(sizes, dtype=np.int32) + ENCODED_FIELD_BYTES)
-        flows = np.flatnonzero(np.isin(phases, FLOW_PHASES)) + first
-        self._columns["flow_ordinal"].append(flows.astype(position_type))
-        complete = [e.ph == "X" and e.ts is not None for e in events]
-        ordinal = (np.flatnonzero(complete) + first).astype(position_type)
-        events = list(itertools.compress(events, complete))
+        if self.merge:
+            # what the merged trace will write: the args as they are, the rest re-encoded compactly
+            sizes = [len(e.name) + len(e.cat) + len(e.args) for e in events]
+            self._columns["event_bytes"].append(np.array(sizes, dtype=np.int32) + ENCODED_FIELD_BYTES)
+            flows = np.flatnonzero(np.isin([e.ph for e in events], FLOW_PHASES)) + first
+            self._columns["flow_ordinal"].append(flows.astype(position_type))
+        if self.merge:
+            complete = [e.ph == "X" and e.ts is not None for e in events]
+            ordinal = (np.flatnonzero(complete) + first).astype(position_type)
+            events = list(itertools.compress(events, complete))
+        else:  # positions are for the merged JSON only
+            events = [e for e in events if e.ph == "X" and e.ts is not None]
+            ordinal = np.zeros(len(events), dtype=position_type)
         if not events:
             return
-        names, threads, columns = self._names, self._threads, self._columns
-        kind = np.array([_KIND_OF_CATEGORY.get(e.cat, OTHER_CPU) for e in events], dtype=np.int8)
-        start = np.array([e.ts for e in events], dtype=np.float64)
-        end = start + np.array([e.dur for e in events], dtype=np.float64)
-        name = np.array([names.setdefault(e.name, len(names)) for e in events], dtype=np.int32)
+        names, threads, columns, count = self._names, self._threads, self._columns, len(events)
+        kind = np.fromiter((_KIND_OF_CATEGORY.get(e.cat, OTHER_CPU) for e in events), np.int8, count)
+        start = np.fromiter((e.ts for e in events), np.float64, count)
+        end = start + np.fromiter((e.dur for e in events), np.float64, count)
+        name = np.fromiter((names.setdefault(e.name, len(names)) for e in events), np.int32, count)
 
         def where(mask: np.ndarray) -> Iterator[ReadEvent]:
             return itertools.compress(events, mask.tolist())
@@ -240,8 +245,8 @@ class TraceBuilder:
             ("ordinal", ordinal),
         ):
             columns[key].append(values[cpu])
-        thread = [threads.setdefault((e.pid, e.tid), len(threads)) for e in where(cpu)]
-        columns["thread"].append(np.array(thread, dtype=np.int32))
+        thread = (threads.setdefault((e.pid, e.tid), len(threads)) for e in where(cpu))
+        columns["thread"].append(np.fromiter(thread, np.int32, int(cpu.sum())))
         launch = kind == LAUNCH
         correlation = _correlations([e.args for e in where(launch)])
         found = correlation >= 0  # a launch without a correlation id cannot be tied to a kernel
@@ -307,18 +312,19 @@ def _correlations(raw_args: list[bytes]) -> np.ndarray:
     return np.array([args.correlation for args in decoded], dtype=np.int64)
 
 
-def read(path: Path) -> TraceEvents:
-    """The columns of the trace file at ``path`` (``.json`` or ``.json.gz``), streamed."""
+def read(path: Path, *, merge: bool = False) -> TraceEvents:
+    """The columns of the trace file at ``path`` (``.json`` or ``.json.gz``), streamed; ``merge``:
+    with what the merged JSON needs too (each event's size, the flows' positions)."""
     stream = TraceStream(path, ReadEvent)
-    builder = TraceBuilder()
+    builder = TraceBuilder(merge=merge)
     for chunk in stream.chunks():
         builder.add(chunk)
     return builder.build(stream.header)
 
 
-def from_document(trace: dict[str, Any]) -> TraceEvents:
+def from_document(trace: dict[str, Any], *, merge: bool = False) -> TraceEvents:
     """A trace already in memory (``json.load`` of a file), as columns: for tests and tools."""
-    builder = TraceBuilder()
+    builder = TraceBuilder(merge=merge)
     builder.add(msgspec.json.decode(msgspec.json.encode(trace.get("traceEvents", [])), type=list[ReadEvent]))
     return builder.build({key: value for key, value in trace.items() if key != "traceEvents"})
 

@@ -28,7 +28,7 @@ from slurm.basics import atomic_path
 
 def _plan(trace: Path, depths_path: Path) -> MergeStats:
     """What one trace would add to the merged trace, by nesting level; its levels saved (a worker)."""
-    events = read_trace(trace)
+    events = read_trace(trace, merge=True)
     depths = keep_levels(events)
     np.save(depths_path, depths)
     return merge_stats(events, depths)
