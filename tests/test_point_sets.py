@@ -21,3 +21,15 @@ def test_mutual_nearest_pairs_each_point_once_and_leaves_the_lonely_out() -> Non
     i, j = mutual_nearest(a, b, tolerance=1.0)
     assert list(zip(i.tolist(), j.tolist(), strict=True)) == [(0, 0), (1, 1), (3, 2)]
     assert nearest_gap(b).tolist() == [9.7, 9.7, 19.7]
+
+
+def test_counting_the_pairs_gives_the_fft_correlation() -> None:
+    rng = np.random.default_rng(3)
+    a = np.sort(rng.uniform(0, 50_000, 400))
+    b = np.sort(a - 1234.5 + rng.normal(0, 3, 400))
+    by_fft = correlation(a, b, window=5000.0, bin_us=5.0)  # 160 000 pairs, more than the bins
+    by_pairs = correlation(a[:40], b[:40], window=5000.0, bin_us=5.0)  # 1 600 pairs, fewer
+    assert by_fft.argmax() == by_pairs.argmax()
+    assert abs((by_fft.argmax() - 1000) * 5.0 - 1234.5) <= 5.0  # the lag of the true offset, to a bin
+    bins = np.floor((np.concatenate([a[:40], b[:40]]) - min(a.min(), b.min())) / 5.0)
+    assert by_pairs.sum() == (np.abs(np.subtract.outer(bins[:40], bins[40:])) <= 1000).sum()
