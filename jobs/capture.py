@@ -11,6 +11,7 @@ folder on the shared filesystem.
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from collections.abc import Sequence
@@ -18,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from jobs.options import add_traces_root
+from profiling.folder.job_state import job_state
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import read_running
 from profiling.folder.requests import read_accepted, write_request
 from profiling.folder.traces import trace_file_name
 from profiling.recording.ranks import RankSelection, RankSpecError
-from slurm import scheduler
 from slurm.basics import OneLineParser
 
 PROG = "python -m jobs.capture"
@@ -34,38 +35,53 @@ class CaptureRequestError(ValueError):
 
 
 def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
-    """The job's folder and what its rank 0 wrote at the start, if it is still running."""
+    """The job's folder and what its rank 0 wrote at the start, if it is still running
+    (:func:`profiling.folder.job_state.job_state` says whether it is)."""
     path = Path(job)
     folder = JobFolder.at(path) if path.is_dir() else JobFolder(root, job)
     if not folder.path.is_dir():
         raise CaptureRequestError(
             f"job {job!r}: no folder {folder.path}. HINT: pass the job's folder, or its id with --traces-root"
         )
+    state = job_state(folder)
+    if state.running is False:
+        raise CaptureRequestError(
+            f"{state.how}: there is nothing to capture. HINT: capture a job while it runs"
+        )
     running = read_running(folder)
     if running is None:
-        state = "has ended" if folder.manifest.exists() else "has not started, or ended before its first step"
         raise CaptureRequestError(
-            f"job {folder.job_id} {state}: there is nothing to capture. HINT: capture a job while it runs"
-        )
-    if running.get("launcher") == "slurm" and not _in_queue(folder.job_id):
-        raise CaptureRequestError(
-            f"job {folder.job_id} is no longer in SLURM's queue: it ended without a manifest (killed?). "
-            "HINT: capture a job while it runs"
+            f"{state.how}, but has not reached its first step: there is nothing to capture yet. "
+            "HINT: capture it once it runs"
         )
     return folder, running
 
 
-def _in_queue(job_id: str) -> bool:
-    """False only where SLURM answers that it does not know the job."""
-    return not scheduler.available() or scheduler.queue_state(job_id) != ""
+class _StillRunning:
+    """Raises once the job has ended, asking at most every ``every_s`` (the scheduler, the processes)."""
+
+    def __init__(self, folder: JobFolder, request_id: int, every_s: float = 2.0) -> None:
+        self.folder, self.request_id, self.every_s = folder, request_id, every_s
+        self._asked = -math.inf
+
+    def check(self) -> None:
+        if time.monotonic() - self._asked < self.every_s:
+            return
+        self._asked = time.monotonic()
+        state = job_state(self.folder)
+        if state.running is False:
+            raise CaptureRequestError(f"{state.how}, before capture {self.request_id} was served")
 
 
 def wait_for_traces(folder: JobFolder, request_id: int, restart_count: int, timeout_s: float) -> list[Path]:
     """The capture's trace files, once every chosen rank has written its own."""
     deadline = time.monotonic() + timeout_s
+    still_running = _StillRunning(folder, request_id)
     accepted = None
     while accepted is None:
         accepted = read_accepted(folder, request_id)
+        if accepted is None:
+            still_running.check()
         if accepted is None and time.monotonic() > deadline:
             raise CaptureRequestError(
                 f"capture {request_id}: no rank took the request within {timeout_s:g}s. HINT: is the job "
@@ -89,6 +105,7 @@ def wait_for_traces(folder: JobFolder, request_id: int, restart_count: int, time
         }
         if all(found.values()):
             return sorted(found.values())
+        still_running.check()
         if time.monotonic() > deadline:
             missing = sorted(rank for rank, path in found.items() if path is None)
             raise CaptureRequestError(

@@ -21,7 +21,7 @@ from typing import IO
 from jobs.options import add_task_arguments, describe, task_config_from_args
 from jobs.spec import JobSpec, SlurmResources, SpecError
 from profiling.folder.layout import JobFolder
-from slurm.basics import OneLineParser
+from slurm.basics import OneLineParser, utc_now, write_json_atomically
 from slurm.launchers import Executor
 
 AUTO_CLUSTER = "auto"  # slurm where sbatch is on PATH, else local
@@ -157,6 +157,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{parser.prog}: error: submission failed: {reason}", file=sys.stderr)
         return 1
     job_dir = JobFolder(spec.task.traces_root, str(job.job_id))
+    _write_submitted(job_dir, spec)
     shape = f"{spec.nodes} node(s) x {spec.tasks_per_node} task(s)"
     gpus = f", {spec.gpus_per_node} GPU(s) per node" if spec.gpus_per_node else ", no GPU"
     print(f"submitted job {job.job_id} ({spec.cluster}: {shape}{gpus})")
@@ -168,6 +169,24 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         return wait_for(job, job_dir, sys.stdout)
     return 0
+
+
+def _write_submitted(job_dir: JobFolder, spec: JobSpec) -> None:
+    """What the job was submitted with: its size for the tools, even if it never starts."""
+    job_dir.meta.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(
+        job_dir.submitted,
+        {
+            "job_id": job_dir.job_id,
+            "cluster": str(spec.cluster),
+            "launcher": str(spec.cluster.supports.launcher),
+            "nodes": spec.nodes,
+            "tasks": spec.world_size,
+            "gpus_per_node": spec.gpus_per_node,
+            "submitted_at": utc_now(),
+            "submitted_by": "submit.py",
+        },
+    )
 
 
 @contextlib.contextmanager

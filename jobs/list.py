@@ -1,10 +1,11 @@
 """The jobs under a traces root: ``python -m jobs.list [traces root] [--json]`` (``slurm-profile list``).
 
-One line per job folder, newest first: job id, when it started, nodes x tasks, launcher, the
-outcome of its last attempt (from its manifest; from the scheduler while it is still in the
-queue), its median step time, the report's straggler verdict, and its traces and their size.
-A folder without a manifest (a job still running, or one that ended before writing it) is
-listed as such. Reads only small files: the manifest and ``report.json``, never a trace.
+One line per job folder, newest first: job id, when it started, nodes x tasks (as submitted,
+for a job that never reached its first step too), launcher, whether it runs or how it ended
+(:func:`profiling.folder.job_state.job_state`: the manifest, the scheduler, its processes), its
+median step time, the report's straggler verdict, and its traces and their size. Reads only
+small files (the manifest, ``report.json``, ``submitted.json``), never a trace, and asks SLURM
+about every job at once.
 """
 
 from __future__ import annotations
@@ -18,47 +19,50 @@ from pathlib import Path
 from typing import Any
 
 from jobs.options import TRACES_ROOT_ENV, default_traces_root
+from profiling.folder.job_state import NO_RECORD, job_state, launcher_of, read_submitted, size
 from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import read_manifest, read_running
 from profiling.folder.traces import list_traces
 from slurm import scheduler
 from slurm.basics import OneLineParser
+from slurm.launchers import Launcher
 
-NO_MANIFEST = "no manifest (running, or ended before writing one)"
+NO_MANIFEST = NO_RECORD
 
 
-def describe_job(folder: JobFolder, queue: dict[str, str]) -> dict[str, Any]:
-    """What the listing says of one job folder."""
+def describe_job(folder: JobFolder, queue: dict[str, str] | None) -> dict[str, Any]:
+    """What the listing says of one job folder (``queue``: SLURM's, read once for every job)."""
     # while the job runs, what its rank 0 wrote at the start stands in for the manifest
-    manifest = read_manifest(folder) or _running(folder)
+    manifest = read_manifest(folder) or read_running(folder) or read_submitted(folder) or {}
     traces = [t.path for attempt in folder.attempts() for t in list_traces(attempt)]
-    started = manifest.get("started_at") or datetime.datetime.fromtimestamp(
-        folder.path.stat().st_mtime, datetime.timezone.utc
-    ).isoformat(timespec="seconds")
-    attempts = manifest.get("attempts") or []
-    outcome = attempts[-1]["outcome"] if attempts else NO_MANIFEST
-    if folder.job_id in queue:  # requeued or still running: the scheduler knows better
-        outcome = f"{queue[folder.job_id].lower()} (in the queue)"
-    world, nodes = manifest.get("world_size"), manifest.get("nodes")
+    started = (
+        manifest.get("started_at")
+        or manifest.get("submitted_at")
+        or datetime.datetime.fromtimestamp(folder.path.stat().st_mtime, datetime.timezone.utc).isoformat(
+            timespec="seconds"
+        )
+    )
+    state = job_state(folder, queue)
+    launcher = launcher_of(folder)
+    outcome = state.outcome
+    if state.running and launcher is Launcher.SLURM:
+        outcome += " (in the queue)"
+    nodes, tasks_per_node = size(folder)
     step_s = [r["step_time"]["median_s"] for r in manifest.get("ranks", []) if r["step_time"].get("steps")]
     return {
         "job_id": folder.job_id,
         "path": str(folder.path),
         "started_at": started,
         "nodes": nodes,
-        "tasks_per_node": world // nodes if world and nodes else None,
-        "launcher": manifest.get("launcher"),
+        "tasks_per_node": tasks_per_node,
+        "launcher": str(launcher) if launcher else None,
         "outcome": outcome,
+        "state": state.how,
         "step_ms": round(statistics.median(step_s) * 1e3, 2) if step_s else None,
         "straggler": _straggler(folder),
         "traces": len(traces),
         "trace_bytes": sum(path.stat().st_size for path in traces),
     }
-
-
-def _running(folder: JobFolder) -> dict[str, Any]:
-    running = read_running(folder) or {}
-    return {key: running.get(key) for key in ("started_at", "world_size", "nodes", "launcher")}
 
 
 def _straggler(folder: JobFolder) -> str | None:
@@ -71,11 +75,11 @@ def _straggler(folder: JobFolder) -> str | None:
     return f"rank {verdict['rank']}" if verdict["rank"] is not None else verdict["verdict"]
 
 
-def scheduler_queue(job_ids: Sequence[str]) -> dict[str, str]:
-    """job id -> state, for the jobs SLURM still has in its queue (empty where it does not answer)."""
+def scheduler_queue(job_ids: Sequence[str]) -> dict[str, str] | None:
+    """job id -> state, for the jobs SLURM still has in its queue; None where it does not answer."""
     if not scheduler.available():
         return {}
-    return scheduler.queue_states(job_ids) or {}
+    return scheduler.queue_states(job_ids)
 
 
 def list_jobs(root: Path) -> list[dict[str, Any]]:

@@ -21,6 +21,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from profiling.folder.job_state import job_state
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import read_manifest
 from profiling.recording.ranks import format_ranks
@@ -189,11 +190,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{parser.prog}: error: {args.folder} is not a folder. HINT: pass a job folder", file=sys.stderr
         )
         return 2
+    folder = JobFolder.at(args.folder)
+    state = job_state(folder)
     try:
-        verdict = explain(JobFolder.at(args.folder))
+        verdict = explain(folder)
     except HangError as error:
         print(f"{parser.prog}: error: {args.folder}: {error}. HINT: did the job hang?", file=sys.stderr)
         return 2
+    if state.running:  # dumps of a job that still runs show a slow rank as well as a stuck one
+        print(f"{state.how}: the verdict is from the dumps so far")
     print("\n".join(verdict["verdict"]))
     return 0
 

@@ -51,16 +51,30 @@ def queue_state(job_id: str) -> str | None:
 
 
 def end_state(job_id: str, warn: Callable[[str], None] = lambda line: None) -> str:
-    """How a job that left the queue ended: from accounting (sacct) or, where there is none,
-    ``scontrol`` (which knows a job for ``MinJobAge``); ``warn`` hears once why not sacct."""
-    accounting = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State"])
+    """How a job that left the queue ended (see :func:`ending`)."""
+    return ending(job_id, warn)[0]
+
+
+def ending(job_id: str, warn: Callable[[str], None] = lambda line: None) -> tuple[str, str | None]:
+    """How a job that left the queue ended, and when (SLURM's time, or None): from accounting
+    (sacct) or, where there is none, ``scontrol`` (which knows a job for ``MinJobAge``); ``warn``
+    hears once why not sacct."""
+    accounting = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,End"])
     if accounting is not None and accounting.returncode == 0 and accounting.stdout.split():
-        return accounting.stdout.split()[0]
+        state, _, end = accounting.stdout.splitlines()[0].partition("|")
+        return state.split()[0], _time(end)
     why = (accounting.stderr.strip().splitlines() or ["no record"])[0] if accounting else "no answer"
     warn(f"accounting is unavailable ({why}): the job's end state comes from scontrol")
     detail = _run(["scontrol", "show", "job", "-o", job_id])
-    match = re.search(r"\bJobState=(\S+)", detail.stdout) if detail is not None else None
-    return match.group(1) if match else UNKNOWN_END
+    state = re.search(r"\bJobState=(\S+)", detail.stdout) if detail is not None else None
+    end = re.search(r"\bEndTime=(\S+)", detail.stdout) if detail is not None else None
+    return (state.group(1), _time(end.group(1) if end else "")) if state else (UNKNOWN_END, None)
+
+
+def _time(text: str) -> str | None:
+    """SLURM's time stamp (local time of the controller, no zone), or None for none."""
+    text = text.strip()
+    return text if text and text not in ("Unknown", "None") else None
 
 
 def release(job_id: str) -> None:

@@ -20,6 +20,7 @@ from profiling.folder.layout import JobFolder
 from profiling.hang import HangError, analyse, explain
 from profiling.hang import main as hang_main
 from tests.common import REPO, SMALL_WORKLOAD, run_submit, submitted_job_id
+from tests.test_job_state import listed, refused
 
 STUCK_LINE = "train.py:88 in next_batch: batch = queue.get()"
 
@@ -241,3 +242,7 @@ def test_a_hung_rank_is_named_with_its_collective_and_line_on_the_local_executor
         "hang.json",
         "hang.md",
     }
+    # the job has ended: capture refuses it, the listing says how, and its size
+    assert f"job {folder.job_id} failed at " in refused(folder)
+    listing = listed(folder)
+    assert (listing["nodes"], listing["tasks_per_node"], listing["outcome"]) == (1, 4, "failed")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from jobs.list import NO_MANIFEST, list_jobs, main, render
+from profiling.folder.job_state import process_start
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import write_manifest
 from profiling.report import build_report
@@ -66,15 +68,17 @@ def test_newest_first_with_outcome_step_time_and_straggler(root: Path) -> None:
 def test_a_running_job_is_described_by_what_its_rank_0_wrote_at_the_start(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "50")
     folder.meta.mkdir(parents=True)
+    # rank 0 is this process: alive, so the job runs
     folder.running.write_text(
         json.dumps(
-            {"job_id": "50", "world_size": 8, "nodes": 2, "launcher": "slurm", "restart_count": 0,
-             "started_at": "2026-11-30T12:00:00.000+00:00"}
+            {"job_id": "50", "world_size": 8, "nodes": 2, "launcher": "torchrun", "restart_count": 0,
+             "started_at": "2026-11-30T12:00:00.000+00:00", "host": socket.gethostname(), "pid": os.getpid(),
+             "pid_started": process_start()}
         )
     )  # fmt: skip
     [job] = list_jobs(tmp_path)
-    assert (job["nodes"], job["tasks_per_node"], job["launcher"]) == (2, 4, "slurm")
-    assert job["started_at"] == "2026-11-30T12:00:00.000+00:00" and job["outcome"] == NO_MANIFEST
+    assert (job["nodes"], job["tasks_per_node"], job["launcher"]) == (2, 4, "torchrun")
+    assert job["started_at"] == "2026-11-30T12:00:00.000+00:00" and job["outcome"] == "running"
 
 
 def test_json_for_scripts(root: Path, capsys: pytest.CaptureFixture) -> None:

@@ -237,7 +237,9 @@ def test_live_capture_of_a_running_local_job(traces_root: Path) -> None:
 
     ended = capture(str(folder.path))
     assert ended.returncode == 2 and ended.stderr.count("\n") == 1
-    assert f"job {job.job_id} has ended: there is nothing to capture" in ended.stderr
+    assert (
+        f"job {job.job_id} completed at " in ended.stderr and ": there is nothing to capture" in ended.stderr
+    )
 
 
 def test_capture_of_a_job_that_does_not_exist_is_one_line(

@@ -25,6 +25,7 @@ from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TaskConfig
 from profiling import hang
 from profiling.folder import manifest
+from profiling.folder.job_state import process_start
 from profiling.folder.layout import JobFolder
 from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
 from profiling.recording.capture import CaptureWatcher
@@ -217,6 +218,7 @@ def _on_failure(attempt: Attempt, backend: str, watchdog: Watchdog, error: Excep
         attempt.facts(backend),
         attempt.record("failed", -1, f"{type(error).__name__}: {error}"),
     )
+    attempt.folder.running.unlink(missing_ok=True)
     # The ranks' first dumps, at half the timeout, are there by now; a batch job has no
     # ``--wait`` to print the verdict, so rank 0 puts it in its own error log.
     verdict = hang.verdict_lines(attempt.folder) if timed_out else None
@@ -237,6 +239,10 @@ def _write_running(attempt: Attempt) -> None:
             "restart_count": identity.restart_count,
             "launcher": str(identity.launcher),
             "started_at": attempt.started_at,
+            # rank 0's process: whether it still lives tells a local job's tools it runs
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "pid_started": process_start(),
         },
     )
 
@@ -263,6 +269,7 @@ def _stop_for_requeue(
     if attempt.identity.is_main:
         _log(f"preempted: saved the state of step {next_step} to {folder.checkpoint}; requeueing")
         manifest.record_attempt(folder, attempt.facts(backend), attempt.record("preempted", next_step))
+        folder.running.unlink(missing_ok=True)  # the next attempt writes its own
     preemption.hand_over(attempt.identity, attempt.config)
 
 

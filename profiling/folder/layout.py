@@ -10,7 +10,8 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   └── meta/                   that attempt's report: ReportFiles.of(.attempt(k))
         ├── meta/                       .meta
         │   ├── manifest.json           .manifest
-        │   ├── running.json            .running: while the job runs, its size (jobs.capture)
+        │   ├── submitted.json          .submitted: its size, from the moment it was submitted
+        │   ├── running.json            .running: while the job runs, its size and rank 0's process
         │   ├── report.json, .md, .png  ReportFiles.of(.path): the cross-rank report
         │   ├── merged_trace.zip        ReportFiles.archive: ranks' traces as one Perfetto timeline
         │   ├── merged_trace.json.gz    ReportFiles.merged: the same, re-encoded (--merged-json)
@@ -128,6 +129,11 @@ class JobFolder:
     @property
     def manifest(self) -> Path:
         return self.meta / "manifest.json"
+
+    @property
+    def submitted(self) -> Path:
+        """What the job was submitted with (nodes, tasks), by ``submit.py`` or the batch script."""
+        return self.meta / "submitted.json"
 
     @property
     def running(self) -> Path:

@@ -1,0 +1,163 @@
+"""Whether a job still runs, as every tool sees it (profiling/folder/job_state.py): jobs that
+hung and failed, were SIGKILLed, cancelled or completed are refused by capture in one line
+within 2 s, and listed with the size they were submitted with and how they ended."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobs.list import list_jobs
+from profiling.folder.job_state import NO_RECORD, job_state, process_start
+from profiling.folder.layout import JobFolder
+from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, run_submit, submitted_job_id
+from tests.slurm_helpers import SubmittedJob, task_processes
+
+
+def refused(folder: JobFolder) -> str:
+    """``jobs.capture`` of an ended job: one line, exit 2, within 2 s; the line."""
+    started = time.monotonic()
+    result = subprocess.run(
+        [sys.executable, "-m", "jobs.capture", str(folder.path), "--active", "3"],
+        cwd=REPO, capture_output=True, text=True, timeout=30,
+    )  # fmt: skip
+    elapsed = time.monotonic() - started
+    assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stdout + result.stderr
+    assert elapsed < 2.0, f"capture took {elapsed:.1f} s to refuse"
+    assert result.stderr.endswith(": there is nothing to capture. HINT: capture a job while it runs\n")
+    return result.stderr
+
+
+def listed(folder: JobFolder) -> dict:
+    (job,) = [job for job in list_jobs(folder.root) if job["job_id"] == folder.job_id]
+    return job
+
+
+def write(path: Path, document: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(document))
+
+
+def test_an_outcome_in_the_manifest_ends_the_job_whatever_running_json_says(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "7")
+    write(folder.running, {"restart_count": 0, "launcher": "submitit-local", "pid": os.getpid()})
+    failed = {
+        "restart_count": 0,
+        "outcome": "failed",
+        "ended_at": "2026-12-01T08:02:31.123+00:00",
+        "error": "X: y",
+    }
+    write(folder.manifest, {"attempts": [failed]})
+    state = job_state(folder)
+    assert (state.running, state.outcome) == (False, "failed")
+    assert state.how == "job 7 failed at 2026-12-01 08:02:31 UTC (X: y)"
+    # a later attempt runs: its own running.json says so, and rank 0's process is alive
+    write(folder.running, {"restart_count": 1, "launcher": "submitit-local", "host": os.uname().nodename,
+                           "pid": os.getpid(), "pid_started": process_start()})  # fmt: skip
+    assert job_state(folder).running is True
+
+
+def test_processes_that_are_gone_or_were_reused_are_no_job(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "8")
+    running = {"restart_count": 0, "launcher": "torchrun", "host": os.uname().nodename, "pid": os.getpid()}
+    write(folder.running, {**running, "pid_started": process_start()})
+    assert job_state(folder).outcome == "running"
+    write(folder.running, {**running, "pid_started": "1"})  # the same pid, another process
+    state = job_state(folder)
+    assert (state.running, state.outcome) == (
+        False,
+        "killed",
+    ) and "none of its processes is left" in state.how
+    write(folder.running, {**running, "host": "elsewhere"})
+    assert job_state(folder).running is None  # nothing here can tell
+    assert job_state(JobFolder(tmp_path, "9")).outcome == NO_RECORD
+
+
+def test_a_completed_job(traces_root: Path) -> None:
+    result = run_submit("--cluster", "local", "--gpus", "2", "--traces-root", str(traces_root), "--wait",
+                        *SMALL_JOB, timeout=240)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = JobFolder(traces_root, submitted_job_id(result.stdout))
+    assert f"job {folder.job_id} completed at " in refused(folder)
+    job = listed(folder)
+    assert (job["nodes"], job["tasks_per_node"], job["outcome"]) == (1, 2, "completed")
+
+
+def test_a_local_job_whose_ranks_were_sigkilled(traces_root: Path) -> None:
+    job = SubmittedJob(traces_root, "--gpus", "2", "--steps", "2000", *SMALL_WORKLOAD, cluster="local")
+    try:
+        job.wait_for_line(r"^\[rank 0\] step 10/", timeout=120)
+        folder = JobFolder(traces_root, job.job_id)
+        assert job_state(folder).outcome == "running"
+        waiting = subprocess.Popen(
+            [sys.executable, "-m", "jobs.capture", str(folder.path), "--active", "500", "--wait"],
+            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        deadline = time.monotonic() + 60
+        while not folder.capture_accepted(1).exists():  # taken, and 500 steps from being served
+            assert time.monotonic() < deadline and waiting.poll() is None, waiting.communicate()
+            time.sleep(0.5)
+        for pid in local_ranks(job.job_id):
+            os.kill(pid, signal.SIGKILL)
+        job.finish(timeout=60)
+        out, err = waiting.communicate(timeout=30)  # --wait stops: the job ended first
+    finally:
+        job.finish(timeout=1)
+    assert waiting.returncode == 1 and err.count("\n") == 1, out + err
+    assert f"job {job.job_id} was killed" in err and err.endswith(", before capture 1 was served\n")
+    deadline = time.monotonic() + 30  # submitit's controller sees its tasks gone, and ends
+    while job_state(folder).running and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert folder.running.exists()  # nobody was left to remove it: it is not believed
+    assert f"job {job.job_id} was killed: none of its processes is left" in refused(folder)
+    listing = listed(folder)
+    assert (listing["nodes"], listing["tasks_per_node"], listing["outcome"]) == (1, 2, "killed")
+
+
+def local_ranks(job_id: str) -> list[int]:
+    found = []
+    for proc in Path("/proc").iterdir():
+        try:
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if (
+            f"SUBMITIT_LOCAL_JOB_ID={job_id}".encode() in environ
+            and b"SUBMITIT_LOCAL_GLOBALID=0" in environ
+            or (
+                f"SUBMITIT_LOCAL_JOB_ID={job_id}".encode() in environ
+                and b"SUBMITIT_LOCAL_GLOBALID=1" in environ
+            )
+        ):
+            found.append(int(proc.name))
+    assert len(found) == 2, found
+    return found
+
+
+@pytest.mark.full_cluster
+@pytest.mark.bare_cluster
+def test_a_slurm_job_cancelled_with_scancel(slurm_cluster, traces_root: Path) -> None:
+    job = SubmittedJob(traces_root, "--nodes", "2", "--gpus", "0", "--tasks-per-node", "1",
+                       "--steps", "2000", *SMALL_WORKLOAD)  # fmt: skip
+    try:
+        job.wait_for_line(r"^\[rank 0\] step 10/", timeout=180)
+        folder = JobFolder(traces_root, job.job_id)
+        assert listed(folder)["outcome"] == "running (in the queue)"
+        subprocess.run(["scancel", job.job_id], check=True, timeout=30)
+        job.finish(timeout=120)
+    finally:
+        job.finish(timeout=1)
+    deadline = time.monotonic() + 60
+    while job_state(folder).running and time.monotonic() < deadline:
+        time.sleep(1)
+    assert f"job {job.job_id} was cancelled at " in refused(folder)
+    listing = listed(folder)
+    assert (listing["nodes"], listing["tasks_per_node"], listing["outcome"]) == (2, 1, "cancelled")
+    assert not task_processes(job.job_id)
