@@ -18,9 +18,10 @@ from profiling.folder.traces import list_traces
 from profiling.report.combine import align, summarise
 from profiling.report.merged_json import write_merged_json
 from profiling.report.plot import plot_report
+from profiling.report.plot import prepare as prepare_plot
 from profiling.report.read import read_records
 from profiling.report.render import render_markdown
-from profiling.report.workers import Workers
+from profiling.report.workers import Ahead, Workers
 from slurm.basics import write_json_atomically, write_text_atomically
 
 
@@ -50,7 +51,7 @@ def build_report(
         raise ReportError(f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder")
     files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
     files.folder.mkdir(parents=True, exist_ok=True)
-    with Workers(jobs) as workers:
+    with Workers(jobs) as workers, Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
         read = read_records(traces, workers, progress)
         reading_s = time.perf_counter() - started
         aligning = time.perf_counter()
@@ -58,8 +59,8 @@ def build_report(
         aligning = time.perf_counter() - aligning
         report = summarise(folder, per_rank)
         report["reading"] = _reading(read.records, read.read_here, reading_s)
-        # drawn by a worker while this process packs the archive, if workers read the traces
-        plotted = workers.submit(plot_report, report, files.plot, start=False) if plot else None
+        # drawn while this process packs the archive
+        plotted = plotter.submit(plot_report, report, files.plot) if plot else None
         report["archive"] = (
             write_archive(
                 folder, report, files.archive, ranks=archive_ranks, budget_bytes=archive_budget_bytes

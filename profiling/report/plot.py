@@ -21,6 +21,11 @@ _OUTLIERS = 3  # rows named in a heat map's margin, the furthest from the median
 _OUTLIER_AT = 0.1  # ... if 10 % or more away from it
 
 
+def prepare() -> None:
+    """Import what drawing needs (0.7 s here), so that a process can do it ahead of the report."""
+    import matplotlib.figure  # noqa: F401
+
+
 def plot_report(report: dict[str, Any], path: Path) -> None:
     # matplotlib's Figure without pyplot: no global state, and less to import
     from matplotlib.figure import Figure

@@ -33,23 +33,8 @@ class Workers:
 
     def _started(self) -> ProcessPoolExecutor | None:
         if self._pool is None and self.jobs > 1:
-            # fork is cheap (the imports are done), but rank 0 calls this at the end of a job,
-            # with torch's threads around: forking those is unsafe, spawn then
-            method = "spawn" if "torch" in sys.modules else "fork"
-            self._pool = ProcessPoolExecutor(
-                max_workers=self.jobs, mp_context=multiprocessing.get_context(method)
-            )
+            self._pool = _pool(self.jobs)
         return self._pool
-
-    def submit(self, function: Callable[..., Any], *arguments: Any, start: bool = True) -> Future:
-        """One call in a worker (or here, done before returning, for ``jobs`` = 1, or when
-        ``start`` is False and no worker runs yet: a worker is not worth starting for it)."""
-        pool = self._started() if start else self._pool
-        if pool is not None:
-            return pool.submit(function, *arguments)
-        done: Future = Future()
-        done.set_result(function(*arguments))
-        return done
 
     def map(self, function: Callable[..., Any], *arguments: Sequence[Any]) -> Iterator[Any]:
         calls = list(zip(*arguments, strict=True))
@@ -64,3 +49,34 @@ class Workers:
                 yield pending.popleft().result()
         while pending:
             yield pending.popleft().result()
+
+
+class Ahead:
+    """One process that starts work now for a call made later (the plot: matplotlib's import
+    overlaps the alignment); with ``enabled`` False, the call runs here when it is made."""
+
+    def __init__(self, prepare: Callable[[], None], *, enabled: bool = True) -> None:
+        self._pool = _pool(1) if enabled else None
+        if self._pool is not None:
+            self._pool.submit(prepare)
+
+    def __enter__(self) -> Ahead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(cancel_futures=True)
+
+    def submit(self, function: Callable[..., Any], *arguments: Any) -> Future:
+        if self._pool is not None:
+            return self._pool.submit(function, *arguments)
+        done: Future = Future()
+        done.set_result(function(*arguments))
+        return done
+
+
+def _pool(jobs: int) -> ProcessPoolExecutor:
+    # fork is cheap (the imports are done), but rank 0 calls this at the end of a job, with
+    # torch's threads around: forking those is unsafe, spawn then
+    method = "spawn" if "torch" in sys.modules else "fork"
+    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method))
