@@ -64,8 +64,11 @@ class _Correlation(msgspec.Struct):
     correlation: int = -1
 
 
-class ReadEvent(msgspec.Struct):
-    """An event as the analysis reads it (the merged trace re-reads the file whole)."""
+class ReadEvent(msgspec.Struct, gc=False):
+    """An event as the analysis reads it (the merged trace re-reads the file whole).
+
+    ``gc=False``: the garbage collector need not track a chunk's thousands of events (strings
+    and numbers, never a cycle): 5 % of decoding."""
 
     ph: str = ""
     cat: str = ""
