@@ -18,7 +18,9 @@ trace has an analysis record yet (every trace read); *warm*: every record is fre
    profiled for 5 steps); HTA loads it (its temporal breakdown needs GPU kernels).
 3. One 1 GiB trace (the GPU trace's steps repeated): our report's peak memory.
 4. Scaling: 16, 64 and 256 copies of one real GPU trace (``nccl_data``), our report only, cold
-   and warm: seconds, MiB/s of JSON per core against the floor below, the archive's seconds.
+   and warm: seconds, MiB/s of JSON per core against the floor below, for the whole report
+   and for reading the traces alone (each reader's seconds, from the records), the archive's
+   seconds.
 5. The floor under those rates, on one core, in the same run: msgspec decoding a trace's
    events as the report's reader does, and nothing else; and the fixed cost: our report on a
    folder of two tiny traces (start, workers, plot).
@@ -41,7 +43,8 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
-from profiling.folder.layout import JobFolder, meta_of  # noqa: E402
+from profiling.folder.layout import JobFolder, analysis_record, meta_of  # noqa: E402
+from profiling.folder.traces import list_traces  # noqa: E402
 from tests import trace_variants  # noqa: E402
 from tests.common import REPO, SMALL_WORKLOAD, submitted_job_id  # noqa: E402
 from tests.trace_variants import repeated_steps  # noqa: E402
@@ -219,6 +222,13 @@ def floor(path: Path) -> float:
     return path.stat().st_size / 2**20 / (time.perf_counter() - started)
 
 
+def reading_rate(folder: Path) -> float:
+    """MiB/s of the map alone: the traces' bytes over the seconds their readers spent on them,
+    each on one core (from the analysis records), so without the start, combine and plot."""
+    records = [json.loads(analysis_record(trace.path).read_text()) for trace in list_traces(folder)]
+    return sum(r["size"] for r in records) / 2**20 / sum(r["seconds"] for r in records)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=1)
@@ -258,8 +268,8 @@ def main() -> None:
         decode = statistics.median(floor(next((work / "floor").glob("rank*.json"))) for _ in range(3))
         print(f"\nfloor, one core: decoding a copy of nccl_data's events {decode:.0f} MiB/s")
         print(f"scaling (copies of nccl_data, {cores} cores):")
-        print(f"{'ranks':>6}{'MiB':>8}{'cold s':>9}{'MiB/s/core':>12}{'of floor':>10}{'peak MiB':>10}"
-              f"{'warm s':>9}{'archive s':>11}")  # fmt: skip
+        print(f"{'ranks':>6}{'MiB':>8}{'cold s':>9}{'MiB/s/core':>12}{'of floor':>10}{'reading':>9}"
+              f"{'of floor':>10}{'peak MiB':>10}{'warm s':>9}{'archive s':>11}")  # fmt: skip
         for ranks in args.scale:
             folder = work / f"scale{ranks}"
             raw = gpu_folder(folder, ranks, nccl)
@@ -267,8 +277,10 @@ def main() -> None:
             warm = timed(OURS, str(folder))
             report = json.loads((meta_of(folder) / "report.json").read_text())
             rate = raw / 2**20 / first.seconds / cores
+            reading = reading_rate(folder)
             print(
                 f"{ranks:6}{raw / 2**20:8.0f}{first.seconds:9.2f}{rate:12.1f}{rate / decode:10.0%}"
+                f"{reading:9.1f}{reading / decode:10.0%}"
                 f"{first.peak_mib:10.0f}{warm.seconds:9.2f}{report['archive']['seconds']:11.2f}"
             )
             shutil.rmtree(folder)
