@@ -28,9 +28,11 @@ from profiling.folder import manifest
 from profiling.folder.job_state import process_start
 from profiling.folder.layout import JobFolder
 from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
+from profiling.folder.step_log import StepLogHeader
 from profiling.recording.capture import CaptureWatcher
 from profiling.recording.profiler import StepHook, StepProfiler, describe, scheduled_windows
 from profiling.recording.slowest import SlowestRank
+from profiling.recording.step_timing import StepTiming
 from slurm.basics import utc_now, write_json_atomically
 from slurm.env import DistributedIdentity
 from workload.resnet_ddp import RunResult, Trainer, choose_dtype
@@ -109,8 +111,9 @@ def run_task(
         if identity.is_main:
             _log_start(attempt, ctx, dtype)
             _write_running(attempt)
-        profiler, hooks = _profiler(attempt, ctx, profiled)
         watchdog = _watchdog(attempt)
+        timing = _step_timing(attempt, ctx)
+        profiler, hooks = _profiler(attempt, ctx, profiled, timing)
         try:
             with watchdog:
                 result = trainer.run(
@@ -121,20 +124,23 @@ def run_task(
                     progress=watchdog.progress,
                 )
         except Exception as error:
+            timing.close(failed=True)
             _on_failure(attempt, ctx.backend, watchdog, error)
             raise
+        timing.close()
         if result.stopped:
             assert preemption is not None
             _stop_for_requeue(attempt, trainer, ctx.backend, result.next_step, preemption)
         record = _rank_record(attempt, ctx, profiler, result, profiled, dtype)
+        record["step_log"] = timing.manifest_record()
         if config.report and profiler.trace_files:
             record["analysis"] = analyse_own_traces(
                 profiler.trace_files, reader=_reader(identity), limit_s=config.dist_timeout_s / 2
             )
-        records = _gather_and_write_manifest(attempt, ctx, record, result.next_step, hooks)
+        _gather_and_write_manifest(attempt, ctx, record, result.next_step, hooks)
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
-    if identity.is_main and config.report and any(r["trace_files"] for r in records):
+    if identity.is_main and config.report:  # every rank's step log, and traces if any
         report_on(attempt.trace_dir, _log)
     return record
 
@@ -161,10 +167,25 @@ def _check_shared_folder(attempt: Attempt, ctx: DistributedContext) -> None:
         raise UnsharedFolderError(message[0])
 
 
+def _step_timing(attempt: Attempt, ctx: DistributedContext) -> StepTiming:
+    """This rank's step log, started now: just before the first step."""
+    identity = attempt.identity
+    header = StepLogHeader(
+        rank=identity.rank,
+        world_size=identity.world_size,
+        restart=identity.restart_count,
+        node=identity.node_name or socket.gethostname(),
+        gpu=ctx.device.type == "cuda",
+    )
+    path = attempt.folder.step_log(identity.rank, identity.restart_count)
+    return StepTiming.open(path, header, cuda=header.gpu)
+
+
 def _profiler(
-    attempt: Attempt, ctx: DistributedContext, profiled: bool
+    attempt: Attempt, ctx: DistributedContext, profiled: bool, timing: StepTiming
 ) -> tuple[StepProfiler, list[StepHook]]:
-    """This rank's profiler, with the hooks that add windows while the job runs."""
+    """This rank's profiler, with its hooks: the step log first (its clocks read before the
+    others' work), then those that add windows while the job runs."""
     config, identity = attempt.config, attempt.identity
     steps = config.workload.steps
     schedule = scheduled_windows(config.profiler, steps, attempt.start_step)
@@ -176,7 +197,7 @@ def _profiler(
             agree=ctx.agree,
             schedule_windows=schedule,
             log=_log,
-        )
+        ),
     ]
     if config.profiler.ranks.slowest:
         hooks.append(SlowestRank(rank=identity.rank, recording=profiled, windows=schedule, gather=ctx.gather))
@@ -188,9 +209,9 @@ def _profiler(
         cuda=ctx.device.type == "cuda",
         start_step=attempt.start_step,
         scheduled=profiled,
-        hooks=hooks,
+        hooks=[timing, *hooks],
     )
-    return profiler, hooks
+    return profiler, hooks  # the job-wide ones, for the manifest (the step log is per rank)
 
 
 def _watchdog(attempt: Attempt) -> Watchdog:

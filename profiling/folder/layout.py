@@ -16,6 +16,8 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   ├── merged_trace.zip        ReportFiles.archive: ranks' traces as one Perfetto timeline
         │   ├── merged_trace.json.gz    ReportFiles.merged: the same, re-encoded (--merged-json)
         │   ├── analysis/               analysis_record(trace): what the report keeps of each trace
+        │   ├── steps/                  .step_log(r, k): every rank's time for every step
+        │   ├── run.png                 ReportFiles.run_plot: the run's rank x step map
         │   ├── compare-<job>/          ReportFiles.compare(job): two jobs compared
         │   ├── ranks/rank<r>.json      .marker(r): every rank's, to check the folder is shared
         │   ├── capture/                .capture_request(n), .capture_accepted(n)
@@ -43,6 +45,8 @@ _HANG = "hang"
 _CAPTURE = "capture"
 _MARKERS = "ranks"
 _RESTART = "restart{}"
+_STEPS = "steps"
+_STEP_LOG = "rank{}.steps"  # attempt 0's; attempt k's: rank<r>.restart<k>.steps
 _PER_RANK = "rank{}.json"  # a rank's marker, a rank's hang dump
 _REQUEST = "request-{}.json"
 _ACCEPTED = "accepted-{}.json"
@@ -74,6 +78,10 @@ class ReportFiles:
     @property
     def plot(self) -> Path:
         return self.folder / "report.png"
+
+    @property
+    def run_plot(self) -> Path:
+        return self.folder / "run.png"
 
     @property
     def merged(self) -> Path:
@@ -117,6 +125,15 @@ class JobFolder:
     def at(cls, path: Path) -> JobFolder:
         """The job folder at ``path`` (``<root>/<job id>``)."""
         return cls(path.parent, path.name)
+
+    @classmethod
+    def of_traces(cls, trace_folder: Path) -> JobFolder:
+        """The job folder of a folder of traces: itself, or the one above an attempt's."""
+        path = trace_folder.absolute()
+        restart = _RESTART.format("")
+        if path.name.startswith(restart) and path.name[len(restart) :].isdigit():
+            return cls.at(path.parent)
+        return cls.at(path)
 
     @property
     def path(self) -> Path:
@@ -184,6 +201,20 @@ class JobFolder:
 
     def marker(self, rank: int) -> Path:
         return self.markers / _PER_RANK.format(rank)
+
+    @property
+    def steps(self) -> Path:
+        return self.meta / _STEPS
+
+    def step_log(self, rank: int, restart_count: int = 0) -> Path:
+        """Rank ``rank``'s times for every step of attempt ``restart_count``
+        (:mod:`profiling.folder.step_log`)."""
+        name = _STEP_LOG.format(rank if restart_count == 0 else f"{rank}.{_RESTART.format(restart_count)}")
+        return self.steps / name
+
+    def step_logs(self) -> list[Path]:
+        """Every rank's step logs, of every attempt."""
+        return sorted(self.steps.glob(_STEP_LOG.format("*")))
 
     @property
     def checkpoint(self) -> Path:

@@ -1,0 +1,188 @@
+"""A rank's step log: its time for every step of the run, in a small binary file under ``meta/``.
+
+Every rank writes one per attempt (:meth:`profiling.folder.layout.JobFolder.step_log`), whether
+it records traces or not; the report draws the run from them (:mod:`profiling.analysis.run_map`)
+and ``jobs.list --ranks`` reads them while the job runs. Each step has three times, in ms:
+
+- ``wall``: the step's wall time, start to start;
+- ``cpu``: the training thread's CPU time in the step (waiting in a collective takes none, so it
+  is the rank's own work);
+- ``gpu``: where CUDA runs, the GPU time between the events recorded at the step's ends (NaN
+  elsewhere, and where the events were not read).
+
+The file: a header of :data:`HEADER_BYTES`, then the first :data:`EXACT_STEPS` steps as rows of
+:data:`EXACT` (16 bytes: the step and its three times), then a row of :data:`BUCKET` (44 bytes:
+first step, step count, min/median/max of each time) per :data:`BUCKET_STEPS` steps. 100 000
+steps take 96 + 10 000 × 16 + 900 × 44 = 199 696 bytes; 1024 ranks, 195 MiB. Rows are appended
+at each flush, so a killed job keeps every row up to its last flush (a row cut by the kill is
+ignored); the steps of an unfinished bucket are lost with it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import struct
+from pathlib import Path
+
+import numpy as np
+
+MAGIC = b"SLPSTEP1"
+EXACT_STEPS = 10_000
+BUCKET_STEPS = 100
+TIMES = ("wall", "cpu", "gpu")
+# magic, rank, world size, restart count, exact steps, bucket steps, flags (1: GPU times), node
+_HEADER = struct.Struct("<8siiiiii64s")
+HEADER_BYTES = 96
+_FLAG_GPU = 1
+EXACT = np.dtype([("step", "<i4"), ("wall", "<f4"), ("cpu", "<f4"), ("gpu", "<f4")])
+BUCKET = np.dtype(
+    [("first", "<i4"), ("steps", "<i4"), ("wall", "<f4", 3), ("cpu", "<f4", 3), ("gpu", "<f4", 3)]
+)
+
+
+class StepLogError(ValueError):
+    """A file that is not a step log."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class StepLogHeader:
+    rank: int
+    world_size: int
+    restart: int  # the attempt (SLURM_RESTART_COUNT) that wrote it
+    node: str
+    gpu: bool  # GPU times are measured
+    exact_steps: int = EXACT_STEPS
+    bucket_steps: int = BUCKET_STEPS
+
+    def __post_init__(self) -> None:
+        if self.exact_steps < 0 or self.bucket_steps < 1:
+            raise ValueError(f"exact_steps {self.exact_steps} and bucket_steps {self.bucket_steps}")
+
+    def encode(self) -> bytes:
+        node = self.node.encode()[:64]
+        flags = _FLAG_GPU if self.gpu else 0
+        fields = (MAGIC, self.rank, self.world_size, self.restart, self.exact_steps, self.bucket_steps)
+        return _HEADER.pack(*fields, flags, node).ljust(HEADER_BYTES, b"\0")
+
+    @classmethod
+    def decode(cls, data: bytes, path: Path) -> StepLogHeader:
+        if len(data) < HEADER_BYTES or not data.startswith(MAGIC):
+            raise StepLogError(f"{path} is not a step log (no {MAGIC.decode()} header)")
+        _, rank, world, restart, exact, bucket, flags, node = _HEADER.unpack_from(data)
+        return cls(
+            rank=rank,
+            world_size=world,
+            restart=restart,
+            node=node.rstrip(b"\0").decode(errors="replace"),
+            gpu=bool(flags & _FLAG_GPU),
+            exact_steps=exact,
+            bucket_steps=bucket,
+        )
+
+
+class StepLogWriter:
+    """Rows for one step log: :meth:`add` each step, :meth:`flush` now and then, :meth:`close`.
+
+    Torch-free, and nothing but a list append per step between flushes."""
+
+    def __init__(self, path: Path, header: StepLogHeader) -> None:
+        self.path, self.header = path, header
+        path.parent.mkdir(parents=True, exist_ok=True)
+        # a new attempt's file is new (a requeue gets its own, by restart count)
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
+        os.write(self._fd, header.encode())
+        self.rows = 0  # rows of either kind in the file or waiting for the next flush
+        self.steps = 0  # steps added
+        self.flushes = 0
+        self._exact: list[tuple[int, float, float, float]] = []
+        self._bucket: list[tuple[int, float, float, float]] = []  # the bucket being filled
+        self._buckets: list[bytes] = []
+
+    def add(self, step: int, wall_ms: float, cpu_ms: float, gpu_ms: float = float("nan")) -> None:
+        row = (step, wall_ms, cpu_ms, gpu_ms)
+        if self.steps < self.header.exact_steps:
+            self._exact.append(row)
+            self.rows += 1
+        else:
+            self._bucket.append(row)
+            if len(self._bucket) == self.header.bucket_steps:
+                self._close_bucket()
+        self.steps += 1
+
+    def flush(self) -> None:
+        """Append the rows completed since the last flush and make them reach the file server
+        (a reader on another host sees them: NFS writes back on ``fsync``)."""
+        data = np.array(self._exact, dtype=EXACT).tobytes() + b"".join(self._buckets)
+        self._exact, self._buckets = [], []
+        if data:
+            os.write(self._fd, data)
+            os.fsync(self._fd)
+            self.flushes += 1
+
+    def close(self) -> None:
+        """At the end of the run: the last, partial bucket too."""
+        if self._bucket:
+            self._close_bucket()
+        self.flush()
+        os.close(self._fd)
+
+    def _close_bucket(self) -> None:
+        rows = np.array(self._bucket, dtype=np.float64)
+        bucket = np.zeros(1, dtype=BUCKET)
+        bucket["first"], bucket["steps"] = int(rows[0, 0]), len(rows)
+        for column, name in enumerate(TIMES, start=1):
+            values = rows[:, column]
+            # a bucket without GPU times keeps NaN, quietly
+            bucket[name] = (
+                (np.nanmin(values), np.nanmedian(values), np.nanmax(values))
+                if not np.isnan(values).all()
+                else (np.nan,) * 3
+            )
+        self._buckets.append(bucket.tobytes())
+        self._bucket = []
+        self.rows += 1
+
+
+@dataclasses.dataclass(frozen=True)
+class StepLog:
+    """One step log as read: a row per step, then per bucket of steps.
+
+    ``first`` and ``steps``: each row's first step and how many it covers (1 for the exact
+    rows); ``median``, ``low``, ``high``: per time name, each row's median, min and max (the
+    same for an exact row)."""
+
+    path: Path
+    header: StepLogHeader
+    first: np.ndarray
+    steps: np.ndarray
+    median: dict[str, np.ndarray]
+    low: dict[str, np.ndarray]
+    high: dict[str, np.ndarray]
+
+    @property
+    def last_step(self) -> int | None:
+        return int(self.first[-1] + self.steps[-1] - 1) if len(self.first) else None
+
+    def __len__(self) -> int:
+        return len(self.first)
+
+
+def read_step_log(path: Path) -> StepLog:
+    """Read ``path`` (while it is being written too: a row cut short is left out)."""
+    data = path.read_bytes()
+    header = StepLogHeader.decode(data, path)
+    body = memoryview(data)[HEADER_BYTES:]
+    exact_bytes = min(len(body), header.exact_steps * EXACT.itemsize)
+    exact = np.frombuffer(body[: exact_bytes - exact_bytes % EXACT.itemsize], dtype=EXACT)
+    rest = body[exact_bytes:] if len(exact) == header.exact_steps else body[:0]
+    buckets = np.frombuffer(rest[: len(rest) - len(rest) % BUCKET.itemsize], dtype=BUCKET)
+    first = np.concatenate([exact["step"], buckets["first"]]).astype(np.int64)
+    steps = np.concatenate([np.ones(len(exact), np.int64), buckets["steps"].astype(np.int64)])
+    median, low, high = {}, {}, {}
+    for name in TIMES:
+        value = exact[name].astype(np.float64)
+        median[name] = np.concatenate([value, buckets[name][:, 1]])
+        low[name] = np.concatenate([value, buckets[name][:, 0]])
+        high[name] = np.concatenate([value, buckets[name][:, 2]])
+    return StepLog(path, header, first, steps, median, low, high)

@@ -1,0 +1,96 @@
+"""Every rank times every step of the run into its step log (:mod:`profiling.folder.step_log`).
+
+A step hook (see :class:`profiling.recording.profiler.StepHook`) on every rank, recording or
+not. Per step it reads two clocks (wall, the training thread's CPU time) and, where CUDA runs,
+records one CUDA event; an event is read once the GPU has passed it (``query``, a step or two
+later), never waited for, so the loop does not synchronise with the GPU. Rows reach the file
+every :data:`FLUSH_S` seconds: a killed job keeps what it had at the last flush.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+from pathlib import Path
+from typing import Any
+
+from profiling.folder.step_log import StepLogHeader, StepLogWriter
+from profiling.recording.profiler import StepProfiler
+
+FLUSH_S = 5.0
+# steps whose GPU time is still unknown; past that, the oldest is written without it (the GPU
+# is that far behind: waiting for it would be the synchronisation this avoids)
+MAX_PENDING = 64
+
+
+class StepTiming:
+    """Construct it just before the first step; :meth:`close` after the last (or a failure)."""
+
+    manifest_key = "step_log"  # in each rank's record: see manifest_record
+
+    def __init__(self, writer: StepLogWriter, *, cuda: bool = False) -> None:
+        self.writer = writer
+        self._event = _cuda_event if cuda else None
+        self._pending: collections.deque[tuple[int, float, float, Any, Any]] = collections.deque()
+        self._wall, self._cpu = time.perf_counter(), time.thread_time()
+        self._mark = self._event() if self._event else None
+        self._flushed = self._wall
+        self._closed = False
+
+    @classmethod
+    def open(cls, path: Path, header: StepLogHeader, *, cuda: bool = False) -> StepTiming:
+        return cls(StepLogWriter(path, header), cuda=cuda)
+
+    def after_step(self, step: int, profiler: StepProfiler | None = None) -> None:
+        wall, cpu = time.perf_counter(), time.thread_time()
+        wall_ms, cpu_ms = (wall - self._wall) * 1e3, (cpu - self._cpu) * 1e3
+        self._wall, self._cpu = wall, cpu
+        if self._event is None:
+            self.writer.add(step, wall_ms, cpu_ms)
+        else:
+            mark = self._event()
+            self._pending.append((step, wall_ms, cpu_ms, self._mark, mark))
+            self._mark = mark
+            self._drain()
+        if wall - self._flushed >= FLUSH_S:
+            self.writer.flush()
+            self._flushed = wall
+
+    def close(self, *, failed: bool = False) -> None:
+        """Write what is left. After the last step, waiting for the GPU costs nothing; after a
+        failure (a CUDA error, say) it is not waited for: steps it has not passed get no GPU time."""
+        if self._closed:
+            return
+        self._closed = True
+        self._drain(wait=not failed, final=True)
+        self.writer.close()
+
+    def manifest_section(self) -> list[dict[str, Any]]:
+        return [self.manifest_record()]
+
+    def manifest_record(self) -> dict[str, Any]:
+        """What this rank's manifest record says of its step log."""
+        writer = self.writer
+        gpu = self._event is not None
+        return {"file": writer.path.name, "steps": writer.steps, "rows": writer.rows, "gpu": gpu}
+
+    def _drain(self, *, wait: bool = False, final: bool = False) -> None:
+        pending = self._pending
+        while pending:
+            step, wall_ms, cpu_ms, start, end = pending[0]
+            if wait:
+                end.synchronize()
+            elif not end.query() and len(pending) <= MAX_PENDING and not final:
+                return
+            gpu_ms = start.elapsed_time(end) if end.query() else math.nan
+            pending.popleft()
+            self.writer.add(step, wall_ms, cpu_ms, gpu_ms)
+
+
+def _cuda_event() -> Any:
+    import torch
+
+    event = torch.cuda.Event(enable_timing=True)
+    event.record()
+    return event
