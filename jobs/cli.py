@@ -147,7 +147,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jobs import executors  # submitit is only needed past validation
 
     if args.dry_run:
-        print(executors.submission_script(spec), end="")
+        try:
+            print(executors.submission_script(spec), end="")
+        except ValueError as error:  # --cluster local or debug: no script to show
+            print(f"{parser.prog}: error: {describe(error)}", file=sys.stderr)
+            return 2
         return 0
     try:
         with _stderr_of_children() as child_stderr:  # sbatch writes its refusal there itself

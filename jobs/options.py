@@ -124,9 +124,10 @@ def _add_workload_arguments(parser: argparse.ArgumentParser, workload: WorkloadC
     )
     work.add_argument(
         "--inject-slowdown",
-        metavar="RANK:MS",
-        type=_rank_and(RankAndMs, "MS"),
-        help="make RANK do MS ms of extra CPU work every step, to see a straggler in the report",
+        metavar="RANK:MS[@FIRST-LAST]",
+        type=_slowdown,
+        help="make RANK do MS ms of extra CPU work every step (or in steps FIRST to LAST), to see a "
+        "straggler in the report",
     )
 
 
@@ -136,7 +137,8 @@ def _add_profiler_arguments(parser: argparse.ArgumentParser, schedule: ScheduleC
         "--profile-ranks",
         default="0",
         metavar="SPEC",
-        help="ranks that record: 'all', '0,3', '0-3,8' (default: 0)",
+        help="ranks that record: 'all', 'none', '0,3', '0-3,8', '0,slowest' (default: 0); every rank "
+        "keeps its step times anyway (meta/steps/)",
     )
     prof.add_argument(
         "--schedule-wait",
@@ -238,6 +240,18 @@ def parse_task_argv(argv: Sequence[str] | None, prog: str) -> TaskConfig:
         return task_config_from_args(args)
     except ValueError as error:
         parser.exit(2, f"{prog}: error: {describe(error)}\n")
+
+
+def _slowdown(text: str) -> RankAndMs:
+    """``RANK:MS`` or ``RANK:MS@FIRST-LAST`` (``FIRST-`` alone: to the end)."""
+    rank_ms, at, steps = text.partition("@")
+    slowdown = _rank_and(RankAndMs, "MS")(rank_ms)
+    if not at:
+        return slowdown
+    first, dash, last = steps.partition("-")
+    if not (dash and first.strip().isdigit() and (not last.strip() or last.strip().isdigit())):
+        raise argparse.ArgumentTypeError(f"{text!r} is not RANK:MS@FIRST-LAST, e.g. 2:40@30-60")
+    return RankAndMs(slowdown.rank, slowdown.ms, int(first), int(last) if last.strip() else None)
 
 
 def _rank_and(kind: type, what: str) -> Callable[[str], Any]:

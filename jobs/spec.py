@@ -108,7 +108,8 @@ class TaskConfig:
             raise SpecError(f"{{max_restarts}} {self.max_restarts} must be 0 or more")
         if self.device not in DEVICES:
             raise SpecError(f"{{device}} {self.device!r} is not one of {', '.join(DEVICES)}")
-        self.profiler.schedule.check_fits(self.workload.steps)
+        if not self.profiler.ranks.nobody:  # no schedule to fit: no rank records on it
+            self.profiler.schedule.check_fits(self.workload.steps)
 
     def can_requeue(self, restart_count: int) -> bool:
         """Whether attempt ``restart_count`` may be requeued after a preemption or the time limit."""

@@ -29,6 +29,14 @@ from tests.common import REPO, run_submit
         (["--cluster", "debug", "--gpus", "0", "--tasks-per-node", "2"], "--cluster debug runs one task"),
         (["--inject-slowdown", "2:40"], r"--inject-slowdown 2:40 names rank 2, but the job has 1 ranks"),
         (["--inject-slowdown", "0:0"], "--inject-slowdown 0:0 needs a rank >= 0 and 1 to 60000 ms"),
+        (
+            ["--inject-slowdown", "0:40@30-160"],
+            r"^submit.py: error: --inject-slowdown 0:40@30-160: steps 30-160 are not within the run's "
+            r"steps 0-99. HINT: write RANK:MS@FIRST-LAST with FIRST <= LAST < --steps 100$",
+        ),
+        (["--inject-slowdown", "0:40@12-5"], r"steps 12-5 are not within the run's steps 0-99"),
+        (["--inject-slowdown", "0:40@125-"], r"steps 125-99 are not within the run's steps 0-99"),
+        (["--inject-slowdown", "0:40@x-5"], r"'0:40@x-5' is not RANK:MS@FIRST-LAST, e.g. 2:40@30-60"),
         (["--gpus", "2", "--profile-ranks", "2"], r"selects rank 2, but the job has 2 ranks \(0-1\)"),
         (["--profile-ranks", "0-x"], "'0-x' is not a rank or a range"),
         (["--profile-ranks", "3-1"], "runs backwards"),

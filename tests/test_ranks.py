@@ -18,6 +18,7 @@ from profiling.recording.ranks import RankSelection, RankSpecError, format_ranks
         ("3,3,1-2", 4, {1, 2, 3}),
         ("0,slowest", 4, {0}),
         ("SLOWEST", 4, set()),
+        ("none", 4, set()),
     ],
 )
 def test_parse_and_resolve(text: str, world: int, ranks: set[int]) -> None:
@@ -67,3 +68,19 @@ def test_format_ranks_is_short_and_parses_back(ranks, text: str) -> None:
     assert format_ranks(ranks) == text
     if text:
         assert RankSelection.parse(text).resolve(10_000) == frozenset(ranks)
+
+
+def test_none_records_on_no_schedule_so_a_short_run_needs_none() -> None:
+    from pathlib import Path
+
+    from jobs.spec import TaskConfig
+    from profiling.recording.config import ProfilerConfig
+    from workload.config import WorkloadConfig
+
+    selection = RankSelection.parse(" None ")
+    assert selection.nobody and str(selection) == "none"
+    assert not RankSelection.parse("slowest").nobody and not RankSelection.parse("0").nobody
+    config = TaskConfig(
+        workload=WorkloadConfig(steps=5), profiler=ProfilerConfig(ranks=selection), traces_root=Path("/t")
+    )  # the schedule needs 18 steps for a window; no rank records on it
+    assert config.workload.steps == 5

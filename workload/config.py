@@ -30,13 +30,24 @@ class RankAndStep:
 
 @dataclasses.dataclass(frozen=True)
 class RankAndMs:
-    """An injected slowdown: ``rank`` does ``ms`` milliseconds of extra CPU work every step."""
+    """An injected slowdown: ``rank`` does ``ms`` milliseconds of extra CPU work every step, or
+    in steps ``first`` to ``last`` (both included; ``last`` None: to the end)."""
 
     rank: int
     ms: int
+    first: int = 0
+    last: int | None = None
+
+    @property
+    def windowed(self) -> bool:
+        return self.first > 0 or self.last is not None
+
+    def applies(self, step: int) -> bool:
+        return self.first <= step and (self.last is None or step <= self.last)
 
     def __str__(self) -> str:
-        return f"{self.rank}:{self.ms}"
+        steps = f"@{self.first}-{'' if self.last is None else self.last}" if self.windowed else ""
+        return f"{self.rank}:{self.ms}{steps}"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -79,6 +90,14 @@ class WorkloadConfig:
             raise WorkloadError(
                 f"{{inject_slowdown}} {slowdown} needs a rank >= 0 and 1 to 60000 ms of extra work per step"
             )
+        if slowdown is not None and slowdown.windowed:
+            last = self.steps - 1 if slowdown.last is None else slowdown.last
+            if not 0 <= slowdown.first <= last < self.steps:
+                raise WorkloadError(
+                    f"{{inject_slowdown}} {slowdown}: steps {slowdown.first}-{last} are not within the "
+                    f"run's steps 0-{self.steps - 1}. HINT: write RANK:MS@FIRST-LAST with "
+                    f"FIRST <= LAST < {{steps}} {self.steps}"
+                )
         if self.threads is not None and self.threads < 1:
             raise WorkloadError(f"{{threads}} {self.threads} must be at least 1")
 

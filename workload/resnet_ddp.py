@@ -126,7 +126,7 @@ class Trainer:
         failure, slowdown, hang = config.inject_failure, config.inject_slowdown, config.inject_hang
         fail_at = failure.step if failure is not None and failure.rank == rank else -1
         hang_at = hang.step if hang is not None and hang.rank == rank else -1
-        extra_cpu_s = slowdown.ms / 1e3 if slowdown is not None and slowdown.rank == rank else 0.0
+        slow = slowdown if slowdown is not None and slowdown.rank == rank else None
         log_progress = rank == 0
         timer = StepTimer(self.device)
         step = start_step
@@ -140,8 +140,8 @@ class Trainer:
                     raise InjectedFailure(f"rank {rank} failed at step {step} (--inject-failure)")
                 if step == hang_at:
                     _hang_forever()
-                if extra_cpu_s:
-                    _burn_cpu(extra_cpu_s)
+                if slow is not None and slow.applies(step):
+                    _burn_cpu(slow.ms / 1e3)
                 optimizer.zero_grad(set_to_none=True)
                 loss = F.mse_loss(model(inputs), target)
                 loss.backward()

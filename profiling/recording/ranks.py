@@ -1,4 +1,6 @@
-"""Which ranks record a trace: ``all``, ``0,3``, ``"0, 2, 4"``, ``0-3,8``, ``0,slowest``.
+"""Which ranks record a trace: ``all``, ``none``, ``0,3``, ``"0, 2, 4"``, ``0-3,8``, ``0,slowest``.
+
+``none``: no rank records (every rank still keeps its step log, :mod:`profiling.folder.step_log`);
 
 ``slowest`` is the rank with the most compute per step before each window, chosen while the
 job runs (see :mod:`profiling.recording.slowest`). Ranges stay ranges until checked against the job's
@@ -12,8 +14,9 @@ from collections.abc import Iterable
 
 from slurm.basics import SettingError
 
-_HINT = "HINT: use 'all', a list '0,3', ranges '0-3,8', or 'slowest'"
+_HINT = "HINT: use 'all', 'none', a list '0,3', ranges '0-3,8', or 'slowest'"
 SLOWEST = "slowest"
+NONE = "none"
 
 
 class RankSpecError(SettingError):
@@ -29,11 +32,18 @@ class RankSelection:
     spans: tuple[tuple[int, int], ...]  # (first, last) of each rank or range, as written
     slowest: bool = False
 
+    @property
+    def nobody(self) -> bool:
+        """``none``: no rank records on the schedule (live capture still can)."""
+        return not (self.everyone or self.spans or self.slowest)
+
     @classmethod
     def parse(cls, text: str) -> RankSelection:
         spec = text.strip()
         if spec.lower() == "all":
             return cls(text=spec, everyone=True, spans=())
+        if spec.lower() == NONE:
+            return cls(text=spec, everyone=False, spans=())
         if not spec:
             raise RankSpecError(f"{{ranks}} is empty. {_HINT}")
         items = [item.strip() for item in spec.split(",")]
@@ -57,6 +67,8 @@ class RankSelection:
     def __str__(self) -> str:
         if self.everyone:
             return "all"
+        if self.nobody:
+            return NONE
         spans = sorted(set(self.spans))
         return ",".join(
             [*(f"{a}" if a == b else f"{a}-{b}" for a, b in spans), *([SLOWEST] if self.slowest else [])]
