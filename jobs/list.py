@@ -1,4 +1,5 @@
-"""The jobs under a traces root: ``python -m jobs.list [traces root] [--json]`` (``slurm-profile list``).
+"""The jobs under a traces root: ``python -m jobs.list [traces root] [--json]`` (``slurm-profile list``);
+``--ranks JOB``: one job's ranks instead, their scores now (:mod:`jobs.list_ranks`).
 
 One line per job folder, newest first: job id, when it started, nodes x tasks (as submitted,
 for a job that never reached its first step too), launcher, whether it runs or how it ended
@@ -18,6 +19,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores
+from jobs.list_ranks import render as render_ranks
 from jobs.options import TRACES_ROOT_ENV, default_traces_root
 from profiling.folder.job_state import NO_RECORD, job_state, launcher_of, read_submitted, size
 from profiling.folder.layout import JobFolder, is_job_folder
@@ -130,7 +133,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         help=f"the traces root (default: ${TRACES_ROOT_ENV} or ./traces)",
     )
     parser.add_argument("--json", action="store_true", help="one JSON list, for scripts")
+    parser.add_argument(
+        "--ranks",
+        metavar="JOB",
+        help="instead: every rank's scores now, from the step logs of job JOB (an id under the root, or "
+        "its folder), the slowest first",
+    )
+    parser.add_argument(
+        "--last",
+        type=int,
+        default=RECENT_STEPS,
+        metavar="N",
+        help="with --ranks: 'now' is the last N steps (default: %(default)s)",
+    )
     args = parser.parse_args(argv)
+    if args.ranks is not None:
+        return _ranks(parser, args)
     if not args.root.is_dir():
         print(
             f"{parser.prog}: error: traces root {args.root} is not a folder. HINT: pass the --traces-root "
@@ -142,6 +160,28 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         json.dumps(jobs, indent=2) if args.json else render(jobs) if jobs else f"no job folder in {args.root}"
     )
+    return 0
+
+
+def _ranks(parser: OneLineParser, args: Any) -> int:
+    if args.last < 1:
+        return parser.fail(f"--last {args.last} must be at least 1")
+    path = Path(args.ranks)
+    folder = (
+        JobFolder.at(path)
+        if path.is_dir() and args.ranks not in ("", ".")
+        else JobFolder(args.root, args.ranks)
+    )
+    if not folder.path.is_dir():
+        return parser.fail(
+            f"--ranks {args.ranks}: no job folder {folder.path}. HINT: pass a job id under the traces root "
+            f"({args.root}) or a job folder"
+        )
+    try:
+        table = rank_scores(folder, args.last)
+    except NoStepLogs as error:
+        return parser.fail(str(error))
+    print(json.dumps(table, indent=2) if args.json else render_ranks(table))
     return 0
 
 

@@ -17,6 +17,8 @@ import pytest
 from jobs.list import list_jobs
 from profiling.folder.job_state import NO_RECORD, job_state, process_start
 from profiling.folder.layout import JobFolder
+from profiling.folder.step_log import read_step_log
+from profiling.report import build_report
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob, task_processes
 
@@ -104,6 +106,12 @@ def test_a_local_job_whose_ranks_were_sigkilled(traces_root: Path) -> None:
         while not folder.capture_accepted(1).exists():  # taken, and 500 steps from being served
             assert time.monotonic() < deadline and waiting.poll() is None, waiting.communicate()
             time.sleep(0.5)
+        flushed = -1
+        while flushed < 0:  # the step logs' first flush (every 5 s): what the kill cannot take
+            assert time.monotonic() < deadline + 30, "no step log flushed"
+            logs = [read_step_log(path) for path in folder.step_logs()]
+            flushed = min((log.last_step if len(log) else -1 for log in logs), default=-1)
+            time.sleep(0.5)
         for pid in local_ranks(job.job_id):
             os.kill(pid, signal.SIGKILL)
         job.finish(timeout=60)
@@ -119,6 +127,13 @@ def test_a_local_job_whose_ranks_were_sigkilled(traces_root: Path) -> None:
     assert f"job {job.job_id} was killed: none of its processes is left" in refused(folder)
     listing = listed(folder)
     assert (listing["nodes"], listing["tasks_per_node"], listing["outcome"]) == (1, 2, "killed")
+    # the step logs keep the run up to their last flush, and the report says where they end
+    ends = build_report(folder.path, jobs=1)["run"]["ends"]
+    assert flushed <= ends["last_step"] < 1999 and ends["expected_last_step"] is None
+    assert ends["note"] == (
+        f"no manifest: the job did not end by itself (killed?); the logs end at step {ends['last_step']}, "
+        "their last flush"
+    )
 
 
 def local_ranks(job_id: str) -> list[int]:

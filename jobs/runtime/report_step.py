@@ -55,6 +55,12 @@ def report_on(trace_dir: Path, log: Callable[[str], None]) -> None:
         return
     reading = report["reading"]
     verdict = f": {report['straggler']['text']}" if report["straggler"] else ""
+    run = report["run"]
+    if run is not None:
+        slow = "; ".join(
+            f"rank {s['rank']} slow in steps {s['first']}-{s['last']}" for s in run["segments"][:3]
+        )
+        verdict += f"; the run: {slow or 'no rank persistently slow'}"
     log(
         f"report in {ReportFiles.of(trace_dir).folder} ({report['seconds']:.1f}s: "
         f"{reading['from_records']} of {reading['traces']} traces from their ranks' records, "

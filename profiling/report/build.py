@@ -14,15 +14,16 @@ from profiling.analysis.record import ReportError, TraceRecord
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import write_archive
 from profiling.folder.layout import ReportFiles
-from profiling.folder.traces import list_traces
+from profiling.folder.traces import TraceFile, list_traces
 from profiling.report.combine import align, summarise
 from profiling.report.merged_json import write_merged_json
-from profiling.report.plot import plot_report
+from profiling.report.plot import plot_report, plot_run
 from profiling.report.plot import prepare as prepare_plot
 from profiling.report.read import read_records
 from profiling.report.render import render_markdown
+from profiling.report.run import map_for_plot, read_run, run_section
 from profiling.report.workers import Ahead, Workers
-from slurm.basics import write_json_atomically, write_text_atomically
+from slurm.basics import utc_now, write_json_atomically, write_text_atomically
 
 
 def build_report(
@@ -44,41 +45,102 @@ def build_report(
     CPUs, at most 8). The archive takes ``archive_ranks`` (default: the ranks that matter,
     within ``archive_budget_bytes``); ``merged_json`` adds the re-encoded merged trace, within
     ``merge_budget_bytes`` of JSON (None: all). ``progress``: where to show it, if a terminal.
+    The job's step logs, if it has some, add the whole run (``run``, ``run.png``); a job with
+    step logs and no trace gets that alone.
     """
+    options = {
+        "plot": plot,
+        "progress": progress,
+        "archive": archive,
+        "archive_ranks": archive_ranks,
+        "archive_budget_bytes": archive_budget_bytes,
+        "merged_json": merged_json,
+        "merge_budget_bytes": merge_budget_bytes,
+    }
     started = time.perf_counter()
     traces = list_traces(folder)
-    if not traces:
-        raise ReportError(f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder")
+    run = read_run(folder)
+    if not traces and run is None:
+        raise ReportError(
+            f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace and its job no step log "
+            "(meta/steps/). HINT: pass a job folder"
+        )
     files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
     files.folder.mkdir(parents=True, exist_ok=True)
     with Workers(jobs) as workers, Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
-        read = read_records(traces, workers, progress)
-        reading_s = time.perf_counter() - started
-        aligning = time.perf_counter()
-        per_rank = align(traces, read.records)
-        aligning = time.perf_counter() - aligning
-        report = summarise(folder, per_rank)
-        report["reading"] = _reading(read.records, read.read_here, reading_s)
-        # drawn while this process packs the archive
-        plotted = plotter.submit(plot_report, report, files.plot) if plot else None
-        report["archive"] = (
-            write_archive(
-                folder, report, files.archive, ranks=archive_ranks, budget_bytes=archive_budget_bytes
-            )
-            if archive
-            else None
-        )
-        report["merged_trace"] = files.merged.name if merged_json else None
-        report["merge"] = (
-            write_merged_json(per_rank, files.merged, workers, merge_budget_bytes) if merged_json else None
-        )
-        if plotted is not None:
-            plotted.result()
-    report["alignment_seconds"] = round(aligning, 3)
+        # the run needs only the step logs: its map is drawn while the traces are read
+        section = run_section(folder, *run) if run else None
+        run_plotted = None
+        if plot and run and section:
+            run_plotted = plotter.submit(plot_run, map_for_plot(run[0], section), files.run_plot)
+        if traces:
+            report = _traces_report(folder, traces, files, workers, plotter, started, **options)
+        else:
+            report = _empty_report(folder)
+        report["run"] = section
+        report["run_plot"] = files.run_plot.name if run_plotted is not None else None
+        if run_plotted is not None:
+            run_plotted.result()
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomically(files.json, report)
     write_text_atomically(files.markdown, render_markdown(report))
     return report
+
+
+def _traces_report(
+    folder: Path,
+    traces: Sequence[TraceFile],
+    files: ReportFiles,
+    workers: Workers,
+    plotter: Ahead,
+    started: float,
+    *,
+    plot: bool,
+    progress: TextIO | None,
+    archive: bool,
+    archive_ranks: Sequence[int] | None,
+    archive_budget_bytes: float | None,
+    merged_json: bool,
+    merge_budget_bytes: float | None,
+) -> dict[str, Any]:
+    read = read_records(traces, workers, progress)
+    reading_s = time.perf_counter() - started
+    aligning = time.perf_counter()
+    per_rank = align(traces, read.records)
+    aligning = time.perf_counter() - aligning
+    report = summarise(folder, per_rank)
+    report["reading"] = _reading(read.records, read.read_here, reading_s)
+    # drawn while this process packs the archive
+    plotted = plotter.submit(plot_report, report, files.plot) if plot else None
+    report["archive"] = (
+        write_archive(folder, report, files.archive, ranks=archive_ranks, budget_bytes=archive_budget_bytes)
+        if archive
+        else None
+    )
+    report["merged_trace"] = files.merged.name if merged_json else None
+    report["merge"] = (
+        write_merged_json(per_rank, files.merged, workers, merge_budget_bytes) if merged_json else None
+    )
+    if plotted is not None:
+        plotted.result()
+    report["alignment_seconds"] = round(aligning, 3)
+    return report
+
+
+def _empty_report(folder: Path) -> dict[str, Any]:
+    """A job without traces (``--profile-ranks none``): its run alone."""
+    return {
+        "folder": str(folder),
+        "generated_at": utc_now(),
+        "ranks": [],
+        "straggler": None,
+        "warnings": [],
+        "reading": {"traces": 0, "from_records": 0, "read_here": [], "analysed_by": [], "seconds": 0.0},
+        "archive": None,
+        "merged_trace": None,
+        "merge": None,
+        "alignment_seconds": 0.0,
+    }
 
 
 def _reading(records: Sequence[TraceRecord], read_here: list[str], seconds: float) -> dict[str, Any]:

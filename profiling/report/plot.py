@@ -131,3 +131,50 @@ def _steps_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
     every = max(1, -(-len(steps) // 8))  # at most 8 ticks, evenly spaced steps
     axes.set_xticks(range(0, len(steps), every), [str(steps[t]) for t in range(0, len(steps), every)])
     axes.set(title="Step time: rank × step", xlabel="step (ProfilerStep#)", ylabel="rank")
+
+
+def plot_run(drawn: dict[str, Any], path: Path) -> None:
+    """``run.png``: every rank's time for every step, against the other ranks' median (a slow
+    rank is a stripe, a slow node a band, a step where everyone is slow a bump in the line
+    above); each slow segment outlined. ``drawn``: :func:`profiling.report.run.map_for_plot`."""
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Rectangle
+
+    ratio, ranks, nodes = drawn["ratio"], drawn["ranks"], drawn["nodes"]
+    edges = np.concatenate([drawn["first"], [drawn["last"][-1] + 1]]) - 0.5
+    fig = Figure(figsize=(13, 3.0 + min(len(ranks), 64) * 0.09))
+    pace, heat = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [1, 4], "hspace": 0.08})
+    pace.plot((edges[:-1] + edges[1:]) / 2, drawn["step_median_ms"], color="0.3", linewidth=1)
+    pace.set(ylabel="median ms")
+    pace.set_title(drawn["title"], fontsize="medium", loc="left")
+    spread = float(np.nanpercentile(np.abs(ratio - 1.0), 99.5)) if np.isfinite(ratio).any() else 0.1
+    spread = min(max(spread, 0.1), 1.0)
+    image = heat.pcolormesh(
+        edges, np.arange(len(ranks) + 1) - 0.5, ratio, cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread
+    )
+    heat.invert_yaxis()
+    fig.colorbar(image, ax=[pace, heat], label="× the other ranks' median", fraction=0.03, pad=0.01)
+    for row in range(1, len(ranks)):
+        if nodes[row] != nodes[row - 1]:  # a band per node
+            heat.axhline(row - 0.5, color="0.2", linewidth=0.6)
+    if len(ranks) <= 32:
+        heat.set_yticks(
+            range(len(ranks)), [f"{rank} ({node})" for rank, node in zip(ranks, nodes, strict=True)]
+        )
+    else:
+        ticks = np.linspace(0, len(ranks) - 1, 12).round().astype(int)
+        heat.set_yticks(ticks, [str(ranks[row]) for row in ticks])
+    for segment in drawn["segments"]:
+        row = int(np.searchsorted(ranks, segment["rank"]))
+        heat.add_patch(
+            Rectangle(
+                (segment["first"] - 0.5, row - 0.5),
+                segment["last"] - segment["first"] + 1,
+                1,
+                fill=False,
+                edgecolor="black",
+                linewidth=1.5,
+            )
+        )
+    heat.set(xlabel="step", ylabel="rank (node)")
+    fig.savefig(path, dpi=100, bbox_inches="tight")

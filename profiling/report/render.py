@@ -10,6 +10,15 @@ def render_markdown(report: dict[str, Any]) -> str:
     if report["straggler"] is not None:
         lines += [f"**{report['straggler']['text'][0].upper()}{report['straggler']['text'][1:]}.**", ""]
     lines += [f"Warning: {w}." for w in report["warnings"]] + ([""] if report["warnings"] else [])
+    run = report.get("run")
+    if run is not None:
+        lines += _run_lines(run, report.get("run_plot"))
+    if not report["ranks"]:
+        lines += [
+            "No traces: the job recorded none (`--profile-ranks none`), so the run is all there is.",
+            "",
+        ]
+        return "\n".join(lines)
     lines += [
         "## Step time (ms)",
         "",
@@ -143,3 +152,56 @@ def _merged_lines(report: dict[str, Any]) -> list[str]:
 
 def _names(traces: list[str]) -> str:
     return ", ".join(traces[:4]) + (f" and {len(traces) - 4} more" if len(traces) > 4 else "")
+
+
+def _run_lines(run: dict[str, Any], plot: str | None) -> list[str]:
+    first, last = run["steps"]
+    lines = [
+        f"## The whole run: steps {first}-{last}, every rank",
+        "",
+        f"From every rank's step log (meta/steps/): {run['measures']}; each rank against the other "
+        f"ranks' median at that step. A rank is slow above ×{run['slow_above']:.2f} for "
+        f"{run['min_steps']} steps or more (the run's step-to-step noise: {run['noise']:.1%}).",
+        "",
+    ]
+    if plot:
+        lines += [f"![rank × step]({plot})", ""]
+    segments = run["segments"]
+    if segments:
+        lines += [
+            "| rank | node | steps | slow steps | slower by (ms) | × the others | traces |",
+            "|---:|---|---|---:|---:|---:|---|",
+        ]
+        for s in segments:
+            traces = ", ".join(s["traces"]) if s["traces"] else s["hint"]
+            lines.append(
+                f"| {s['rank']} | {s['node']} | {s['first']}-{s['last']} | {s['slow_steps']} | "
+                f"{s['excess_ms']:.1f} | {s['ratio']:.2f} | {traces} |"
+            )
+        lines.append("")
+    else:
+        lines += ["No rank was persistently slow.", ""]
+    if run["ends"]["note"]:
+        lines += [f"Where the logs end: {run['ends']['note']}.", ""]
+    if run["unreadable"]:
+        lines += [f"Unreadable step logs: {'; '.join(run['unreadable'])}.", ""]
+    ranks = sorted(
+        run["ranks"], key=lambda r: min((i["relative"] for i in r["intervals"]), default=r["relative"])
+    )[:8]
+    lines += [
+        "Scores (NVIDIA Resiliency Extension's sense; 1 is best): *relative*, the fastest rank's "
+        "median over this rank's; *individual*, the rank's best interval over its median. The "
+        f"lowest {len(ranks)} of {len(run['ranks'])} ranks by their worst interval:",
+        "",
+        "| rank | node | median ms | relative | individual | worst steps | relative | individual |",
+        "|---:|---|---:|---:|---:|---|---:|---:|",
+    ]
+    for r in ranks:
+        worst = min(r["intervals"], key=lambda i: i["relative"])
+        lines.append(
+            f"| {r['rank']} | {r['node']} | {r['median_ms']:.1f} | {r['relative']:.2f} | "
+            f"{r['individual']:.2f} | {worst['first']}-{worst['last']} | {worst['relative']:.2f} | "
+            f"{worst['individual']:.2f} |"
+        )
+    lines.append("")
+    return lines

@@ -1,0 +1,300 @@
+"""The whole run at a glance: every rank's time for every step, from the ranks' step logs.
+
+The measure is the training thread's CPU time per step (:mod:`profiling.folder.step_log`):
+under DDP every rank's *wall* time per step is the same, the fast ones waiting in the
+all-reduce for the slow one, but waiting takes no CPU, so a rank's CPU time is its own work.
+Each rank's time is set against the median of the *other* ranks at that step (the *ratio*):
+with few ranks the plain median moves with the slow rank itself (of 4, it is the mean of the
+middle two), and a rank 30 % slower would show as 20 %. A slow rank is a stripe in the rank x
+step map, a slow node a band of stripes.
+
+- **Scores**, in the sense of NVIDIA Resiliency Extension's straggler detection: *relative*,
+  the fastest rank's median time over the rank's (1: the fastest; 0.5: twice as slow);
+  *individual*, the rank's best interval median over its median (1: as fast as it ever was).
+  Over the whole run, and per interval (the run cut into :data:`INTERVALS` spans of steps).
+- **Segments**: the steps where a rank was persistently slow. Each rank's ratios are first
+  smoothed by a running median of :data:`SMOOTHING` steps, which keeps the edges of a slow
+  stretch where they are and removes one- or two-step hiccups (the step that closes a trace
+  window costs a third more, say). A step is slow when the smoothed ratio exceeds
+  1 + :data:`MIN_EXCESS`, or more where the run is noisier: :data:`NOISE_SIGMAS` robust
+  standard deviations of the step-to-step change of the ratios (a rank that is steadily a
+  little slower does not widen it). Slow steps apart by at most :data:`MAX_GAP` are one
+  segment, of at least :data:`MIN_STEPS` slow steps: persistently slow, not a burst (a
+  balanced 4-rank job on 2 cores has bursts of 5 steps 20 % slower). ``MIN_EXCESS`` is 20 %: ranks that share
+  cores differ by 10-15 % of CPU time by themselves (4 ranks on this project's 2-core
+  machines), and NVIDIA's detector flags a score below 0.75, a third slower, by default.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import warnings
+from collections.abc import Sequence
+
+import numpy as np
+
+from profiling.folder.step_log import TIMES, StepLog
+
+METRIC = "cpu"
+MIN_EXCESS = 0.2
+NOISE_SIGMAS = 3.0
+SMOOTHING = 5
+MAX_GAP = 2
+MIN_STEPS = 10
+INTERVALS = 10
+_MAD_TO_SIGMA = 1.4826
+
+
+@dataclasses.dataclass(frozen=True)
+class RunMap:
+    """Every rank's times, rank x column: a column is a step, or a bucket of steps of a long run."""
+
+    ranks: np.ndarray  # the rank of each row, ascending
+    nodes: list[str]  # the node of each row
+    first: np.ndarray  # each column's first step
+    width: np.ndarray  # each column's steps
+    times: dict[str, np.ndarray]  # time name -> (rows, columns) median ms; NaN: not recorded
+    last_step: np.ndarray  # each row's last step recorded
+    gpu: bool  # GPU times were measured
+
+    @property
+    def values(self) -> np.ndarray:
+        return self.times[METRIC]
+
+    @property
+    def step_median(self) -> np.ndarray:
+        """Each column's median rank."""
+        return _nanmedian(self.values, axis=0)
+
+    @property
+    def others(self) -> np.ndarray:
+        """Each rank's reference: the median of the other ranks in its column."""
+        return others_median(self.values)
+
+    @property
+    def ratio(self) -> np.ndarray:
+        """Each rank's time over the other ranks' median in its column."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return self.values / self.others
+
+    def last_of(self, column: int) -> int:
+        return int(self.first[column] + self.width[column] - 1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Segment:
+    """Steps ``first`` to ``last`` in which ``rank`` was slow: ``slow_steps`` of them, by a
+    median of ``excess_ms`` (``ratio`` times the other ranks' median)."""
+
+    rank: int
+    node: str
+    first: int
+    last: int
+    slow_steps: int
+    excess_ms: float
+    ratio: float
+
+
+@dataclasses.dataclass(frozen=True)
+class Scores:
+    """One rank's scores (see the module docstring); ``intervals``: (first step, last step,
+    median ms, relative, individual) of each interval."""
+
+    rank: int
+    median_ms: float
+    relative: float
+    individual: float
+    intervals: list[tuple[int, int, float, float, float]]
+
+
+def combine(logs: Sequence[StepLog]) -> RunMap | None:
+    """The logs of every rank and attempt as one map (None if none holds a step). A later
+    attempt's steps replace an earlier one's from the step it resumed at."""
+    by_rank: dict[int, list[StepLog]] = {}
+    for log in logs:
+        if len(log):
+            by_rank.setdefault(log.header.rank, []).append(log)
+    if not by_rank:
+        return None
+    rows: dict[int, dict[str, np.ndarray]] = {}
+    for rank, attempts in by_rank.items():
+        attempts.sort(key=lambda log: log.header.restart)
+        kept: list[dict[str, np.ndarray]] = []
+        for log in attempts:
+            resumed = int(log.first[0])
+            kept = [_before(part, resumed) for part in kept]
+            kept.append({"first": log.first, "steps": log.steps, **log.median})
+        rows[rank] = {key: np.concatenate([part[key] for part in kept]) for key in kept[0]}
+    columns = np.unique(np.concatenate([row["first"] for row in rows.values()]))
+    width = np.ones(len(columns), dtype=np.int64)
+    ranks = np.array(sorted(rows))
+    times = {name: np.full((len(ranks), len(columns)), np.nan) for name in TIMES}
+    last = np.zeros(len(ranks), dtype=np.int64)
+    for index, rank in enumerate(ranks):
+        row = rows[int(rank)]
+        at = np.searchsorted(columns, row["first"])
+        np.maximum.at(width, at, row["steps"])
+        for name in TIMES:
+            times[name][index, at] = row[name]
+        last[index] = int(row["first"][-1] + row["steps"][-1] - 1)
+    nodes = [by_rank[int(rank)][-1].header.node for rank in ranks]
+    gpu = any(log.header.gpu for attempts in by_rank.values() for log in attempts)
+    return RunMap(ranks, nodes, columns, width, times, last, gpu)
+
+
+def threshold(run: RunMap) -> tuple[float, float]:
+    """``(threshold, noise)``: how far above 1 a smoothed ratio makes a step slow, and the
+    run's noise: a robust standard deviation of a ratio from one step to the next."""
+    change = np.abs(np.diff(run.ratio, axis=1))
+    finite = change[np.isfinite(change)]
+    noise = float(_MAD_TO_SIGMA * np.median(finite) / np.sqrt(2)) if len(finite) else 0.0
+    return max(MIN_EXCESS, NOISE_SIGMAS * noise), noise
+
+
+def smoothed(ratio: np.ndarray, window: int = SMOOTHING) -> np.ndarray:
+    """Each row's running median over ``window`` columns (NaN where the ratio is)."""
+    if ratio.shape[1] < window:
+        return ratio
+    half = window // 2
+    filled = np.where(np.isnan(ratio), 1.0, ratio)  # a missing step counts as the median rank
+    padded = np.pad(filled, ((0, 0), (half, half)), mode="edge")
+    running = np.median(np.lib.stride_tricks.sliding_window_view(padded, window, axis=1), axis=2)
+    return np.where(np.isnan(ratio), np.nan, running)
+
+
+def segments(run: RunMap) -> list[Segment]:
+    """Every rank's persistently slow steps, in rank order, then step order."""
+    if len(run.ranks) < 2:
+        return []  # no other rank to be slower than
+    ratio = run.ratio
+    excess = run.values - run.others
+    limit = 1.0 + threshold(run)[0]
+    slow_steps_of = np.nan_to_num(smoothed(ratio), nan=0.0) > limit
+    found = []
+    for row, rank in enumerate(run.ranks):
+        slow = slow_steps_of[row]
+        for start, end in _runs(slow, MAX_GAP):
+            columns = np.flatnonzero(slow[start : end + 1]) + start
+            slow_steps = int(run.width[columns].sum())
+            if slow_steps < MIN_STEPS:
+                continue
+            found.append(
+                Segment(
+                    rank=int(rank),
+                    node=run.nodes[row],
+                    first=int(run.first[start]),
+                    last=run.last_of(end),
+                    slow_steps=slow_steps,
+                    excess_ms=float(np.median(excess[row, columns])),
+                    ratio=float(np.median(ratio[row, columns])),
+                )
+            )
+    return found
+
+
+def scores(run: RunMap, intervals: int = INTERVALS) -> list[Scores]:
+    """Every rank's relative and individual scores, over the run and per interval."""
+    values = run.values
+    median = _nanmedian(values, axis=1)
+    first, last = int(run.first[0]), run.last_of(len(run.first) - 1)
+    edges = np.linspace(first, last + 1, min(intervals, len(run.first)) + 1)
+    interval_of = np.clip(np.searchsorted(edges, run.first, side="right") - 1, 0, len(edges) - 2)
+    spans = [np.flatnonzero(interval_of == i) for i in range(len(edges) - 1)]
+    spans = [columns for columns in spans if len(columns)]
+    by_interval = np.column_stack([_nanmedian(values[:, columns], axis=1) for columns in spans])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        relative = _nanmin(median, axis=0) / median
+        best = _nanmin(by_interval, axis=1)
+        individual = best / median
+        relative_by = _nanmin(by_interval, axis=0) / by_interval
+        individual_by = best[:, None] / by_interval
+    bounds = [(int(run.first[c[0]]), run.last_of(int(c[-1]))) for c in spans]
+    return [
+        Scores(
+            rank=int(rank),
+            median_ms=float(median[row]),
+            relative=float(relative[row]),
+            individual=float(individual[row]),
+            intervals=[
+                (a, b, float(by_interval[row, i]), float(relative_by[row, i]), float(individual_by[row, i]))
+                for i, (a, b) in enumerate(bounds)
+            ],
+        )
+        for row, rank in enumerate(run.ranks)
+    ]
+
+
+def tail(run: RunMap, steps: int) -> RunMap:
+    """The last ``steps`` steps of the run (whole columns): what a rank is doing now."""
+    end = run.last_of(len(run.first) - 1)
+    keep = run.first + run.width - 1 > end - steps
+    return dataclasses.replace(
+        run,
+        first=run.first[keep],
+        width=run.width[keep],
+        times={name: values[:, keep] for name, values in run.times.items()},
+    )
+
+
+def binned(run: RunMap, columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(ratio, first, last)`` with at most ``columns`` columns (each the median of those it
+    joins), for a picture of a long run."""
+    ratio = run.ratio
+    if len(run.first) <= columns:
+        return ratio, run.first, run.first + run.width - 1
+    edges = np.linspace(0, len(run.first), columns + 1).astype(int)
+    pairs = list(itertools.pairwise(edges.tolist()))
+    joined = np.column_stack([_nanmedian(ratio[:, a:b], axis=1) for a, b in pairs])
+    first = run.first[edges[:-1]]
+    last = np.array([run.last_of(b - 1) for b in edges[1:]])
+    return joined, first, last
+
+
+def others_median(values: np.ndarray) -> np.ndarray:
+    """For each cell, the median of its column without it (NaN: no other value), for every
+    cell at once: each column sorted once, the median of the rest read off at the positions
+    it would have without the cell."""
+    rows = values.shape[0]
+    order = np.argsort(values, axis=0)  # NaN last
+    ordered = np.take_along_axis(values, order, axis=0)
+    position = np.empty_like(order)
+    np.put_along_axis(position, order, np.arange(rows)[:, None].repeat(values.shape[1], axis=1), axis=0)
+    rest = np.isfinite(values).sum(axis=0, keepdims=True) - 1  # values besides the cell's
+    lower, upper = (rest - 1) // 2, rest // 2
+
+    def at(index: np.ndarray) -> np.ndarray:
+        # index into the column without the cell: past the cell's position, one further
+        shifted = index + (index >= position)
+        return np.take_along_axis(ordered, np.clip(shifted, 0, rows - 1), axis=0)
+
+    median = (at(np.broadcast_to(lower, values.shape)) + at(np.broadcast_to(upper, values.shape))) / 2
+    return np.where((rest >= 1) & np.isfinite(values), median, np.nan)
+
+
+def _before(part: dict[str, np.ndarray], step: int) -> dict[str, np.ndarray]:
+    keep = part["first"] < step
+    return {key: value[keep] for key, value in part.items()}
+
+
+def _runs(mask: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """``(first, last)`` column of each run of True, runs apart by ``gap`` or fewer joined."""
+    where = np.flatnonzero(mask)
+    if not len(where):
+        return []
+    breaks = np.flatnonzero(np.diff(where) > gap + 1)
+    starts = np.concatenate([[where[0]], where[breaks + 1]])
+    ends = np.concatenate([where[breaks], [where[-1]]])
+    return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
+
+
+def _nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column has no median: NaN
+        return np.nanmedian(values, axis=axis)
+
+
+def _nanmin(values: np.ndarray, axis: int) -> np.ndarray:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return np.nanmin(values, axis=axis)

@@ -1,0 +1,185 @@
+"""The report's view of the whole run, from every rank's step log: ``report.json``'s ``run``.
+
+What is measured is :mod:`profiling.analysis.run_map`'s; here it is put in words and tied to
+the job: which traces cover each slow segment, and where none does, the command that would
+have caught it; where each rank's log ends, if before the run's end.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profiling.analysis import run_map
+from profiling.analysis.run_map import RunMap, Segment
+from profiling.folder.layout import JobFolder
+from profiling.folder.step_log import StepLogError, read_step_log
+from profiling.folder.traces import TraceFile, list_traces
+from profiling.recording.ranks import format_ranks
+from profiling.recording.schedule import ScheduleConfig
+
+MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
+
+
+def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
+    """The job's step logs as one map, and what could not be read (None: the job has none)."""
+    job = JobFolder.of_traces(trace_folder)
+    logs, unreadable = [], []
+    for path in job.step_logs():
+        try:
+            logs.append(read_step_log(path))
+        except (OSError, StepLogError) as error:
+            unreadable.append(f"{path.name}: {error}")
+    run = run_map.combine(logs)
+    return (run, unreadable) if run is not None else None
+
+
+def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> dict[str, Any]:
+    """``report.json``'s ``run``: scores, slow segments, where the logs end."""
+    job = JobFolder.of_traces(trace_folder)
+    manifest = _manifest(job)
+    traces = [trace for folder in job.attempts() for trace in list_traces(folder)]
+    limit, noise = run_map.threshold(run)
+    scores = run_map.scores(run)
+    nodes = dict(zip(run.ranks.tolist(), run.nodes, strict=True))
+    return {
+        "metric": run_map.METRIC,
+        "measures": "the training thread's CPU time per step (ms): waiting in a collective takes none",
+        "steps": [int(run.first[0]), run.last_of(len(run.first) - 1)],
+        "columns": len(run.first),
+        "gpu": run.gpu,
+        "slow_above": 1.0 + limit,
+        "min_steps": run_map.MIN_STEPS,
+        "noise": noise,
+        "ranks": [
+            {
+                "rank": s.rank,
+                "node": nodes[s.rank],
+                "median_ms": s.median_ms,
+                "wall_median_ms": _median(run.times["wall"][row]),
+                "gpu_median_ms": _median(run.times["gpu"][row]) if run.gpu else None,
+                "relative": s.relative,
+                "individual": s.individual,
+                "last_step": int(run.last_step[row]),
+                "intervals": [
+                    {"first": a, "last": b, "median_ms": m, "relative": rel, "individual": ind}
+                    for a, b, m, rel, ind in s.intervals
+                ],
+            }
+            for row, s in enumerate(scores)
+        ],
+        "segments": [_segment(segment, traces, job, manifest) for segment in run_map.segments(run)],
+        "ends": _ends(run, manifest),
+        "unreadable": unreadable,
+    }
+
+
+def map_for_plot(run: RunMap, section: dict[str, Any]) -> dict[str, Any]:
+    """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns (small enough to send to the
+    plot's process)."""
+    ratio, first, last = run_map.binned(run, MAP_COLUMNS)
+    segments = section["segments"]
+    found = "; ".join(
+        f"rank {s['rank']} slow in steps {s['first']}-{s['last']} (+{s['excess_ms']:.1f} ms)"
+        for s in segments[:4]
+    )
+    more = f" and {len(segments) - 4} more" if len(segments) > 4 else ""
+    return {
+        "ratio": ratio.astype(np.float32),
+        "first": first,
+        "last": last,
+        "ranks": run.ranks,
+        "nodes": run.nodes,
+        "step_median_ms": _binned_median(run, first),
+        "segments": segments,
+        "title": (
+            "Each rank's CPU time per step against the other ranks' median. "
+            + (f"{found}{more}." if segments else "No rank was persistently slow.")
+        ),
+    }
+
+
+def _segment(
+    segment: Segment, traces: list[TraceFile], job: JobFolder, manifest: dict[str, Any]
+) -> dict[str, Any]:
+    covering = [
+        t.path.name
+        for t in traces
+        if t.rank == segment.rank and t.first_step <= segment.last and t.last_step >= segment.first
+    ]
+    found = {
+        "rank": segment.rank,
+        "node": segment.node,
+        "first": segment.first,
+        "last": segment.last,
+        "slow_steps": segment.slow_steps,
+        "excess_ms": segment.excess_ms,
+        "ratio": segment.ratio,
+        "traces": covering,
+        "hint": None,
+    }
+    if not covering:
+        found["hint"] = _hint(segment, job, manifest)
+    return found
+
+
+def _hint(segment: Segment, job: JobFolder, manifest: dict[str, Any]) -> str:
+    """The commands that would have recorded the segment: live, or on the next run."""
+    warmup = manifest.get("schedule", {}).get("warmup", ScheduleConfig().warmup)
+    warmup = min(warmup, segment.first)
+    active = min(3, segment.last - segment.first + 1)
+    ranks = sorted({0, segment.rank})
+    return (
+        f"no trace of rank {segment.rank} covers steps {segment.first}-{segment.last}: while it is slow, "
+        f"`python -m jobs.capture {job.job_id} --ranks {segment.rank}`; in the next run, "
+        f"`--profile-ranks {format_ranks(ranks)} --schedule-wait {segment.first - warmup} "
+        f"--warmup {warmup} --active {active}` records steps {segment.first}-{segment.first + active - 1}"
+    )
+
+
+def _ends(run: RunMap, manifest: dict[str, Any]) -> dict[str, Any]:
+    """Where the logs end, against the run's steps: a killed job's end at its last flush."""
+    steps = manifest.get("workload", {}).get("steps")
+    expected = steps - 1 if isinstance(steps, int) else None
+    last = int(run.last_step.max())
+    short = [
+        {"rank": int(rank), "last_step": int(end)}
+        for rank, end in zip(run.ranks, run.last_step, strict=True)
+        if end < (expected if expected is not None else last)
+    ]
+    if expected is None:
+        note = (
+            f"no manifest: the job did not end by itself (killed?); the logs end at step {last}, "
+            "their last flush"
+        )
+    elif short:
+        ends = ", ".join(f"rank {s['rank']} at step {s['last_step']}" for s in short[:8])
+        more = f" and {len(short) - 8} more" if len(short) > 8 else ""
+        note = f"the run has steps 0-{expected}; logs end early ({ends}{more}): their last flush"
+    else:
+        note = None
+    return {"expected_last_step": expected, "last_step": last, "short": short, "note": note}
+
+
+def _manifest(job: JobFolder) -> dict[str, Any]:
+    try:
+        return json.loads(job.manifest.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _median(values: np.ndarray) -> float | None:
+    finite = values[np.isfinite(values)]
+    return float(np.median(finite)) if len(finite) else None
+
+
+def _binned_median(run: RunMap, first: np.ndarray) -> np.ndarray:
+    median = run.step_median
+    at = np.searchsorted(run.first, first)
+    edges = [*at.tolist(), len(run.first)]
+    return np.array(
+        [np.nanmedian(median[a:b]) if b > a else np.nan for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    )

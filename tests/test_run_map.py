@@ -1,0 +1,226 @@
+"""The whole run at a glance (profiling/analysis/run_map.py, profiling/report/run.py, jobs.list
+--ranks): scores, slow segments and the map, on step logs written here and by real jobs."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from profiling.analysis import run_map
+from profiling.folder.layout import JobFolder
+from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
+from profiling.report import build_report
+from tests.common import REPO, SMALL_WORKLOAD, run_submit, submitted_job_id
+from tests.slurm_helpers import SubmittedJob
+
+
+def write_logs(
+    folder: JobFolder,
+    cpu_ms: Callable[[int, int], float],
+    *,
+    ranks: int = 4,
+    steps: range = range(100),
+    restart: int = 0,
+    per_node: int = 2,
+    noise: float = 3.0,
+) -> None:
+    """A step log per rank, ``cpu_ms(rank, step)`` plus Gaussian noise."""
+    rng = np.random.default_rng(restart)
+    for rank in range(ranks):
+        node = f"node{rank // per_node + 1}"
+        head = StepLogHeader(rank=rank, world_size=ranks, restart=restart, node=node, gpu=False)
+        writer = StepLogWriter(folder.step_log(rank, restart), head)
+        for step in steps:
+            writer.add(step, 400.0, cpu_ms(rank, step) + rng.normal(0, noise))
+        writer.close()
+
+
+def combined(folder: JobFolder) -> run_map.RunMap:
+    run = run_map.combine([read_step_log(p) for p in folder.step_logs()])
+    assert run is not None
+    return run
+
+
+def test_the_median_of_the_others_is_each_cells_own() -> None:
+    rng = np.random.default_rng(3)
+    values = rng.normal(size=(7, 40))
+    values[rng.random(values.shape) < 0.2] = np.nan
+    got = run_map.others_median(values)
+    for row in range(7):
+        for column in range(40):
+            others = np.delete(values[:, column], row)
+            others = others[np.isfinite(others)]
+            expected = np.median(others) if np.isfinite(values[row, column]) and len(others) else np.nan
+            assert got[row, column] == pytest.approx(expected, nan_ok=True)
+
+
+def test_a_windowed_slowdown_is_one_segment_with_its_steps(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "1")
+    write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 2 and 30 <= step <= 60 else 0.0))
+    run = combined(folder)
+    [segment] = run_map.segments(run)
+    assert (segment.rank, segment.node, segment.first, segment.last) == (2, "node2", 30, 60)
+    assert segment.excess_ms == pytest.approx(40, abs=3) and segment.ratio == pytest.approx(1.31, abs=0.03)
+    by_rank = {s.rank: s for s in run_map.scores(run)}
+    # the whole run's median hardly moves (31 slow steps of 100); the intervals show when
+    assert by_rank[2].relative > 0.9
+    worst = min(by_rank[2].intervals, key=lambda i: i[3])
+    assert worst[0] >= 30 and worst[1] <= 60 and worst[3] == pytest.approx(130 / 170, abs=0.03)
+    assert all(min(i[3] for i in by_rank[r].intervals) > 0.93 for r in (0, 1, 3))
+
+
+def test_a_balanced_run_has_no_segment_and_scores_near_1(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "2")
+    # rank 3 steadily 10 % slower (ranks sharing cores do that): not a slow segment
+    write_logs(folder, lambda rank, step: 130.0 * (1.1 if rank == 3 else 1.0), noise=6.0)
+    run = combined(folder)
+    assert run_map.segments(run) == []
+    scores = {s.rank: s for s in run_map.scores(run)}
+    assert scores[3].relative == pytest.approx(1 / 1.1, abs=0.02)
+    assert all(scores[r].relative > 0.97 for r in (0, 1, 2))
+
+
+def test_scores_in_nvrx_sense_relative_to_the_fastest_individual_to_its_best(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "3")
+    # rank 1 twice as slow all along; rank 0 twice as slow in the second half only
+    write_logs(folder, lambda r, s: 100.0 * (2 if r == 1 or (r == 0 and s >= 50) else 1), ranks=3, noise=0)
+    run = combined(folder)
+    scores = {s.rank: s for s in run_map.scores(run)}
+    assert scores[1].relative == pytest.approx(0.5) and scores[1].individual == pytest.approx(1.0)
+    first_half, last_half = scores[0].intervals[0], scores[0].intervals[-1]
+    assert first_half[4] == pytest.approx(1.0) and last_half[4] == pytest.approx(0.5)
+    assert scores[2].relative == pytest.approx(1.0)
+    segment_ranks = [(s.rank, s.first, s.last) for s in run_map.segments(run)]
+    assert segment_ranks == [(0, 50, 99), (1, 0, 99)]
+
+
+def test_a_requeued_attempt_replaces_the_steps_it_ran_again(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "4")
+    write_logs(folder, lambda r, s: 100.0, steps=range(60), noise=0)
+    write_logs(folder, lambda r, s: 200.0, steps=range(50, 100), restart=1, noise=0)  # resumed at 50
+    run = combined(folder)
+    assert run.first.tolist() == list(range(100))
+    assert (run.values[:, 49] == 100).all() and (run.values[:, 50] == 200).all()
+
+
+def test_a_long_run_is_drawn_in_at_most_a_thousand_columns(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "5")
+    write_logs(folder, lambda r, s: 100.0 + (50 if r == 1 and 20_000 <= s < 30_000 else 0), ranks=2,
+               steps=range(40_000), noise=0)  # fmt: skip
+    run = combined(folder)
+    assert len(run.first) == 10_000 + 300  # exact steps, then buckets of 100
+    ratio, first, last = run_map.binned(run, 1000)
+    assert ratio.shape == (2, 1000) and first[0] == 0 and last[-1] == 39_999
+    [segment] = [s for s in run_map.segments(run) if s.rank == 1]
+    assert (segment.first, segment.last) == (20_000, 29_999)
+
+
+def test_the_report_of_a_job_without_traces_is_its_run(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "6")
+    write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 2 and 30 <= step <= 60 else 0.0))
+    report = build_report(folder.path, jobs=1)
+    run = report["run"]
+    assert report["ranks"] == [] and report["straggler"] is None
+    [segment] = run["segments"]
+    assert (segment["rank"], segment["first"], segment["last"], segment["traces"]) == (2, 30, 60, [])
+    assert segment["hint"] == (
+        "no trace of rank 2 covers steps 30-60: while it is slow, `python -m jobs.capture 6 --ranks 2`; "
+        "in the next run, `--profile-ranks 0,2 --schedule-wait 25 --warmup 5 --active 3` records steps 30-32"
+    )
+    # no manifest: a job that did not end by itself
+    assert run["ends"]["note"].startswith("no manifest: the job did not end by itself (killed?)")
+    markdown = folder.report.markdown.read_text()
+    assert "| 2 | node2 | 30-60 | 31 |" in markdown and "![rank × step](run.png)" in markdown
+    assert folder.report.run_plot.stat().st_size > 10_000
+
+
+def test_a_segment_links_the_traces_that_cover_it(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "7")
+    write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 1 and 30 <= step <= 60 else 0.0))
+    for name in ("rank1_iter40_42.json", "rank0_iter40_42.json", "rank1_iter70_72.json"):
+        (folder.path / name).write_text('{"traceEvents": []}')
+    from profiling.report.run import read_run, run_section
+
+    run, unreadable = read_run(folder.path)
+    [segment] = run_section(folder.path, run, unreadable)["segments"]
+    assert segment["traces"] == ["rank1_iter40_42.json"] and segment["hint"] is None
+
+
+def list_ranks(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "jobs.list", *args], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+
+
+def test_list_ranks_refuses_a_job_without_logs_in_one_line(tmp_path: Path) -> None:
+    (tmp_path / "8" / "meta").mkdir(parents=True)
+    for args, expected in (
+        (["--ranks", "8"], "job 8 has no step log in"),
+        (["--ranks", "9"], "--ranks 9: no job folder"),
+        (["--ranks", "8", "--last", "0"], "--last 0 must be at least 1"),
+    ):
+        result = list_ranks(str(tmp_path), *args)
+        assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+        assert expected in result.stderr
+
+
+# --- end to end: real jobs on the local executor ----------------------------------------------------
+
+
+def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
+    job = SubmittedJob(
+        traces_root, "--gpus", "4", "--steps", "100", "--profile-ranks", "none",
+        "--inject-slowdown", "2:40@30-60", *SMALL_WORKLOAD, cluster="local",
+    )  # fmt: skip
+    try:
+        job.wait_for_line(r"^\[rank 0\] step 50/", timeout=300)
+        folder = JobFolder(traces_root, job.job_id)
+        deadline = time.monotonic() + 60
+        while True:  # the logs are flushed every 5 s: wait until they reach the slow steps
+            table = json.loads(list_ranks(str(traces_root), "--ranks", job.job_id, "--json").stdout)
+            if min(r["last_step"] for r in table["ranks"]) >= 45 or time.monotonic() > deadline:
+                break
+            time.sleep(1)
+        now = list_ranks(str(traces_root), "--ranks", job.job_id, "--last", "10")
+        job.finish(timeout=300)
+    finally:
+        job.finish(timeout=1)
+    assert job.process.returncode == 0, job.output()
+    assert "running" in table["state"], table["state"]
+    slowest = table["ranks"][0]
+    assert slowest["rank"] == 2 and 28 <= slowest["slow_since"] <= 32, table
+    assert slowest["recent_relative"] < 0.85
+    assert now.returncode == 0 and f"python -m jobs.capture {job.job_id} --ranks 2" in now.stdout, now.stdout
+    report = json.loads(folder.report.json.read_text())
+    [segment] = report["run"]["segments"]
+    assert segment["rank"] == 2, segment
+    assert abs(segment["first"] - 30) <= 2 and abs(segment["last"] - 60) <= 2, segment
+    assert segment["excess_ms"] > 25 and segment["hint"].startswith("no trace of rank 2 covers")
+    assert report["run"]["ends"]["note"] is None and report["ranks"] == []
+    ranks = load_manifest_ranks(folder)
+    assert all(r["step_log"]["steps"] == 100 and not r["profiled"] for r in ranks)
+    assert f"the run: rank 2 slow in steps {segment['first']}-{segment['last']}" in job.output()
+
+
+def test_a_balanced_job_shows_no_segment(traces_root: Path) -> None:
+    result = run_submit(
+        "--cluster", "local", "--gpus", "4", "--steps", "100", "--traces-root", str(traces_root),
+        "--wait", *SMALL_WORKLOAD, timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = JobFolder(traces_root, submitted_job_id(result.stdout))
+    run = json.loads(folder.report.json.read_text())["run"]
+    assert run["segments"] == [], run["segments"]
+    assert [r["rank"] for r in run["ranks"]] == [0, 1, 2, 3] and run["steps"] == [0, 99]
+    assert "the run: no rank persistently slow" in result.stdout
+
+
+def load_manifest_ranks(folder: JobFolder) -> list[dict]:
+    return json.loads(folder.manifest.read_text())["ranks"]
