@@ -196,7 +196,12 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     assert "running" in table["state"], table["state"]
     slowest = table["ranks"][0]
     assert slowest["rank"] == 2 and 28 <= slowest["slow_since"] <= 32, table
-    assert slowest["recent_relative"] < 0.85
+    # 40 ms of CPU work on rank 2 shows as such, whatever the machine's load makes of the base
+    # step (the relative score alone moves with the base: 0.77 idle, 0.87 under CI's load)
+    others = sorted(r["recent_ms"] for r in table["ranks"][1:])
+    assert slowest["recent_ms"] - others[1] > 25, table
+    fastest = min(r["recent_ms"] for r in table["ranks"])
+    assert slowest["recent_relative"] == pytest.approx(fastest / slowest["recent_ms"]), table
     assert now.returncode == 0 and f"python -m jobs.capture {job.job_id} --ranks 2" in now.stdout, now.stdout
     report = json.loads(folder.report.json.read_text())
     [segment] = report["run"]["segments"]

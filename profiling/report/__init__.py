@@ -44,10 +44,25 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
     ``archive_bytes``, ``budget_bytes``, ``left_out``, ``seconds`` (null with
     ``--no-archive``). ``merged_trace`` and ``merge`` (``--merged-json``, else null).
     ``warnings``, ``generated_at``, ``seconds`` (time this report took), ``alignment_seconds``.
+
+    ``run`` (null without step logs; :mod:`.run`, :mod:`profiling.analysis.run_map`): the whole
+    run from every rank's step log. ``metric`` (``cpu``), ``steps`` (first, last), ``columns``,
+    ``gpu`` (GPU times were measured), ``slow_above`` (the ratio to the other ranks' median
+    above which a step is slow) and ``noise``, ``min_steps``; ``ranks``: per rank ``median_ms``,
+    ``wall_median_ms``, ``gpu_median_ms``, ``relative`` and ``individual`` scores, ``last_step``
+    and the same per interval (``intervals``); ``segments``: per persistently slow stretch
+    ``rank``, ``node``, ``first``, ``last``, ``slow_steps``, ``excess_ms`` and ``ratio``, the
+    ``traces`` that cover it or a ``hint`` with the commands that would have; ``ends``:
+    ``expected_last_step``, ``last_step``, the ranks whose log ends ``short`` of the run, and a
+    ``note`` saying so (null for a run that ended); ``unreadable`` step logs.
 ``report.md``
     The same as tables, with the straggler verdict and each rank's clock alignment.
 ``report.png``
     Each rank's breakdown and step times: bars and lines, heat maps above 32 ranks.
+``run.png``
+    The run map: every rank's CPU time per step against the other ranks' median, rank x step
+    (a slow rank is a stripe, a slow node a band), its slow segments boxed, and the median
+    step time above.
 ``merged_trace.zip``
     The traces of the ranks that matter, as one Perfetto timeline (:mod:`profiling.archive`).
 """
