@@ -177,14 +177,16 @@ def test_list_ranks_refuses_a_job_without_logs_in_one_line(tmp_path: Path) -> No
 def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     job = SubmittedJob(
         traces_root, "--gpus", "4", "--steps", "100", "--profile-ranks", "none",
-        "--inject-slowdown", "2:40@30-60", *SMALL_WORKLOAD, cluster="local",
+        "--inject-slowdown", "2:60@30-60", *SMALL_WORKLOAD, cluster="local",
     )  # fmt: skip
     try:
         job.wait_for_line(r"^\[rank 0\] step 50/", timeout=300)
         folder = JobFolder(traces_root, job.job_id)
         deadline = time.monotonic() + 60
         while True:  # the logs are flushed every 5 s: wait until they reach the slow steps
-            table = json.loads(list_ranks(str(traces_root), "--ranks", job.job_id, "--json").stdout)
+            table = json.loads(
+                list_ranks(str(traces_root), "--ranks", job.job_id, "--last", "10", "--json").stdout
+            )
             if min(r["last_step"] for r in table["ranks"]) >= 45 or time.monotonic() > deadline:
                 break
             time.sleep(1)
@@ -195,11 +197,13 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     assert job.process.returncode == 0, job.output()
     assert "running" in table["state"], table["state"]
     slowest = table["ranks"][0]
+    assert table["recent"][0] >= 30, table  # the last 10 steps are all within the slow ones
     assert slowest["rank"] == 2 and 28 <= slowest["slow_since"] <= 32, table
-    # 40 ms of CPU work on rank 2 shows as such, whatever the machine's load makes of the base
-    # step (the relative score alone moves with the base: 0.77 idle, 0.87 under CI's load)
+    # 60 ms, not the README's 40: the base step's CPU time grows with the machine's load (130 ms
+    # idle, 165 ms and more under CI's), and 40 ms of it is then 1.24x, at the edge of the 1.2
+    # above which a step is slow, where a dip of the others' median cuts a segment short
     others = sorted(r["recent_ms"] for r in table["ranks"][1:])
-    assert slowest["recent_ms"] - others[1] > 25, table
+    assert slowest["recent_ms"] - others[1] > 30, table  # ranks sharing cores differ by 20 ms
     fastest = min(r["recent_ms"] for r in table["ranks"])
     assert slowest["recent_relative"] == pytest.approx(fastest / slowest["recent_ms"]), table
     assert now.returncode == 0 and f"python -m jobs.capture {job.job_id} --ranks 2" in now.stdout, now.stdout
@@ -207,7 +211,7 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     [segment] = report["run"]["segments"]
     assert segment["rank"] == 2, segment
     assert abs(segment["first"] - 30) <= 2 and abs(segment["last"] - 60) <= 2, segment
-    assert segment["excess_ms"] > 25 and segment["hint"].startswith("no trace of rank 2 covers")
+    assert segment["excess_ms"] > 30 and segment["hint"].startswith("no trace of rank 2 covers")
     assert report["run"]["ends"]["note"] is None and report["ranks"] == []
     ranks = load_manifest_ranks(folder)
     assert all(r["step_log"]["steps"] == 100 and not r["profiled"] for r in ranks)
