@@ -116,8 +116,9 @@ def test_a_long_run_is_drawn_in_at_most_a_thousand_columns(tmp_path: Path) -> No
                steps=range(40_000), noise=0)  # fmt: skip
     run = combined(folder)
     assert len(run.first) == 10_000 + 300  # exact steps, then buckets of 100
-    ratio, first, last = run_map.binned(run, 1000)
-    assert ratio.shape == (2, 1000) and first[0] == 0 and last[-1] == 39_999
+    binned = run_map.binned(run, 1000)
+    assert binned.ratio.shape == (2, 1000) and binned.first[0] == 0 and binned.last[-1] == 39_999
+    assert binned.step_median.shape == (1000,)
     [segment] = [s for s in run_map.segments(run) if s.rank == 1]
     assert (segment.first, segment.last) == (20_000, 29_999)
 

@@ -237,18 +237,29 @@ def tail(run: RunMap, steps: int) -> RunMap:
     )
 
 
-def binned(run: RunMap, columns: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(ratio, first, last)`` with at most ``columns`` columns (each the median of those it
-    joins), for a picture of a long run."""
-    ratio = run.ratio
+@dataclasses.dataclass(frozen=True)
+class Binned:
+    """A run in at most a given number of columns, each the median of the columns it joins."""
+
+    ratio: np.ndarray  # (rows, columns): each rank's time over the other ranks' median
+    step_median: np.ndarray  # each column's median rank, ms
+    first: np.ndarray  # each column's first step
+    last: np.ndarray  # and last
+
+
+def binned(run: RunMap, columns: int) -> Binned:
+    """The run in at most ``columns`` columns, for a picture of a long run."""
+    ratio, step_median = run.ratio, run.step_median
     if len(run.first) <= columns:
-        return ratio, run.first, run.first + run.width - 1
+        return Binned(ratio, step_median, run.first, run.first + run.width - 1)
     edges = np.linspace(0, len(run.first), columns + 1).astype(int)
     pairs = list(itertools.pairwise(edges.tolist()))
-    joined = np.column_stack([_nanmedian(ratio[:, a:b], axis=1) for a, b in pairs])
-    first = run.first[edges[:-1]]
-    last = np.array([run.last_of(b - 1) for b in edges[1:]])
-    return joined, first, last
+    return Binned(
+        ratio=np.column_stack([_nanmedian(ratio[:, a:b], axis=1) for a, b in pairs]),
+        step_median=np.array([_nanmedian(step_median[a:b], axis=0) for a, b in pairs]),
+        first=run.first[edges[:-1]],
+        last=np.array([run.last_of(b - 1) for b in edges[1:]]),
+    )
 
 
 def others_median(values: np.ndarray) -> np.ndarray:

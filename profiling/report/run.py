@@ -80,7 +80,7 @@ def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> dict[
 def map_for_plot(run: RunMap, section: dict[str, Any]) -> dict[str, Any]:
     """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns (small enough to send to the
     plot's process)."""
-    ratio, first, last = run_map.binned(run, MAP_COLUMNS)
+    binned = run_map.binned(run, MAP_COLUMNS)
     segments = section["segments"]
     found = "; ".join(
         f"rank {s['rank']} slow in steps {s['first']}-{s['last']} (+{s['excess_ms']:.1f} ms)"
@@ -88,12 +88,12 @@ def map_for_plot(run: RunMap, section: dict[str, Any]) -> dict[str, Any]:
     )
     more = f" and {len(segments) - 4} more" if len(segments) > 4 else ""
     return {
-        "ratio": ratio.astype(np.float32),
-        "first": first,
-        "last": last,
+        "ratio": binned.ratio.astype(np.float32),
+        "first": binned.first,
+        "last": binned.last,
         "ranks": run.ranks,
         "nodes": run.nodes,
-        "step_median_ms": _binned_median(run, first),
+        "step_median_ms": binned.step_median,
         "segments": segments,
         "title": (
             "Each rank's CPU time per step against the other ranks' median. "
@@ -174,12 +174,3 @@ def _manifest(job: JobFolder) -> dict[str, Any]:
 def _median(values: np.ndarray) -> float | None:
     finite = values[np.isfinite(values)]
     return float(np.median(finite)) if len(finite) else None
-
-
-def _binned_median(run: RunMap, first: np.ndarray) -> np.ndarray:
-    median = run.step_median
-    at = np.searchsorted(run.first, first)
-    edges = [*at.tolist(), len(run.first)]
-    return np.array(
-        [np.nanmedian(median[a:b]) if b > a else np.nan for a, b in zip(edges[:-1], edges[1:], strict=True)]
-    )
