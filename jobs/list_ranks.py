@@ -37,9 +37,11 @@ def rank_scores(folder: JobFolder, recent_steps: int = RECENT_STEPS) -> dict[str
     now = {s.rank: s for s in run_map.scores(recent, intervals=1)}
     whole = {s.rank: s for s in run_map.scores(run)}
     last = run.last_of(len(run.first) - 1)
-    slow_now = {
-        s.rank: s for s in run_map.segments(run) if s.last >= last - run_map.MAX_GAP - run_map.SMOOTHING // 2
-    }
+    # slow now: a segment that reaches the rank's own last compared step, not the run's last
+    # (the logs end where each rank last flushed, seconds apart)
+    compared = dict(zip(run.ranks.tolist(), run.last_compared.tolist(), strict=True))
+    reach = run_map.MAX_GAP + run_map.SMOOTHING // 2
+    slow_now = {s.rank: s for s in run_map.segments(run) if s.last >= compared[s.rank] - reach}
     ranks = []
     for row, rank in enumerate(run.ranks.tolist()):
         segment = slow_now.get(rank)

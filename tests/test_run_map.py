@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from jobs.list_ranks import rank_scores
 from profiling.analysis import run_map
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
@@ -30,14 +31,16 @@ def write_logs(
     restart: int = 0,
     per_node: int = 2,
     noise: float = 3.0,
+    steps_of: Callable[[int], range] | None = None,
 ) -> None:
-    """A step log per rank, ``cpu_ms(rank, step)`` plus Gaussian noise."""
+    """A step log per rank, ``cpu_ms(rank, step)`` plus Gaussian noise; ``steps_of(rank)``: the
+    rank's own steps, if not ``steps``."""
     rng = np.random.default_rng(restart)
     for rank in range(ranks):
         node = f"node{rank // per_node + 1}"
         head = StepLogHeader(rank=rank, world_size=ranks, restart=restart, node=node, gpu=False)
         writer = StepLogWriter(folder.step_log(rank, restart), head)
-        for step in steps:
+        for step in steps_of(rank) if steps_of else steps:
             writer.add(step, 400.0, cpu_ms(rank, step) + rng.normal(0, noise))
         writer.close()
 
@@ -160,6 +163,25 @@ def list_ranks(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.parametrize("slow_rank_ends, others_end", [(45, 52), (52, 45)])
+def test_slow_now_holds_while_the_logs_end_at_different_steps(
+    tmp_path: Path, slow_rank_ends: int, others_end: int
+) -> None:
+    # live, each rank's log ends where it last flushed: the slow rank's a few steps before or
+    # after the others' (CI's failure: its segment ended short of the run's last step)
+    folder = JobFolder(tmp_path, "8")
+    write_logs(
+        folder, lambda rank, step: 130.0 + (60.0 if rank == 2 and step >= 30 else 0.0),
+        steps_of=lambda rank: range((slow_rank_ends if rank == 2 else others_end) + 1),
+    )  # fmt: skip
+    table = rank_scores(folder, recent_steps=10)
+    slowest = table["ranks"][0]
+    assert slowest["rank"] == 2 and slowest["slow_since"] == 30, table
+    assert [r["slow_since"] for r in table["ranks"][1:]] == [None] * 3
+    compared = combined(folder).last_compared.tolist()
+    assert compared == [others_end, others_end, min(slow_rank_ends, others_end), others_end]
+
+
 def test_list_ranks_refuses_a_job_without_logs_in_one_line(tmp_path: Path) -> None:
     (tmp_path / "8" / "meta").mkdir(parents=True)
     for args, expected in (
@@ -178,7 +200,7 @@ def test_list_ranks_refuses_a_job_without_logs_in_one_line(tmp_path: Path) -> No
 def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     job = SubmittedJob(
         traces_root, "--gpus", "4", "--steps", "100", "--profile-ranks", "none",
-        "--inject-slowdown", "2:60@30-60", *SMALL_WORKLOAD, cluster="local",
+        "--inject-slowdown", "2:120@30-60", *SMALL_WORKLOAD, cluster="local",
     )  # fmt: skip
     try:
         job.wait_for_line(r"^\[rank 0\] step 50/", timeout=300)
@@ -200,11 +222,10 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     slowest = table["ranks"][0]
     assert table["recent"][0] >= 30, table  # the last 10 steps are all within the slow ones
     assert slowest["rank"] == 2 and 28 <= slowest["slow_since"] <= 32, table
-    # 60 ms, not the README's 40: the base step's CPU time grows with the machine's load (130 ms
-    # idle, 165 ms and more under CI's), and 40 ms of it is then 1.24x, at the edge of the 1.2
-    # above which a step is slow, where a dip of the others' median cuts a segment short
+    # 120 ms, not the README's 40: 4 ranks share 2 cores, the others run slower beside the slow
+    # rank, by how much depends on the load; 60 ms passed 4 of 8 runs (docs/report.md)
     others = sorted(r["recent_ms"] for r in table["ranks"][1:])
-    assert slowest["recent_ms"] - others[1] > 30, table  # ranks sharing cores differ by 20 ms
+    assert slowest["recent_ms"] - others[1] > 60, table  # 92-114 ms in 4 runs
     fastest = min(r["recent_ms"] for r in table["ranks"])
     assert slowest["recent_relative"] == pytest.approx(fastest / slowest["recent_ms"]), table
     assert now.returncode == 0 and f"python -m jobs.capture {job.job_id} --ranks 2" in now.stdout, now.stdout
@@ -212,7 +233,7 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     [segment] = report["run"]["segments"]
     assert segment["rank"] == 2, segment
     assert abs(segment["first"] - 30) <= 2 and abs(segment["last"] - 60) <= 2, segment
-    assert segment["excess_ms"] > 30 and segment["hint"].startswith("no trace of rank 2 covers")
+    assert segment["excess_ms"] > 60 and segment["hint"].startswith("no trace of rank 2 covers")
     assert report["run"]["ends"]["note"] is None and report["ranks"] == []
     ranks = load_manifest_ranks(folder)
     assert all(r["step_log"]["steps"] == 100 and not r["profiled"] for r in ranks)

@@ -81,6 +81,16 @@ class RunMap:
     def last_of(self, column: int) -> int:
         return int(self.first[column] + self.width[column] - 1)
 
+    @property
+    def last_compared(self) -> np.ndarray:
+        """Each row's last step that other ranks also recorded (-1: none). While a job runs,
+        the ranks flush their logs at different times, and one rank's log ends steps before or
+        after the others': its time can be set against theirs only up to here."""
+        finite = np.isfinite(self.ratio)
+        last_column = finite.shape[1] - 1 - np.argmax(finite[:, ::-1], axis=1)
+        last = self.first[last_column] + self.width[last_column] - 1
+        return np.where(finite.any(axis=1), last, -1)
+
 
 @dataclasses.dataclass(frozen=True)
 class Segment:
