@@ -47,6 +47,8 @@ def test_a_trace_is_read_once_and_read_again_when_it_changes(tmp_path: Path) -> 
     os.utime(trace, ns=(trace.stat().st_atime_ns, trace.stat().st_mtime_ns + 1))
     assert build_report(tmp_path, plot=False, archive=False)["reading"]["read_here"] == [trace.name]
     record = json.loads(analysis_record(trace).read_text())
+    # its cost on one core: the reader's CPU time, within its wall time
+    assert 0 < record["cpu_seconds"] <= record["seconds"] + 0.01, record
     analysis_record(trace).write_text(json.dumps({**record, "version": records.ANALYSIS_VERSION - 1}))
     assert build_report(tmp_path, plot=False, archive=False)["reading"]["read_here"] == [trace.name]
     markdown = ReportFiles.of(tmp_path).markdown.read_text()

@@ -26,7 +26,7 @@ from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceFile
 from slurm.basics import atomic_path
 
-ANALYSIS_VERSION = 1
+ANALYSIS_VERSION = 2  # 2: cpu_seconds
 
 
 class ReportError(ValueError):
@@ -50,6 +50,7 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     warnings: list[str]
     analysed_by: str  # "rank 3 on node2", "a report worker on login1"
     seconds: float  # how long reading and analysing it took
+    cpu_seconds: float  # and the reader's CPU time for it: its cost on one core, whatever ran beside it
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -71,7 +72,7 @@ _DECODER = msgspec.json.Decoder(TraceRecord)
 
 def analyse_trace(trace: TraceFile, analysed_by: str) -> TraceRecord:
     """Read one trace and make its record (not saved: see :func:`save`)."""
-    started = time.perf_counter()
+    started, started_cpu = time.perf_counter(), time.thread_time()
     stat = trace.path.stat()
     events = read_trace(trace.path)
     analysis = analyse(events, rank_from_name=trace.rank)
@@ -97,6 +98,7 @@ def analyse_trace(trace: TraceFile, analysed_by: str) -> TraceRecord:
         warnings=list(analysis.warnings),
         analysed_by=analysed_by,
         seconds=round(time.perf_counter() - started, 4),
+        cpu_seconds=round(time.thread_time() - started_cpu, 4),
     )
 
 

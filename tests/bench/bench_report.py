@@ -19,10 +19,11 @@ trace has an analysis record yet (every trace read); *warm*: every record is fre
 3. One 1 GiB trace (the GPU trace's steps repeated): our report's peak memory.
 4. Scaling: 16, 64 and 256 copies of one real GPU trace (``nccl_data``), our report only, cold
    and warm: seconds, MiB/s of JSON per core against the floor below, for the whole report
-   and for reading the traces alone (each reader's seconds, from the records), the archive's
-   seconds.
+   and for reading the traces alone (each reader's wall seconds and CPU seconds, from the
+   records), the archive's seconds.
 5. The floor under those rates, on one core, in the same run: msgspec decoding a trace's
-   events as the report's reader does, and nothing else; and the fixed cost: our report on a
+   events as the report's reader does, and nothing else; one trace read and analysed against
+   its decoding, in one process with nothing beside it; and the fixed cost: our report on a
    folder of two tiny traces (start, workers, plot).
 """
 
@@ -211,22 +212,45 @@ def versus_hta(label: str, folder: Path, repeats: int) -> dict[str, Any]:
 
 
 def floor(path: Path) -> float:
-    """MiB/s on one core of decoding ``path``'s events as the report's reader does, and nothing
+    """MiB per CPU second of decoding ``path``'s events as the report's reader does, and nothing
     else: what no reading of the trace can beat."""
     from profiling.analysis.json_stream import TraceStream
     from profiling.analysis.trace_events import ReadEvent
 
-    started = time.perf_counter()
+    started = time.thread_time()
     for _ in TraceStream(path, ReadEvent).chunks():
         pass
-    return path.stat().st_size / 2**20 / (time.perf_counter() - started)
+    return path.stat().st_size / 2**20 / (time.thread_time() - started)
 
 
-def reading_rate(folder: Path) -> float:
-    """MiB/s of the map alone: the traces' bytes over the seconds their readers spent on them,
-    each on one core (from the analysis records), so without the start, combine and plot."""
+def one_trace(path: Path, rounds: int = 15) -> tuple[float, float]:
+    """``(read and analysed, decoded)``: CPU seconds of one trace, each the best of ``rounds``,
+    interleaved, in this process alone: the reader's cost over the floor's, nothing beside it."""
+    from profiling.analysis.json_stream import TraceStream
+    from profiling.analysis.record import analyse_trace
+    from profiling.analysis.trace_events import ReadEvent
+
+    [trace] = list_traces(path.parent)
+    whole, decode = [], []
+    for _ in range(rounds):
+        started = time.thread_time()
+        analyse_trace(trace, "the benchmark")
+        whole.append(time.thread_time() - started)
+        started = time.thread_time()
+        for _ in TraceStream(path, ReadEvent).chunks():
+            pass
+        decode.append(time.thread_time() - started)
+    return min(whole), min(decode)
+
+
+def reading_rate(folder: Path) -> tuple[float, float]:
+    """MiB/s of the map alone: the traces' bytes over the seconds their readers spent on them
+    (from the analysis records), so without the start, combine and plot: ``(wall, cpu)``, by
+    each reader's wall time (which counts what ran beside it on the same cores) and by its
+    CPU time (its cost on one core)."""
     records = [json.loads(analysis_record(trace.path).read_text()) for trace in list_traces(folder)]
-    return sum(r["size"] for r in records) / 2**20 / sum(r["seconds"] for r in records)
+    size = sum(r["size"] for r in records) / 2**20
+    return size / sum(r["seconds"] for r in records), size / sum(r["cpu_seconds"] for r in records)
 
 
 def main() -> None:
@@ -267,9 +291,15 @@ def main() -> None:
         gpu_folder(work / "floor", 1, nccl := load("nccl_data.json.gz"))
         decode = statistics.median(floor(next((work / "floor").glob("rank*.json"))) for _ in range(3))
         print(f"\nfloor, one core: decoding a copy of nccl_data's events {decode:.0f} MiB/s")
+        whole_s, decode_s = one_trace(next((work / "floor").glob("rank*.json")))
+        print(
+            f"one trace read and analysed / decoded, CPU: {whole_s * 1e3:.1f} / {decode_s * 1e3:.1f} ms "
+            f"= {whole_s / decode_s:.2f}, {decode_s / whole_s:.0%} of the floor"
+        )
         print(f"scaling (copies of nccl_data, {cores} cores):")
         print(f"{'ranks':>6}{'MiB':>8}{'cold s':>9}{'MiB/s/core':>12}{'of floor':>10}{'reading':>9}"
-              f"{'of floor':>10}{'peak MiB':>10}{'warm s':>9}{'archive s':>11}")  # fmt: skip
+              f"{'of floor':>10}{'CPU':>7}{'of floor':>10}{'peak MiB':>10}{'warm s':>9}"
+              f"{'archive s':>11}")  # fmt: skip
         for ranks in args.scale:
             folder = work / f"scale{ranks}"
             raw = gpu_folder(folder, ranks, nccl)
@@ -277,10 +307,10 @@ def main() -> None:
             warm = timed(OURS, str(folder))
             report = json.loads((meta_of(folder) / "report.json").read_text())
             rate = raw / 2**20 / first.seconds / cores
-            reading = reading_rate(folder)
+            reading, reading_cpu = reading_rate(folder)
             print(
                 f"{ranks:6}{raw / 2**20:8.0f}{first.seconds:9.2f}{rate:12.1f}{rate / decode:10.0%}"
-                f"{reading:9.1f}{reading / decode:10.0%}"
+                f"{reading:9.1f}{reading / decode:10.0%}{reading_cpu:7.0f}{reading_cpu / decode:10.0%}"
                 f"{first.peak_mib:10.0f}{warm.seconds:9.2f}{report['archive']['seconds']:11.2f}"
             )
             shutil.rmtree(folder)
