@@ -16,12 +16,14 @@ import profiling.recording.capture
 from jobs.capture import main as capture_main
 from profiling.folder.layout import JobFolder
 from profiling.folder.requests import read_accepted, write_request
+from profiling.folder.step_log import StepLogHeader, read_step_log
 from profiling.folder.traces import list_traces
 from profiling.recording.capture import CaptureWatcher
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.profiler import StepProfiler, Window, scheduled_windows
 from profiling.recording.schedule import ScheduleConfig
 from profiling.recording.slowest import SlowestRank
+from profiling.recording.step_timing import StepTiming
 from tests.common import (
     REPO,
     SMALL_WORKLOAD,
@@ -47,6 +49,11 @@ def train(profiler: StepProfiler, steps: range, before_step: object = None) -> N
             profiler.step()
 
 
+def step_timing(tmp_path: Path, rank: int) -> StepTiming:
+    header = StepLogHeader(rank=rank, world_size=3, restart=0, node="n1", gpu=False)
+    return StepTiming.open(tmp_path / f"rank{rank}.steps", header)
+
+
 def test_slowest_rank_joins_the_window_with_the_times_behind_the_choice(tmp_path: Path) -> None:
     windows = scheduled_windows(CONFIG, steps=10)  # 5-6, after a warm-up step 4
     gathered = []
@@ -55,10 +62,15 @@ def test_slowest_rank_joins_the_window_with_the_times_behind_the_choice(tmp_path
         gathered.append(mine)
         return [0.010, mine + 1.0, 0.012]
 
-    hook = SlowestRank(rank=1, recording=False, windows=windows, gather=gather)
-    profiler = StepProfiler(CONFIG, rank=1, steps=10, trace_dir=tmp_path, scheduled=False, hooks=[hook])
+    timing = step_timing(tmp_path, 1)
+    hook = SlowestRank(rank=1, recording=False, windows=windows, gather=gather, timing=timing)
+    hooks = [timing, hook]  # the step log's clock first, as in a job
+    profiler = StepProfiler(CONFIG, rank=1, steps=10, trace_dir=tmp_path, scheduled=False, hooks=hooks)
     train(profiler, range(10))
+    timing.close()
     assert len(gathered) == 1  # one all-gather per window, at the end of its wait phase
+    # this rank's mean is its step log's: the CPU time of steps 0-3, before the warm-up
+    assert gathered[0] == pytest.approx(read_step_log(timing.writer.path).median["cpu"][:4].mean() / 1e3)
     [choice] = hook.choices
     assert (choice["first"], choice["last"], choice["rank"]) == (5, 6, 1)
     assert choice["median_ms"] == pytest.approx(12.0)
@@ -68,9 +80,13 @@ def test_slowest_rank_joins_the_window_with_the_times_behind_the_choice(tmp_path
 
 def test_a_rank_that_is_not_the_slowest_does_not_record(tmp_path: Path) -> None:
     windows = scheduled_windows(CONFIG, steps=10)
-    hook = SlowestRank(rank=0, recording=False, windows=windows, gather=lambda mine: [mine, mine + 1.0])
-    profiler = StepProfiler(CONFIG, rank=0, steps=10, trace_dir=tmp_path, scheduled=False, hooks=[hook])
+    timing = step_timing(tmp_path, 0)
+    gather = lambda mine: [mine, mine + 1.0]  # noqa: E731
+    hook = SlowestRank(rank=0, recording=False, windows=windows, gather=gather, timing=timing)
+    hooks = [timing, hook]
+    profiler = StepProfiler(CONFIG, rank=0, steps=10, trace_dir=tmp_path, scheduled=False, hooks=hooks)
     train(profiler, range(10))
+    timing.close()
     assert hook.choices[0]["rank"] == 1
     assert list_traces(tmp_path) == []
 

@@ -106,6 +106,9 @@ def test_the_hook_times_wall_and_the_threads_cpu_apart(tmp_path: Path) -> None:
     wall, cpu = log.median["wall"], log.median["cpu"]
     assert wall[0] >= 50 and cpu[0] < 20
     assert cpu[1] >= 50 and math.isclose(wall[1], cpu[1], rel_tol=0.5)
+    # the one clock of the rank's steps: the manifest's step times and the slowest rank read it
+    assert timing.step_seconds == pytest.approx((wall / 1e3).tolist(), rel=1e-3)
+    assert timing.last_cpu_ms == pytest.approx(cpu[1], rel=1e-3)
 
 
 def test_each_attempt_has_its_own_log(tmp_path: Path) -> None:

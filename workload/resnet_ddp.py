@@ -8,7 +8,6 @@ imports nothing of the toolkit but its shared basics.
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import random
 import time
 from collections.abc import Callable
@@ -50,32 +49,8 @@ class NeverStop:
     requested: bool = False
 
 
-class StepTimer:
-    """Per-step wall time without a per-step host sync: CUDA events on GPU, the clock on CPU."""
-
-    def __init__(self, device: torch.device) -> None:
-        self._cuda = device.type == "cuda"
-        self._marks: list = []
-
-    def mark(self) -> None:
-        if self._cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record()
-            self._marks.append(event)
-        else:
-            self._marks.append(time.perf_counter())
-
-    def seconds(self) -> list[float]:
-        """Durations between consecutive marks."""
-        if self._cuda:
-            torch.cuda.synchronize()
-            return [a.elapsed_time(b) / 1e3 for a, b in itertools.pairwise(self._marks)]
-        return [b - a for a, b in itertools.pairwise(self._marks)]
-
-
 @dataclasses.dataclass(frozen=True)
 class RunResult:
-    step_seconds: list[float]
     next_step: int  # the first step not run: ``steps`` when the run finished
     stopped: bool  # True if a stop request ended it early
 
@@ -128,13 +103,11 @@ class Trainer:
         hang_at = hang.step if hang is not None and hang.rank == rank else -1
         slow = slowdown if slowdown is not None and slowdown.rank == rank else None
         log_progress = rank == 0
-        timer = StepTimer(self.device)
         step = start_step
-        with profiler:
-            timer.mark()
+        with profiler:  # which times the steps: it is told when each one ends
             for step in range(start_step, config.steps):
                 if stop.requested:
-                    return RunResult(timer.seconds(), step, stopped=True)
+                    return RunResult(step, stopped=True)
                 progress(step)
                 if step == fail_at:
                     raise InjectedFailure(f"rank {rank} failed at step {step} (--inject-failure)")
@@ -146,11 +119,10 @@ class Trainer:
                 loss = F.mse_loss(model(inputs), target)
                 loss.backward()
                 optimizer.step()
-                timer.mark()
                 profiler.step()
                 if log_progress and (step + 1) % config.log_every == 0:
                     log(f"step {step + 1}/{config.steps} loss {loss.item():.5f}")
-        return RunResult(timer.seconds(), config.steps, stopped=False)
+        return RunResult(config.steps, stopped=False)
 
     def save(self, state: Path, rng: Path, next_step: int) -> None:
         """Rank 0 saves model, optimizer and step to ``state``; every rank its RNG state to ``rng``."""

@@ -35,7 +35,7 @@ from profiling.recording.slowest import SlowestRank
 from profiling.recording.step_timing import StepTiming
 from slurm.basics import utc_now, write_json_atomically
 from slurm.env import DistributedIdentity
-from workload.resnet_ddp import RunResult, Trainer, choose_dtype
+from workload.resnet_ddp import Trainer, choose_dtype
 
 # A rank with no progress for --dist-timeout plus this long is ended by its watchdog: by then
 # the others' collectives have timed out, and nothing but this rank keeps the job alive.
@@ -131,7 +131,7 @@ def run_task(
         if result.stopped:
             assert preemption is not None
             _stop_for_requeue(attempt, trainer, ctx.backend, result.next_step, preemption)
-        record = _rank_record(attempt, ctx, profiler, result, profiled, dtype)
+        record = _rank_record(attempt, ctx, profiler, timing, profiled, dtype)
         record["step_log"] = timing.manifest_record()
         if config.report and profiler.trace_files:
             record["analysis"] = analyse_own_traces(
@@ -200,7 +200,11 @@ def _profiler(
         ),
     ]
     if config.profiler.ranks.slowest:
-        hooks.append(SlowestRank(rank=identity.rank, recording=profiled, windows=schedule, gather=ctx.gather))
+        hooks.append(
+            SlowestRank(
+                rank=identity.rank, recording=profiled, windows=schedule, gather=ctx.gather, timing=timing
+            )
+        )
     profiler = StepProfiler(
         config.profiler,
         rank=identity.rank,
@@ -298,7 +302,7 @@ def _rank_record(
     attempt: Attempt,
     ctx: DistributedContext,
     profiler: StepProfiler,
-    result: RunResult,
+    timing: StepTiming,
     profiled: bool,
     dtype: tuple[str, str],
 ) -> dict[str, Any]:
@@ -318,7 +322,7 @@ def _rank_record(
         "trace_files": [path.name for path in profiler.trace_files],
         "windows": describe(profiler.recorded),  # what each trace holds, and why it was recorded
         "step_time": manifest.step_time_summary(
-            result.step_seconds, first_step=attempt.start_step, windows=profiler.windows
+            timing.step_seconds, first_step=attempt.start_step, windows=profiler.windows
         ),
         "trace_export_s": round(profiler.export_seconds, 4),
         "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),

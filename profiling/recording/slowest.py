@@ -1,7 +1,9 @@
 """``--profile-ranks ...,slowest``: before each window, the slowest rank joins the recording.
 
-Every rank times its own work: the CPU time of its training thread per step (waiting in a
-collective takes none, so a rank slowed on the CPU side shows, and one that waits does not).
+Every rank times its own work: the CPU time of its training thread per step, as its step log
+(:class:`profiling.recording.step_timing.StepTiming`, the hook before this one) read it
+(waiting in a collective takes none, so a rank slowed on the CPU side shows, and one that
+waits does not).
 At the end of the schedule's wait phase before each window, the ranks share their mean over
 the steps since the previous window (one small all-gather, at the same step on every rank);
 the rank with the most joins that window's recording, unless it records anyway. Each choice,
@@ -11,11 +13,11 @@ with the times behind it, goes to the manifest.
 from __future__ import annotations
 
 import statistics
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from profiling.recording.profiler import StepProfiler, Window
+from profiling.recording.step_timing import StepTiming
 
 
 class SlowestRank:
@@ -30,11 +32,12 @@ class SlowestRank:
         recording: bool,
         windows: Sequence[Window],
         gather: Callable[[float], list[float]],
+        timing: StepTiming,
     ) -> None:
         self.rank, self.recording = rank, recording
         self._by_start = {window.start: window for window in windows}
         self._gather = gather  # this rank's mean -> every rank's, in rank order (a collective)
-        self._cpu = time.thread_time()
+        self._timing = timing  # called before this hook, each step
         self._spent, self._steps = 0.0, 0
         self.choices: list[dict[str, Any]] = []
 
@@ -43,8 +46,7 @@ class SlowestRank:
         return list(self.choices)
 
     def after_step(self, step: int, profiler: StepProfiler) -> None:
-        now = time.thread_time()
-        self._spent, self._steps, self._cpu = self._spent + now - self._cpu, self._steps + 1, now
+        self._spent, self._steps = self._spent + self._timing.last_cpu_ms / 1e3, self._steps + 1
         window = self._by_start.get(step + 1)  # its warm-up starts next step: choose now
         if window is None:
             return

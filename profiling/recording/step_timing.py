@@ -1,14 +1,17 @@
 """Every rank times every step of the run into its step log (:mod:`profiling.folder.step_log`).
 
 A step hook (see :class:`profiling.recording.profiler.StepHook`) on every rank, recording or
-not. Per step it reads two clocks (wall, the training thread's CPU time) and, where CUDA runs,
-records one CUDA event; an event is read once the GPU has passed it (``query``, a step or two
-later), never waited for, so the loop does not synchronise with the GPU. Rows reach the file
-every :data:`FLUSH_S` seconds: a killed job keeps what it had at the last flush.
+not, and the rank's one clock of its steps: the manifest's step times and the slowest-rank
+choice read it too. Per step it reads two clocks (wall, the training thread's CPU time) and,
+where CUDA runs, records one CUDA event; an event is read once the GPU has passed it
+(``query``, a step or two later), never waited for, so the loop does not synchronise with the
+GPU. Rows reach the file every :data:`FLUSH_S` seconds: a killed job keeps what it had at the
+last flush.
 """
 
 from __future__ import annotations
 
+import array
 import collections
 import math
 import time
@@ -37,6 +40,10 @@ class StepTiming:
         self._mark = self._event() if self._event else None
         self._flushed = self._wall
         self._closed = False
+        self.last_cpu_ms = 0.0  # the training thread's CPU time in the last step
+        # each step's time, for the manifest: the GPU's from event to event where CUDA runs
+        # (the wall time of the steps it ran), else the host's wall time; 8 bytes a step
+        self._seconds = array.array("d")
 
     @classmethod
     def open(cls, path: Path, header: StepLogHeader, *, cuda: bool = False) -> StepTiming:
@@ -45,9 +52,10 @@ class StepTiming:
     def after_step(self, step: int, profiler: StepProfiler | None = None) -> None:
         wall, cpu = time.perf_counter(), time.thread_time()
         wall_ms, cpu_ms = (wall - self._wall) * 1e3, (cpu - self._cpu) * 1e3
-        self._wall, self._cpu = wall, cpu
+        self._wall, self._cpu, self.last_cpu_ms = wall, cpu, cpu_ms
         if self._event is None:
             self.writer.add(step, wall_ms, cpu_ms)
+            self._seconds.append(wall_ms / 1e3)
         else:
             mark = self._event()
             self._pending.append((step, wall_ms, cpu_ms, self._mark, mark))
@@ -65,6 +73,11 @@ class StepTiming:
         self._closed = True
         self._drain(wait=not failed, final=True)
         self.writer.close()
+
+    @property
+    def step_seconds(self) -> list[float]:
+        """Each step's time so far (see ``_seconds``); after :meth:`close`, every step's."""
+        return self._seconds.tolist()
 
     def manifest_section(self) -> list[dict[str, Any]]:
         return [self.manifest_record()]
@@ -86,6 +99,7 @@ class StepTiming:
             gpu_ms = start.elapsed_time(end) if end.query() else math.nan
             pending.popleft()
             self.writer.add(step, wall_ms, cpu_ms, gpu_ms)
+            self._seconds.append((wall_ms if math.isnan(gpu_ms) else gpu_ms) / 1e3)
 
 
 def _cuda_event() -> Any:
