@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Callable, Sequence
 
 TIMEOUT_S = 30.0
@@ -18,6 +19,13 @@ TIMEOUT_S = 30.0
 TERMINAL_STATES = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
 )
+# States of a job that has not ended; sacct can still say one of them for a moment after the job
+# left the queue: slurmdbd hears of the end after slurmctld (CI saw "RUNNING" once).
+_ACTIVE_STATES = frozenset(
+    {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUED", "SIGNALING",
+     "STAGE_OUT"}
+)  # fmt: skip
+ACCOUNTING_LAG_S = 15.0  # how long a job out of the queue may stay active in accounting
 UNKNOWN_END = "ended, state unknown: no accounting"
 _UNKNOWN_JOB = "Invalid job id"  # what squeue and scontrol say of a job they do not know
 
@@ -55,20 +63,45 @@ def end_state(job_id: str, warn: Callable[[str], None] = lambda line: None) -> s
     return ending(job_id, warn)[0]
 
 
-def ending(job_id: str, warn: Callable[[str], None] = lambda line: None) -> tuple[str, str | None]:
+def ending(
+    job_id: str, warn: Callable[[str], None] = lambda line: None, lag_s: float = ACCOUNTING_LAG_S
+) -> tuple[str, str | None]:
     """How a job that left the queue ended, and when (SLURM's time, or None): from accounting
     (sacct) or, where there is none, ``scontrol`` (which knows a job for ``MinJobAge``); ``warn``
-    hears once why not sacct."""
-    accounting = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,End"])
-    if accounting is not None and accounting.returncode == 0 and accounting.stdout.split():
-        state, _, end = accounting.stdout.splitlines()[0].partition("|")
-        return state.split()[0], _time(end)
-    why = (accounting.stderr.strip().splitlines() or ["no record"])[0] if accounting else "no answer"
-    warn(f"accounting is unavailable ({why}): the job's end state comes from scontrol")
+    hears once why not sacct. A job that left the queue but that accounting or ``scontrol`` still
+    call active is ending now (slurmdbd hears of it last): both are asked again, for up to
+    ``lag_s``; past that, what they say."""
+    deadline = time.monotonic() + lag_s
+    warned = False
+    while True:
+        accounting = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,End"])
+        lagging: tuple[str, str | None] | None = None
+        if accounting is not None and accounting.returncode == 0 and accounting.stdout.split():
+            state, _, end = accounting.stdout.splitlines()[0].partition("|")
+            found = state.split()[0], _time(end)
+            if found[0] not in _ACTIVE_STATES:
+                return found
+            lagging = found
+        elif not warned:
+            why = (accounting.stderr.strip().splitlines() or ["no record"])[0] if accounting else "no answer"
+            warn(f"accounting is unavailable ({why}): the job's end state comes from scontrol")
+            warned = True
+        controller = _controller_state(job_id)
+        if controller is not None and controller[0] not in _ACTIVE_STATES:
+            return controller
+        if lagging is None and controller is None:
+            return UNKNOWN_END, None  # neither knows the job: no accounting, and scontrol forgot it
+        if time.monotonic() >= deadline:
+            return lagging or controller  # type: ignore[return-value]
+        time.sleep(1.0)
+
+
+def _controller_state(job_id: str) -> tuple[str, str | None] | None:
+    """The job's state and end from ``scontrol`` (None: it does not know the job, or no answer)."""
     detail = _run(["scontrol", "show", "job", "-o", job_id])
     state = re.search(r"\bJobState=(\S+)", detail.stdout) if detail is not None else None
     end = re.search(r"\bEndTime=(\S+)", detail.stdout) if detail is not None else None
-    return (state.group(1), _time(end.group(1) if end else "")) if state else (UNKNOWN_END, None)
+    return (state.group(1), _time(end.group(1) if end else "")) if state else None
 
 
 def _time(text: str) -> str | None:

@@ -19,6 +19,7 @@ from profiling.folder.job_state import NO_RECORD, job_state, process_start
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import read_step_log
 from profiling.report import build_report
+from slurm import scheduler
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob, task_processes
 
@@ -45,6 +46,54 @@ def listed(folder: JobFolder) -> dict:
 def write(path: Path, document: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(document))
+
+
+class FakeScheduler:
+    """``sacct`` and ``scontrol`` answering from scripts, one answer per call (the last repeats):
+    the order in which SLURM's two daemons hear of a job's end, which the real cluster shows
+    only by chance (CI saw sacct say RUNNING after squeue had let the job go)."""
+
+    def __init__(self, sacct: list[str | None], scontrol: list[str | None]) -> None:
+        self.answers = {"sacct": sacct, "scontrol": scontrol}
+        self.calls = {"sacct": 0, "scontrol": 0}
+
+    def __call__(self, command: list[str]) -> subprocess.CompletedProcess:
+        name = command[0]
+        script = self.answers[name]
+        answer = script[min(self.calls[name], len(script) - 1)]
+        self.calls[name] += 1
+        if answer is None:  # no record: no accounting, or a job scontrol forgot
+            return subprocess.CompletedProcess(command, 1, "", f"{name}: error: Invalid job id")
+        if name == "scontrol":
+            answer = f"JobId=7 JobState={answer} EndTime=2026-12-01T14:00:00"
+        return subprocess.CompletedProcess(command, 0, answer + "\n", "")
+
+
+@pytest.mark.parametrize(
+    "sacct, scontrol, expected, sacct_calls",
+    [
+        (["RUNNING|Unknown"], ["COMPLETED"], "COMPLETED", 1),  # accounting behind the controller
+        (["RUNNING|Unknown", "FAILED|2026-12-01T14:00:00"], ["COMPLETING"], "FAILED", 2),  # both behind
+        (["COMPLETED|2026-12-01T14:00:00"], ["RUNNING"], "COMPLETED", 1),  # accounting's word first
+        ([None], [None], scheduler.UNKNOWN_END, 1),  # neither knows it: at once, no waiting
+        ([None], ["CANCELLED"], "CANCELLED", 1),  # no accounting
+    ],
+)
+def test_a_job_out_of_the_queue_is_not_called_running_while_accounting_catches_up(
+    monkeypatch: pytest.MonkeyPatch, sacct: list, scontrol: list, expected: str, sacct_calls: int
+) -> None:
+    fake = FakeScheduler(sacct, scontrol)
+    monkeypatch.setattr(scheduler, "_run", fake)
+    monkeypatch.setattr(scheduler.time, "sleep", lambda seconds: None)
+    assert scheduler.ending("7")[0] == expected
+    assert fake.calls["sacct"] == sacct_calls
+
+
+def test_accounting_that_stays_behind_is_waited_for_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(scheduler, "_run", FakeScheduler(["RUNNING|Unknown"], [None]))
+    started = time.monotonic()
+    assert scheduler.ending("7", lag_s=1.5)[0] == "RUNNING"  # what it says, once the bound is past
+    assert 1.5 <= time.monotonic() - started < 4
 
 
 def test_an_outcome_in_the_manifest_ends_the_job_whatever_running_json_says(tmp_path: Path) -> None:
