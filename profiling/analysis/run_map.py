@@ -28,6 +28,7 @@ step map, a slow node a band of stripes.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import itertools
 import warnings
 from collections.abc import Sequence
@@ -67,12 +68,14 @@ class RunMap:
         """Each column's median rank."""
         return _nanmedian(self.values, axis=0)
 
-    @property
+    # cached: every analysis of the map reads them (segments, threshold, binned, last_compared),
+    # and each is a sort of every column; the map is frozen, and nothing writes into them
+    @functools.cached_property
     def others(self) -> np.ndarray:
         """Each rank's reference: the median of the other ranks in its column."""
         return others_median(self.values)
 
-    @property
+    @functools.cached_property
     def ratio(self) -> np.ndarray:
         """Each rank's time over the other ranks' median in its column."""
         with np.errstate(invalid="ignore", divide="ignore"):
