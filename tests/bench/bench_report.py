@@ -211,24 +211,27 @@ def versus_hta(label: str, folder: Path, repeats: int) -> dict[str, Any]:
     return report
 
 
-def floor(path: Path) -> float:
-    """MiB per CPU second of decoding ``path``'s events as the report's reader does, and nothing
-    else: what no reading of the trace can beat."""
+def decode_seconds(path: Path) -> float:
+    """CPU seconds of decoding ``path``'s events as the report's reader does, and nothing else:
+    what no reading of the trace can beat."""
     from profiling.analysis.json_stream import TraceStream
     from profiling.analysis.trace_events import ReadEvent
 
     started = time.thread_time()
     for _ in TraceStream(path, ReadEvent).chunks():
         pass
-    return path.stat().st_size / 2**20 / (time.thread_time() - started)
+    return time.thread_time() - started
+
+
+def floor(path: Path) -> float:
+    """MiB per CPU second of :func:`decode_seconds`."""
+    return path.stat().st_size / 2**20 / decode_seconds(path)
 
 
 def one_trace(path: Path, rounds: int = 15) -> tuple[float, float]:
     """``(read and analysed, decoded)``: CPU seconds of one trace, each the best of ``rounds``,
     interleaved, in this process alone: the reader's cost over the floor's, nothing beside it."""
-    from profiling.analysis.json_stream import TraceStream
     from profiling.analysis.record import analyse_trace
-    from profiling.analysis.trace_events import ReadEvent
 
     [trace] = list_traces(path.parent)
     whole, decode = [], []
@@ -236,10 +239,7 @@ def one_trace(path: Path, rounds: int = 15) -> tuple[float, float]:
         started = time.thread_time()
         analyse_trace(trace, "the benchmark")
         whole.append(time.thread_time() - started)
-        started = time.thread_time()
-        for _ in TraceStream(path, ReadEvent).chunks():
-            pass
-        decode.append(time.thread_time() - started)
+        decode.append(decode_seconds(path))
     return min(whole), min(decode)
 
 
