@@ -111,6 +111,7 @@ def test_preempted_job_is_requeued_and_resumes(slurm_cluster, traces_root: Path)
     assert 30 <= saved < 100
     assert f"restart 1 resuming at step {saved}" in out
     assert sacct_state(job.job_id) == "COMPLETED"
+    assert stopped_at(JobFolder(traces_root, job.job_id)) == [saved] * 4  # every rank, the same step
 
     folder = JobFolder(traces_root, job.job_id)
     job_dir, resumed_dir = folder.path, folder.attempt(1)
@@ -346,6 +347,7 @@ def test_plain_sbatch_job_is_requeued_and_resumes(slurm_cluster, traces_root: Pa
     out = log.read_text()
     saved = int(re.search(r"preempted: saved the state of step (\d+)", out).group(1))
     assert f"restart 1 resuming at step {saved}" in out
+    assert stopped_at(JobFolder(traces_root, job_id)) == [saved] * 2
     attempts = load_manifest(traces_root / job_id)["attempts"]
     assert [(a["outcome"], a["next_step"]) for a in attempts] == [("preempted", saved), ("completed", 100)]
     # the tutorial's window (15-17) was recorded by the first attempt, and only there
@@ -354,3 +356,15 @@ def test_plain_sbatch_job_is_requeued_and_resumes(slurm_cluster, traces_root: Pa
         "rank1_iter15_17.json",
     ]
     assert not list(JobFolder(traces_root, job_id).attempt(1).glob("rank*.json"))
+
+
+def stopped_at(folder: JobFolder) -> list[int]:
+    """The step at which each rank stopped for the preemption, from the ranks' logs, in rank order."""
+    steps = {}
+    for log in folder.logs.glob("*_log.out"):
+        found = re.search(
+            r"^preempted: (?:rank \d+ )?saved (?:the|its) state of step (\d+)", log.read_text(), re.M
+        )
+        if found:
+            steps[int(log.name.split("_")[1])] = int(found.group(1))
+    return [steps[rank] for rank in sorted(steps)]

@@ -39,14 +39,17 @@ class Profiler(Protocol):
 
 
 class StopRequest(Protocol):
-    """Read between steps; set (by a signal handler, say) to stop at the next step boundary."""
+    """Asked at the start of every step whether to stop before it (a preemption, say).
 
-    requested: bool
+    In a distributed run every rank must get the same answer for the same step, or one rank
+    leaves while the others wait for it in the step's all-reduce."""
+
+    def should_stop(self, step: int) -> bool: ...
 
 
-@dataclasses.dataclass
 class NeverStop:
-    requested: bool = False
+    def should_stop(self, step: int) -> bool:
+        return False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -106,7 +109,7 @@ class Trainer:
         step = start_step
         with profiler:  # which times the steps: it is told when each one ends
             for step in range(start_step, config.steps):
-                if stop.requested:
+                if stop.should_stop(step):
                     return RunResult(step, stopped=True)
                 progress(step)
                 if step == fail_at:

@@ -8,6 +8,7 @@ after a preemption, which resumes from the saved step and writes to a folder of 
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import resource
@@ -19,7 +20,7 @@ from typing import Any
 import torch.distributed as dist
 
 from jobs.runtime.distributed import DistributedContext, distributed, enable_flight_recorder
-from jobs.runtime.preemption import Preemption
+from jobs.runtime.preemption import AgreedStop, Preemption
 from jobs.runtime.report_step import analyse_own_traces, report_on
 from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TaskConfig
@@ -114,12 +115,13 @@ def run_task(
         watchdog = _watchdog(attempt)
         timing = _step_timing(attempt, ctx)
         profiler, hooks = _profiler(attempt, ctx, profiled, timing)
+        stop = AgreedStop(preemption, timeout_s=config.dist_timeout_s) if preemption else None
         try:
-            with watchdog:
+            with watchdog, stop or contextlib.nullcontext():
                 result = trainer.run(
                     profiler,
                     start_step=attempt.start_step,
-                    stop=preemption,
+                    stop=stop,
                     log=_log,
                     progress=watchdog.progress,
                 )
@@ -295,6 +297,8 @@ def _stop_for_requeue(
         _log(f"preempted: saved the state of step {next_step} to {folder.checkpoint}; requeueing")
         manifest.record_attempt(folder, attempt.facts(backend), attempt.record("preempted", next_step))
         folder.running.unlink(missing_ok=True)  # the next attempt writes its own
+    else:
+        _log(f"preempted: rank {attempt.identity.rank} saved its state of step {next_step}")
     preemption.hand_over(attempt.identity, attempt.config)
 
 
