@@ -10,7 +10,8 @@ thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
 
 Prints the median step time of a non-profiled rank and of the profiled rank outside its
 window over the plain loop's (target <= 1.01; this includes what every rank does for live
-capture when no one asks: a clock read per step, a stat every 2 s), the profiled window's
+capture when no one asks, a clock read per step and a stat every 2 s, and its share of the
+stop agreement, a one-integer all-reduce per step in a thread), the profiled window's
 cost (steps inside it, the step after it, which closes the window, and the trace's export,
 which a writer thread does while training goes on), and trace bytes per recorded step, plain
 JSON and ``--gzip-traces`` (target gz <= 0.2 x).
