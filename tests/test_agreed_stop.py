@@ -9,6 +9,7 @@ from __future__ import annotations
 import multiprocessing
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import torch
@@ -25,6 +26,25 @@ SCENARIOS = {
     "signalled in the same step": {0: 12, 1: 12, 2: 12},
     "never signalled": {},
 }
+
+
+def _run_ranks(
+    target: Callable[[int, str, multiprocessing.Queue], None], world: int, tmp_path: Path, answers: int
+) -> tuple[list[tuple], list[int | None]]:
+    """Start ``world`` processes of ``target``; the first ``answers`` they report, and their exit codes."""
+    context = multiprocessing.get_context("spawn")
+    queue = context.Queue()
+    ranks = [context.Process(target=target, args=(r, str(tmp_path / "store"), queue)) for r in range(world)]
+    for process in ranks:
+        process.start()
+    try:
+        got = [queue.get(timeout=120) for _ in range(answers)]
+    finally:
+        for process in ranks:
+            process.join(timeout=30)
+            if process.is_alive():
+                process.kill()
+    return got, [process.exitcode for process in ranks]
 
 
 def _rank(rank: int, store_path: str, answers: multiprocessing.Queue) -> None:
@@ -50,19 +70,8 @@ def _rank(rank: int, store_path: str, answers: multiprocessing.Queue) -> None:
 
 
 def test_every_rank_stops_before_the_same_step(tmp_path: Path) -> None:
-    context = multiprocessing.get_context("spawn")
-    answers = context.Queue()
-    ranks = [context.Process(target=_rank, args=(r, str(tmp_path / "store"), answers)) for r in range(WORLD)]
-    for process in ranks:
-        process.start()
-    try:
-        got = [answers.get(timeout=120) for _ in range(WORLD * len(SCENARIOS))]
-    finally:
-        for process in ranks:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.kill()
-    assert [p.exitcode for p in ranks] == [0] * WORLD
+    got, exit_codes = _run_ranks(_rank, WORLD, tmp_path, answers=WORLD * len(SCENARIOS))
+    assert exit_codes == [0] * WORLD
     stopped = {(name, rank): step for name, rank, step in got}
     # the flag raised during step s is read at s + 1 and acted on, by every rank, at s + 2
     expected = {
@@ -89,18 +98,7 @@ def test_a_single_process_stops_on_its_own_flag() -> None:
 
 def test_a_rank_that_left_is_an_error_not_a_hang(tmp_path: Path) -> None:
     """A rank gone mid-run (killed, say) ends the others' agreement with gloo's error, in bounded time."""
-    context = multiprocessing.get_context("spawn")
-    answers = context.Queue()
-    ranks = [context.Process(target=_leaver, args=(r, str(tmp_path / "store"), answers)) for r in range(2)]
-    for process in ranks:
-        process.start()
-    try:
-        outcome = answers.get(timeout=120)
-    finally:
-        for process in ranks:
-            process.join(timeout=30)
-            if process.is_alive():
-                process.kill()
+    [outcome], _ = _run_ranks(_leaver, 2, tmp_path, answers=1)
     assert outcome[:2] == ("error", "RuntimeError") and "Connection" in outcome[2], outcome
 
 

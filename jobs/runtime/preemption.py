@@ -77,8 +77,8 @@ class Preemption:
 
 
 class AgreedStop:
-    """Every rank stops before the same step: the step after the first one at which any rank's
-    ``flag`` was up.
+    """Every rank stops before the same step: the one after the first step that began, on any
+    rank, with that rank's ``flag`` up.
 
     Were each rank to stop on its own flag, one that saw the signal before step N would leave
     while another, signalled a moment later, had begun step N and waits in its all-reduce for
