@@ -15,7 +15,8 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from jobs.runtime.preemption import AgreedStop, Preemption
+from jobs.runtime.agreed_stop import AgreedStop
+from jobs.runtime.preemption import Preemption
 
 WORLD = 3
 STEPS = 40

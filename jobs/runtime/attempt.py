@@ -19,8 +19,9 @@ from typing import Any
 
 import torch.distributed as dist
 
+from jobs.runtime.agreed_stop import AgreedStop
 from jobs.runtime.distributed import DistributedContext, distributed, enable_flight_recorder
-from jobs.runtime.preemption import AgreedStop, Preemption
+from jobs.runtime.preemption import Preemption
 from jobs.runtime.report_step import analyse_own_traces, report_on
 from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TaskConfig
