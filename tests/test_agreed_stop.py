@@ -48,10 +48,13 @@ def _run_ranks(
     return got, [process.exitcode for process in ranks]
 
 
-def _rank(rank: int, store_path: str, answers: multiprocessing.Queue) -> None:
+def _join(rank: int, world: int, store_path: str) -> None:
     torch.set_num_threads(1)
-    store = dist.FileStore(store_path, WORLD)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=WORLD)
+    dist.init_process_group("gloo", store=dist.FileStore(store_path, world), rank=rank, world_size=world)
+
+
+def _rank(rank: int, store_path: str, answers: multiprocessing.Queue) -> None:
+    _join(rank, WORLD, store_path)
     try:
         for name, signals in SCENARIOS.items():
             flag = Preemption()  # not installed: the test raises the flag where a handler would
@@ -104,17 +107,15 @@ def test_a_rank_that_left_is_an_error_not_a_hang(tmp_path: Path) -> None:
 
 
 def _leaver(rank: int, store_path: str, answers: multiprocessing.Queue) -> None:
-    torch.set_num_threads(1)
-    store = dist.FileStore(store_path, 2)
-    dist.init_process_group("gloo", store=store, rank=rank, world_size=2)
-    stop = AgreedStop(Preemption(), timeout_s=20).__enter__()
-    stop.should_stop(0)
-    if rank == 1:
-        os._exit(0)  # leaves without a word, as a SIGKILLed rank does
-    try:
-        for step in range(1, 50):
-            stop.should_stop(step)
-            time.sleep(0.05)
-        answers.put(("no error",))
-    except Exception as error:
-        answers.put(("error", type(error).__name__, str(error)[:200]))
+    _join(rank, 2, store_path)
+    with AgreedStop(Preemption(), timeout_s=20) as stop:
+        stop.should_stop(0)
+        if rank == 1:
+            os._exit(0)  # leaves without a word, as a SIGKILLed rank does
+        try:
+            for step in range(1, 50):
+                stop.should_stop(step)
+                time.sleep(0.05)
+            answers.put(("no error",))
+        except Exception as error:
+            answers.put(("error", type(error).__name__, str(error)[:200]))

@@ -111,9 +111,9 @@ def test_preempted_job_is_requeued_and_resumes(slurm_cluster, traces_root: Path)
     assert 30 <= saved < 100
     assert f"restart 1 resuming at step {saved}" in out
     assert sacct_state(job.job_id) == "COMPLETED"
-    assert stopped_at(JobFolder(traces_root, job.job_id)) == [saved] * 4  # every rank, the same step
 
     folder = JobFolder(traces_root, job.job_id)
+    assert stopped_at(folder) == [saved] * 4  # every rank, the same step
     job_dir, resumed_dir = folder.path, folder.attempt(1)
     manifest = load_manifest(job_dir)
     first, second = manifest["attempts"]

@@ -38,12 +38,12 @@ class AgreedStop:
             self._group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=timeout_s))
         self._flags: queue.SimpleQueue[bool | None] = queue.SimpleQueue()
         self._answers: queue.SimpleQueue[bool | BaseException] = queue.SimpleQueue()
-        self._asked = False  # an all-reduce is in flight, its answer not read yet
         # a daemon: a rank that fails mid-step must not wait at exit for a collective nobody ends
         self._thread = threading.Thread(target=self._reduce_flags, name="agreed-stop", daemon=True)
 
     def __enter__(self) -> AgreedStop:
         if self._group is not None:
+            self._answers.put(False)  # the first step has no step before it to have asked
             self._thread.start()
         return self
 
@@ -60,20 +60,18 @@ class AgreedStop:
         """Asked by every rank at the start of every step: stop before ``step``?"""
         if self._group is None:
             return self._flag.requested
-        if self._asked:
-            try:
-                answer = self._answers.get(timeout=self._timeout_s)
-            except queue.Empty:
-                raise TimeoutError(
-                    f"the ranks did not agree within {self._timeout_s:g}s (--dist-timeout) whether to "
-                    f"stop before step {step}"
-                ) from None
-            if isinstance(answer, BaseException):
-                raise answer
-            if answer:
-                return True
+        try:
+            answer = self._answers.get(timeout=self._timeout_s)  # the step before's all-reduce
+        except queue.Empty:
+            raise TimeoutError(
+                f"the ranks did not agree within {self._timeout_s:g}s (--dist-timeout) whether to "
+                f"stop before step {step}"
+            ) from None
+        if isinstance(answer, BaseException):
+            raise answer
+        if answer:
+            return True
         self._flags.put(self._flag.requested)
-        self._asked = True
         return False
 
     def _reduce_flags(self) -> None:
