@@ -18,14 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.options import add_traces_root
-from profiling.folder.job_state import job_state
+from jobs.job_state import job_state
+from jobs.spec import TaskConfig
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import read_running
 from profiling.folder.requests import read_accepted, write_request
 from profiling.folder.traces import trace_file_name
-from profiling.recording.ranks import RankSelection, RankSpecError
-from slurm.basics import OneLineParser
+from profiling.ranks import RankSelection, RankSpecError
+from slurm.command_line import OneLineParser
 
 PROG = "python -m jobs.capture"
 
@@ -36,7 +36,7 @@ class CaptureRequestError(ValueError):
 
 def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
     """The job's folder and what its rank 0 wrote at the start, if it is still running
-    (:func:`profiling.folder.job_state.job_state` says whether it is)."""
+    (:func:`jobs.job_state.job_state` says whether it is)."""
     path = Path(job)
     folder = JobFolder.at(path) if path.is_dir() else JobFolder(root, job)
     if not folder.path.is_dir():
@@ -122,9 +122,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--active", type=int, default=3, metavar="N", help="steps to record (default: %(default)s)"
     )
     parser.add_argument(
-        "--ranks", default="0", metavar="SPEC", help="'all', '0,3', '0-3' (default: %(default)s)"
+        "--ranks",
+        type=RankSelection.parse_named,
+        default=RankSelection.parse_named("0"),
+        metavar="SPEC",
+        help="'all', '0,3', '0-3' (default: 0)",
     )
-    add_traces_root(parser, "where the job folders are")
+    parser.add_settings(TaskConfig, only=("traces_root",))
     parser.add_argument(
         "--wait", action="store_true", help="block until the traces exist, then print their paths"
     )
@@ -136,20 +140,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.active < 1:
             raise CaptureRequestError(f"--active {args.active} must be at least 1")
         folder, running = running_job(args.job, args.traces_root)
-        try:
-            ranks = RankSelection.parse(args.ranks)
-            chosen = sorted(ranks.resolve(running["world_size"]))
-        except RankSpecError as error:
-            raise CaptureRequestError(error.naming({"ranks": "--ranks"})) from None
-        if ranks.slowest:
-            raise CaptureRequestError("--ranks slowest is for --profile-ranks only. HINT: name the ranks")
-        request = write_request(folder, active=args.active, ranks=str(ranks))
+        chosen = sorted(args.ranks.resolve(running["world_size"]))
+        request = write_request(folder, active=args.active, ranks=str(args.ranks))
         print(f"capture {request.id} of job {folder.job_id}: ranks {chosen}, {args.active} steps", flush=True)
         if args.wait:
             for path in wait_for_traces(folder, request.id, running["restart_count"], args.timeout):
                 print(path)
-    except CaptureRequestError as error:
-        print(f"{PROG}: error: {error}", file=sys.stderr)
+    except (CaptureRequestError, RankSpecError) as error:
+        parser.fail(error)
         return 2 if not args.wait else 1
     return 0
 

@@ -1,15 +1,14 @@
 """The command line: ``python submit.py [options]``.
 
 It builds a validated :class:`~jobs.spec.JobSpec` before anything is submitted; every mistake
-is one line naming the option and the fix. The task options it shares with
-``python -m jobs.task`` are in :mod:`jobs.options`.
+is one line naming the option and the fix. Its options are the job spec's fields
+(:mod:`slurm.settings`); the task's among them are ``python -m jobs.task``'s too.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import dataclasses
 import os
 import shutil
 import sys
@@ -18,94 +17,34 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
-from jobs.options import add_task_arguments, describe, task_config_from_args
-from jobs.spec import JobSpec, SlurmResources, SpecError
+from jobs.spec import AUTO_CLUSTER, JobSpec, SpecError
 from profiling.folder.layout import JobFolder
-from slurm.basics import OneLineParser, utc_now, write_json_atomically
+from slurm.basics import utc_now, write_json_atomically
+from slurm.command_line import OneLineParser
 from slurm.launchers import Executor
+from slurm.settings import from_namespace
 
-AUTO_CLUSTER = "auto"  # slurm where sbatch is on PATH, else local
+PROG = "submit.py"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser() -> OneLineParser:
+    """Every option of :class:`~jobs.spec.JobSpec`: where the job runs, the task's, SLURM's."""
     parser = OneLineParser(
-        prog="submit.py",
-        description=(
-            "Submit a profiled ResNet18 DDP job; one Chrome trace per profiled rank lands in "
-            "<traces root>/<job id>/."
-        ),
+        prog=PROG,
+        description="Submit a profiled ResNet18 DDP job; one Chrome trace per profiled rank lands in "
+        "<traces root>/<job id>/.",
     )
-    where = parser.add_argument_group("where")
-    where.add_argument(
-        "--cluster",
-        choices=(AUTO_CLUSTER, *map(str, Executor)),
-        default="auto",
-        help="auto: slurm if sbatch is on PATH, else local (default: auto)",
-    )
-    where.add_argument("--nodes", type=int, default=1, help="(default: %(default)s)")
-    where.add_argument(
-        "--gpus",
-        type=int,
-        default=1,
-        help="GPUs per node, one task each; 0 asks for none: CPU tasks on gloo (default: 1)",
-    )
-    where.add_argument(
-        "--tasks-per-node",
-        type=int,
-        metavar="N",
-        help="tasks per node (default: --gpus, or 1 with --gpus 0); with GPUs, one per GPU",
-    )
-    add_task_arguments(parser)
-
-    slurm = parser.add_argument_group("SLURM resources")
-    slurm.add_argument("--partition")
-    slurm.add_argument("--account")
-    slurm.add_argument("--qos")
-    slurm.add_argument(
-        "--time", type=int, default=60, metavar="MINUTES", help="time limit (default: %(default)s)"
-    )
-    slurm.add_argument("--cpus-per-task", type=int)
-    slurm.add_argument("--job-name", default=SlurmResources().job_name, help="(default: %(default)s)")
-    slurm.add_argument(
-        "--sbatch",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="any other sbatch option, repeatable: --sbatch constraint=a100 --sbatch mail-type=END",
-    )
-
+    parser.add_settings(JobSpec)
     run = parser.add_argument_group("run")
     run.add_argument("--wait", action="store_true", help="block until the job ends, show rank 0's progress")
     run.add_argument("--dry-run", action="store_true", help="print the sbatch script; submit nothing")
     return parser
 
 
-def resolve_cluster(requested: str, dry_run: bool) -> Executor:
-    if requested != AUTO_CLUSTER:
-        return Executor(requested)
-    return Executor.SLURM if dry_run or shutil.which("sbatch") else Executor.LOCAL
-
-
 def job_spec_from_args(args: argparse.Namespace) -> JobSpec:
-    task = task_config_from_args(args)
-    if args.gpus == 0 and task.device == "auto":  # no GPU asked for: none used, even where one is visible
-        task = dataclasses.replace(task, device="cpu")
-    return JobSpec(
-        cluster=resolve_cluster(args.cluster, args.dry_run),
-        nodes=args.nodes,
-        gpus_per_node=args.gpus,
-        tasks_per_node=args.tasks_per_node if args.tasks_per_node is not None else max(args.gpus, 1),
-        task=task,
-        slurm=SlurmResources(
-            partition=args.partition,
-            account=args.account,
-            qos=args.qos,
-            time_min=args.time,
-            cpus_per_task=args.cpus_per_task,
-            job_name=args.job_name,
-            extra=tuple(_sbatch_option(item) for item in args.sbatch),
-        ),
-    )
+    """Raises SettingError (see :meth:`OneLineParser.describe`) on a job that must not be submitted."""
+    cluster = "slurm" if args.dry_run and args.cluster == AUTO_CLUSTER else args.cluster
+    return from_namespace(JobSpec, args, cluster=cluster)
 
 
 def check_writable(folder: Path) -> None:
@@ -121,13 +60,6 @@ def check_writable(folder: Path) -> None:
         ) from None
 
 
-def _sbatch_option(item: str) -> tuple[str, str]:
-    key, equals, value = item.partition("=")
-    if not equals:
-        raise SpecError(f"--sbatch {item!r} is not KEY=VALUE. HINT: --sbatch constraint=a100")
-    return key.strip().lstrip("-"), value
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -141,7 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     "or run here with --cluster local"
                 )
     except ValueError as error:
-        print(f"{parser.prog}: error: {describe(error)}", file=sys.stderr)
+        print(f"{parser.prog}: error: {parser.describe(error)}", file=sys.stderr)
         return 2
 
     from jobs import executors  # submitit is only needed past validation
@@ -150,7 +82,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         try:
             print(executors.submission_script(spec), end="")
         except ValueError as error:  # --cluster local or debug: no script to show
-            print(f"{parser.prog}: error: {describe(error)}", file=sys.stderr)
+            print(f"{parser.prog}: error: {parser.describe(error)}", file=sys.stderr)
             return 2
         return 0
     try:
@@ -171,7 +103,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.wait:
         from jobs.monitor import wait_for
 
-        return wait_for(job, job_dir, sys.stdout)
+        return wait_for(job, job_dir, sys.stdout, queued=spec.cluster.queued)
     return 0
 
 

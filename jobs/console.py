@@ -3,7 +3,7 @@
 ``slurm-profile`` alone or with options is ``submit.py``; the first word may name another tool:
 ``submit``, ``list`` (``python -m jobs.list``), ``report`` (``python -m profiling.report``),
 ``compare`` (``python -m profiling.compare``), ``capture`` (``python -m jobs.capture``), ``hang``
-(``python -m profiling.hang``), ``archive`` (``python -m profiling.archive``). Each keeps its own ``--help``.
+(``python -m jobs.hang``), ``archive`` (``python -m profiling.archive``). Each keeps its own ``--help``.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ COMMANDS = {
     "report": "profiling.report",
     "compare": "profiling.compare",
     "capture": "jobs.capture",
-    "hang": "profiling.hang",
+    "hang": "jobs.hang",
     "archive": "profiling.archive",
 }
 
@@ -29,6 +29,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     if argv and argv[0] in ("-h", "--help") and len(argv) == 1:
         print(__doc__.strip())
         return 0
+    if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
+        print(
+            f"slurm-profile: error: {argv[0]!r} is not a command. HINT: use one of {', '.join(COMMANDS)}, "
+            "or options alone to submit (slurm-profile --help)",
+            file=sys.stderr,
+        )
+        return 2
     command = argv.pop(0) if argv and argv[0] in COMMANDS else "submit"
     return importlib.import_module(COMMANDS[command]).main(argv)
 

@@ -3,7 +3,7 @@
 
 One line per job folder, newest first: job id, when it started, nodes x tasks (as submitted,
 for a job that never reached its first step too), launcher, whether it runs or how it ended
-(:func:`profiling.folder.job_state.job_state`: the manifest, the scheduler, its processes), its
+(:func:`jobs.job_state.job_state`: the manifest, the scheduler, its processes), its
 median step time, the report's straggler verdict, and its traces and their size. Reads only
 small files (the manifest, ``report.json``, ``submitted.json``), never a trace, and asks SLURM
 about every job at once.
@@ -19,21 +19,19 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores
-from jobs.list_ranks import render as render_ranks
+from jobs.job_state import NO_RECORD, job_state, launcher_of, read_submitted, size
+from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores, render_ranks
 from jobs.options import TRACES_ROOT_ENV, default_traces_root
-from profiling.folder.job_state import NO_RECORD, job_state, launcher_of, read_submitted, size
 from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import read_manifest, read_running
 from profiling.folder.traces import list_traces
 from slurm import scheduler
-from slurm.basics import OneLineParser
-from slurm.launchers import Launcher
+from slurm.command_line import OneLineParser
 
 NO_MANIFEST = NO_RECORD
 
 
-def describe_job(folder: JobFolder, queue: dict[str, str] | None) -> dict[str, Any]:
+def job_row(folder: JobFolder, queue: scheduler.QueueWatcher) -> dict[str, Any]:
     """What the listing says of one job folder (``queue``: SLURM's, read once for every job)."""
     # while the job runs, what its rank 0 wrote at the start stands in for the manifest
     manifest = read_manifest(folder) or read_running(folder) or read_submitted(folder) or {}
@@ -48,7 +46,7 @@ def describe_job(folder: JobFolder, queue: dict[str, str] | None) -> dict[str, A
     state = job_state(folder, queue)
     launcher = launcher_of(folder)
     outcome = state.outcome
-    if state.running and launcher is Launcher.SLURM:
+    if state.running and launcher is not None and launcher.queued:
         outcome += " (in the queue)"
     nodes, tasks_per_node = size(folder)
     step_s = [r["step_time"]["median_s"] for r in manifest.get("ranks", []) if r["step_time"].get("steps")]
@@ -78,20 +76,14 @@ def _straggler(folder: JobFolder) -> str | None:
     return f"rank {verdict['rank']}" if verdict["rank"] is not None else verdict["verdict"]
 
 
-def scheduler_queue(job_ids: Sequence[str]) -> dict[str, str] | None:
-    """job id -> state, for the jobs SLURM still has in its queue; None where it does not answer."""
-    if not scheduler.available():
-        return {}
-    return scheduler.queue_states(job_ids)
-
-
 def list_jobs(root: Path) -> list[dict[str, Any]]:
     folders = [JobFolder.at(path) for path in root.iterdir() if is_job_folder(path)]
-    queue = scheduler_queue([f.job_id for f in folders if f.job_id.replace("_", "").isdigit()])
-    return sorted((describe_job(f, queue) for f in folders), key=lambda job: job["started_at"], reverse=True)
+    queue = scheduler.QueueWatcher()
+    queue.watch([f.job_id for f in folders if f.job_id.replace("_", "").isdigit()])  # one squeue for all
+    return sorted((job_row(f, queue) for f in folders), key=lambda job: job["started_at"], reverse=True)
 
 
-def render(jobs: list[dict[str, Any]]) -> str:
+def render_jobs(jobs: list[dict[str, Any]]) -> str:
     header = (
         "job",
         "started (UTC)",
@@ -142,30 +134,33 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--last",
         type=int,
-        default=RECENT_STEPS,
         metavar="N",
-        help="with --ranks: 'now' is the last N steps (default: %(default)s)",
+        help=f"with --ranks: 'now' is the last N steps (default: {RECENT_STEPS})",
     )
     args = parser.parse_args(argv)
+    if args.last is not None and args.last < 1:
+        return parser.fail(f"--last {args.last} must be at least 1")
+    if args.last is not None and args.ranks is None:
+        return parser.fail(f"--last {args.last} applies to a job's ranks. HINT: add --ranks JOB")
     if args.ranks is not None:
         return _ranks(parser, args)
     if not args.root.is_dir():
-        print(
-            f"{parser.prog}: error: traces root {args.root} is not a folder. HINT: pass the --traces-root "
-            f"the jobs were submitted with, or set {TRACES_ROOT_ENV}",
-            file=sys.stderr,
+        return parser.fail(
+            f"traces root {args.root} is not a folder. HINT: pass as ROOT the traces root the jobs were "
+            f"submitted with, or set {TRACES_ROOT_ENV}"
         )
-        return 2
     jobs = list_jobs(args.root)
     print(
-        json.dumps(jobs, indent=2) if args.json else render(jobs) if jobs else f"no job folder in {args.root}"
+        json.dumps(jobs, indent=2)
+        if args.json
+        else render_jobs(jobs)
+        if jobs
+        else f"no job folder in {args.root}"
     )
     return 0
 
 
 def _ranks(parser: OneLineParser, args: Any) -> int:
-    if args.last < 1:
-        return parser.fail(f"--last {args.last} must be at least 1")
     path = Path(args.ranks)
     folder = (
         JobFolder.at(path)
@@ -178,7 +173,7 @@ def _ranks(parser: OneLineParser, args: Any) -> int:
             f"({args.root}) or a job folder"
         )
     try:
-        table = rank_scores(folder, args.last)
+        table = rank_scores(folder, args.last or RECENT_STEPS)
     except NoStepLogs as error:
         return parser.fail(str(error))
     print(json.dumps(table, indent=2) if args.json else render_ranks(table))

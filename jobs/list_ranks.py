@@ -11,10 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from jobs.job_state import job_state
 from profiling.analysis import run_map
-from profiling.folder.job_state import job_state
 from profiling.folder.layout import JobFolder
-from profiling.report.run import read_run
 
 RECENT_STEPS = 50
 SHOWN = 16  # ranks printed, the lowest scores first; --json has them all
@@ -26,7 +25,7 @@ class NoStepLogs(ValueError):
 
 def rank_scores(folder: JobFolder, recent_steps: int = RECENT_STEPS) -> dict[str, Any]:
     """What ``--ranks`` prints (``--json``: as it is)."""
-    found = read_run(folder.path)
+    found = run_map.read_run(folder.path)
     if found is None:
         raise NoStepLogs(
             f"job {folder.job_id} has no step log in {folder.steps}. HINT: step logs start with the job's "
@@ -76,7 +75,7 @@ def _best(scores: run_map.Scores) -> float:
     return min((median for _, _, median, _, _ in scores.intervals), default=scores.median_ms)
 
 
-def render(table: dict[str, Any], shown: int = SHOWN) -> str:
+def render_ranks(table: dict[str, Any], shown: int = SHOWN) -> str:
     first, last = table["steps"]
     recent = table["recent"]
     lines = [

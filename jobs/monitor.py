@@ -18,8 +18,8 @@ from typing import TextIO
 import submitit
 from submitit.core.utils import pickle_load
 
+from profiling.analysis.hang import verdict_lines
 from profiling.folder.layout import JobFolder
-from profiling.hang import verdict_lines
 from slurm import scheduler
 
 ERROR_TAIL_LINES = 20
@@ -48,10 +48,11 @@ class LogFollower:
                 print(f"{self._prefix}{line}", file=self._out, flush=True)
 
 
-def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float = 1.0) -> int:
-    """Block until ``job`` ends; exit status 0 if every task succeeded, else 1."""
+def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, queued: bool, poll_s: float = 1.0) -> int:
+    """Block until ``job`` ends; exit status 0 if every task succeeded, else 1. ``queued``: a
+    scheduler holds the job (:attr:`slurm.launchers.Launcher.queued`) and says when it ends."""
     follower = LogFollower(job.task(0).paths.stdout, out, prefix="[rank 0] ")
-    slurm_state = SlurmJobState(job.job_id, out) if isinstance(job, submitit.SlurmJob) else None
+    slurm_state = SlurmJobState(job.job_id, out) if queued else None
     while not (slurm_state.ended() if slurm_state is not None else job.done()):
         follower.poll()
         time.sleep(poll_s)
@@ -72,7 +73,7 @@ def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float =
             print("--- why it hung (meta/hang/hang.md) ---", file=out)
             print("\n".join(verdict), file=out)
         return 1
-    if slurm_state is not None and slurm_state.state not in ("COMPLETED", scheduler.UNKNOWN_END):
+    if slurm_state is not None and slurm_state.state not in (scheduler.SUCCEEDED, scheduler.UNKNOWN_END):
         print(f"job {job.job_id} ended {slurm_state.state}", file=out)
         return 1
     print(f"job {job.job_id} done; traces in {job_dir.path}, manifest and report in {job_dir.meta}", file=out)
@@ -80,22 +81,19 @@ def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, poll_s: float =
 
 
 class SlurmJobState:
-    """Whether a SLURM job has ended: from squeue while the job is in the queue, then how it ended
-    (:func:`slurm.scheduler.end_state`), asking at most every ``poll_s``."""
+    """Whether a SLURM job has ended: from the queue while the job is in it (asked at most every
+    ``poll_s``), then how it ended (:func:`slurm.scheduler.end_state`)."""
 
     def __init__(self, job_id: str, out: TextIO, poll_s: float = 2.0) -> None:
-        self.job_id, self.out, self.poll_s = job_id, out, poll_s
+        self.job_id, self.out = job_id, out
         self.state: str | None = None  # set once the job has ended
-        self._last_poll = -math.inf
+        self._queue = scheduler.QueueWatcher(poll_s)
 
     def ended(self) -> bool:
         if self.state is not None:
             return True
-        if time.monotonic() - self._last_poll < self.poll_s:
-            return False
-        self._last_poll = time.monotonic()
-        state = scheduler.queue_state(self.job_id)
-        if state is None or (state and state not in scheduler.TERMINAL_STATES):
+        state = self._queue.state(self.job_id)
+        if state is None or not scheduler.has_ended(state):
             return False  # no answer (ask again), or still queued or running
         self.state = state or scheduler.end_state(self.job_id, warn=lambda line: print(line, file=self.out))
         return True

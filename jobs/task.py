@@ -14,7 +14,7 @@ from typing import Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from jobs.options import describe, parse_task_argv
+from jobs.options import parse_task_argv, task_parser
 from jobs.runtime.preemption import Preemption
 from jobs.spec import TaskConfig
 from slurm.basics import SettingError
@@ -33,7 +33,7 @@ class ProfiledTraining(Checkpointable):
         try:
             return run_task(self.config, from_environment(), Preemption().install())
         except SettingError as error:  # submitit shows str(error): name the options, as submit.py does
-            raise type(error)(describe(error)) from None
+            raise type(error)(task_parser().describe(error)) from None
 
     def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission | None:
         # submitit calls this on rank 0 when the job is preempted, after run_task has saved the
@@ -46,7 +46,7 @@ class ProfiledTraining(Checkpointable):
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``python -m jobs.task [workload and profiler options]``, one per task under ``srun``."""
-    config = parse_task_argv(argv, prog="python -m jobs.task")
+    config = parse_task_argv(argv)
     try:
         identity = from_environment()
     except DistributedEnvError as error:
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run_task(config, identity, Preemption().install())
     except SettingError as error:  # checked against the job's world size before joining it
-        print(f"jobs.task: error: {describe(error)}", file=sys.stderr)
+        print(f"jobs.task: error: {task_parser().describe(error)}", file=sys.stderr)
         return 2
     except RendezvousError as error:
         print(f"jobs.task: error: {error}", file=sys.stderr)

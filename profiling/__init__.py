@@ -1,12 +1,14 @@
 """Profiling: what the ranks record, the job folder they write, and what is read from it.
 
-- :mod:`profiling.recording`: inside the task (rank selection, the schedule, the profiler and
-  the windows added while the job runs);
+- :mod:`profiling.ranks`: which ranks record (``--profile-ranks``), the vocabulary every room uses;
 - :mod:`profiling.folder`: the job folder on the shared filesystem (its layout, trace files,
-  the manifest, capture requests, the shared-folder check);
-- :mod:`profiling.analysis`: reading traces and what is measured from them (breakdown, clock
-  alignment, straggler, merged timeline);
-- the commands: ``python -m profiling.report``, ``profiling.compare`` and ``profiling.hang``.
+  step logs, the manifest, capture requests, the shared-folder check);
+- :mod:`profiling.recording`: inside the task, above the folder it writes (the schedule, the
+  profiler, step timing, the windows added while the job runs);
+- :mod:`profiling.analysis`: what is read from the folder (traces as columns, breakdown,
+  collectives, clock alignment, straggler, merged timeline, the run map, hangs);
+- the commands that read traces: ``python -m profiling.report``, ``profiling.compare`` and
+  ``profiling.archive`` (the commands about jobs, ``list``, ``capture``, ``hang``, are in ``jobs``).
 
 Nothing imported from this package's ``__init__`` touches torch: the submit path reads the
 configs on a login node and must stay fast.

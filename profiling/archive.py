@@ -32,8 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from profiling.folder.layout import ReportFiles
-from profiling.recording.ranks import RankSelection, RankSpecError, format_ranks
-from slurm.basics import OneLineParser, atomic_path
+from profiling.ranks import RankSelection, RankSpecError, format_ranks
+from slurm.basics import atomic_path
+from slurm.command_line import OneLineParser
 
 DEFAULT_BUDGET_BYTES = 1000 * 10**6
 MANIFEST_NAME = "perfetto_manifest.json"
@@ -172,7 +173,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m profiling.archive", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a job folder (or a restart<k>/ folder) with its report")
     parser.add_argument(
-        "--ranks", metavar="SPEC", help="'all', '0,3', '0-3,8' (default: the ranks that matter)"
+        "--ranks",
+        type=RankSelection.parse_named,
+        metavar="SPEC",
+        help="'all', '0,3', '0-3,8' (default: the ranks that matter)",
     )
     parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta/merged_trace.zip)")
     args = parser.parse_args(argv)
@@ -185,15 +189,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     profiled = [r["rank"] for r in report["ranks"]]
     try:
-        selection = RankSelection.parse(args.ranks) if args.ranks else None
+        selection = args.ranks
         ranks = None
         if selection is not None:
             ranks = profiled if selection.everyone else sorted(selection.resolve(max(profiled) + 1))
         written = write_archive(args.folder, report, args.out or files.archive, ranks=ranks)
-    except RankSpecError as error:
-        return parser.fail(error.naming({"ranks": "--ranks"}))
-    except (ArchiveError, OSError) as error:
-        return parser.fail(str(error))
+    except (RankSpecError, ArchiveError, OSError) as error:
+        return parser.fail(error)
     print(f"rank(s) {written['ranks']} in {args.out or files.archive}: open it in https://ui.perfetto.dev")
     return 0
 

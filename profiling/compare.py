@@ -26,7 +26,8 @@ from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
 from profiling.folder.traces import list_traces
 from profiling.report import ReportError, build_report, mean
-from slurm.basics import OneLineParser, utc_now, write_json_atomically, write_text_atomically
+from slurm.basics import utc_now, write_json_atomically, write_text_atomically
+from slurm.command_line import OneLineParser
 
 
 class CompareError(ValueError):
@@ -160,7 +161,7 @@ def _job_differences(
     return found
 
 
-def render_markdown(result: dict[str, Any]) -> str:
+def comparison_markdown(result: dict[str, Any]) -> str:
     lines = [f"# {result['verdict']}", "", f"A: `{result['a']}`  ", f"B: `{result['b']}`", ""]
     if result["differences"]:
         lines += ["The jobs differ in:", "", *[f"- {d}" for d in result["differences"]], ""]
@@ -239,7 +240,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = ComparisonFiles(args.out) if args.out else ReportFiles.of(args.b).compare(args.a.resolve().name)
     out.folder.mkdir(parents=True, exist_ok=True)
     write_json_atomically(out.json, result)
-    write_text_atomically(out.markdown, render_markdown(result))
+    write_text_atomically(out.markdown, comparison_markdown(result))
     if not args.no_plot:
         plot_compare(result, out.plot)
     print(result["verdict"])

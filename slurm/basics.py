@@ -1,5 +1,5 @@
 """What every room of the toolkit shares: the error a setting raises, writes a reader on NFS
-never sees half of, the one-line command-line parser, and the time stamp files carry.
+never sees half of, and the time stamp files carry.
 
 It lives in ``slurm/``, the room that imports no other, so that every arrow between rooms
 points one way (``jobs`` -> ``workload``, ``profiling`` -> ``slurm``).
@@ -7,16 +7,14 @@ points one way (``jobs`` -> ``workload``, ``profiling`` -> ``slurm``).
 
 from __future__ import annotations
 
-import argparse
 import contextlib
 import datetime
 import json
 import os
 import re
-import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 TEMP_SUFFIX = ".tmp"
 _FIELD = re.compile(r"\{([a-z_]+)\}")
@@ -40,18 +38,6 @@ class SettingError(ValueError):
 
     def __str__(self) -> str:
         return self.naming({})
-
-
-class OneLineParser(argparse.ArgumentParser):
-    """argparse, with its errors as one line (its usage text is for --help, not for a typo)."""
-
-    def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}. HINT: {self.prog} --help\n")
-
-    def fail(self, message: str) -> int:
-        """Print a mistake found after parsing as the same one line; returns the exit status."""
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        return 2
 
 
 def utc_now() -> str:

@@ -1,4 +1,5 @@
-"""Who starts a job's tasks: one vocabulary for ``--cluster``, the identity and the manifest.
+"""Who starts a job's tasks, and on what: one vocabulary for ``--cluster``, ``--device``, the
+identity and the manifest.
 
 ``submit.py --cluster`` picks an :class:`Executor` (one of submitit's); the tasks it starts find
 that they were started by its :class:`Launcher`, which the distributed identity carries and
@@ -29,6 +30,17 @@ class Launcher(str, enum.Enum):
         return self is Launcher.SLURM
 
 
+class Device(str, enum.Enum):
+    """``--device``: what a task computes on."""
+
+    AUTO = "auto"  # CUDA where the task was given a GPU (see jobs.runtime.distributed), else the CPU
+    CPU = "cpu"
+    CUDA = "cuda"
+
+    def __str__(self) -> str:
+        return self.value
+
+
 class Executor(str, enum.Enum):
     """``submit.py --cluster``: which of submitit's executors runs the job."""
 
@@ -42,6 +54,11 @@ class Executor(str, enum.Enum):
     @property
     def supports(self) -> Supports:
         return SUPPORTS[self]
+
+    @property
+    def queued(self) -> bool:
+        """Whether a scheduler holds the jobs it submits (:attr:`Launcher.queued`)."""
+        return self.supports.launcher.queued
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,17 +1,20 @@
-"""Asking SLURM about jobs: the one module that runs ``squeue``, ``sacct`` and ``scontrol``.
+"""Asking SLURM about jobs: the one module that runs ``squeue``, ``sacct`` and ``scontrol``, and
+the one that knows SLURM's state names.
 
-Every command is bounded by :data:`TIMEOUT_S`. A scheduler that does not answer (slurmctld
-restarting, a machine without SLURM) is told apart from one that answers "no such job": the
-first gives None, and each caller decides what not knowing means.
+Tools that follow jobs ask :class:`QueueWatcher`, one cached, rate-limited view of the queue (as
+submitit's ``InfoWatcher``). Every command is bounded by :data:`TIMEOUT_S`. A scheduler that
+does not answer (slurmctld restarting, a machine without SLURM) is told apart from one that
+answers "no such job": the first gives None, and each caller decides what not knowing means.
 """
 
 from __future__ import annotations
 
+import math
 import re
 import shutil
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 TIMEOUT_S = 30.0
 # States in which a job runs no more (squeue's, sacct's and scontrol's names); a requeued job
@@ -25,6 +28,8 @@ _ACTIVE_STATES = frozenset(
     {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "SUSPENDED", "RESIZING", "REQUEUED", "SIGNALING",
      "STAGE_OUT"}
 )  # fmt: skip
+_PENDING_STATES = frozenset({"PENDING", "REQUEUED", "REQUEUE_HOLD"})
+SUCCEEDED = "COMPLETED"
 ACCOUNTING_LAG_S = 15.0  # how long a job out of the queue may stay active in accounting
 UNKNOWN_END = "ended, state unknown: no accounting"
 _UNKNOWN_JOB = "Invalid job id"  # what squeue and scontrol say of a job they do not know
@@ -49,13 +54,50 @@ def queue_states(job_ids: Sequence[str]) -> dict[str, str] | None:
     return dict(line.split(None, 1) for line in out.stdout.splitlines() if " " in line.strip())
 
 
-def queue_state(job_id: str) -> str | None:
-    """The job's state while it is in the queue (an array's: of a task still there), "" once it
-    has left it, None if squeue did not answer."""
-    states = queue_states([job_id])
-    if states is None:
-        return None
+def state_of(job_id: str, states: Mapping[str, str]) -> str:
+    """The job's state in a queue as :func:`queue_states` read it (an array's: of a task still
+    there, ``<id>_<task>``), "" if it is not there."""
     return next((s for i, s in states.items() if i == job_id or i.startswith(f"{job_id}_")), "")
+
+
+def is_running(state: str) -> bool:
+    """Whether a job in the queue in ``state`` still runs (or waits to) its code."""
+    return bool(state) and state not in TERMINAL_STATES and state != "COMPLETING"
+
+
+def is_pending(state: str) -> bool:
+    return state in _PENDING_STATES
+
+
+def has_ended(state: str) -> bool:
+    """Whether a job whose queue state is ``state`` ("" once it has left the queue) ended."""
+    return not state or state in TERMINAL_STATES
+
+
+class QueueWatcher:
+    """One cached view of SLURM's queue for the jobs it watches: squeue runs at most every
+    ``delay_s`` (or when a job is added), for all of them at once, however often it is asked."""
+
+    def __init__(self, delay_s: float = 2.0) -> None:
+        self.delay_s = delay_s
+        self._jobs: set[str] = set()
+        self._states: dict[str, str] | None = None
+        self._read_at = -math.inf
+
+    def watch(self, job_ids: Sequence[str]) -> None:
+        """Add jobs to the next reading (one squeue for many jobs: ``jobs.list``)."""
+        if not set(job_ids) <= self._jobs:
+            self._jobs.update(job_ids)
+            self._read_at = -math.inf
+
+    def state(self, job_id: str) -> str | None:
+        """The job's state while it is in the queue, "" once it has left it, None if squeue did
+        not answer."""
+        self.watch([job_id])
+        if time.monotonic() - self._read_at >= self.delay_s:
+            self._read_at = time.monotonic()
+            self._states = queue_states(sorted(self._jobs))
+        return None if self._states is None else state_of(job_id, self._states)
 
 
 def end_state(job_id: str, warn: Callable[[str], None] = lambda line: None) -> str:

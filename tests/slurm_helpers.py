@@ -11,6 +11,33 @@ from pathlib import Path
 
 from tests.common import REPO, submitted_job_id
 
+BATCH_SCRIPT = "slurm/profile_resnet18.sbatch"
+
+
+def sbatch_script(
+    resources: list[str], task_options: list[str], output: Path, *, wait: bool, timeout: float
+) -> tuple[subprocess.CompletedProcess, str]:
+    """``sbatch [--wait] RESOURCES --output=OUTPUT slurm/profile_resnet18.sbatch TASK_OPTIONS``
+    from the repository, the tasks run by this Python: (sbatch's result, the job's id)."""
+    result = subprocess.run(
+        [
+            "sbatch",
+            *(["--wait"] if wait else []),
+            *resources,
+            f"--output={output}",
+            BATCH_SCRIPT,
+            *task_options,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
+    found = re.search(r"Submitted batch job (\d+)", result.stdout)
+    assert found, result.stdout + result.stderr
+    return result, found.group(1)
+
 
 class SubmittedJob:
     """``submit.py --wait`` running in the background, followed through rank 0's output."""

@@ -3,13 +3,14 @@ and a hint, never argparse's usage block or a traceback."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 
 import pytest
 
-from jobs import capture, cli, task
+from jobs import capture, cli, console, hang, task
 from jobs import list as job_list
-from profiling import compare, hang, report
+from profiling import archive, compare, report
 
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], list[str]]] = {
     "submit.py": (cli.main, []),
@@ -18,7 +19,22 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], list[str]]] = {
     "python -m jobs.capture": (capture.main, ["4242"]),
     "python -m profiling.report": (report.main, ["traces/4242"]),
     "python -m profiling.compare": (compare.main, ["traces/4242", "traces/4243"]),
-    "python -m profiling.hang": (hang.main, ["traces/4242"]),
+    "python -m jobs.hang": (hang.main, ["traces/4242"]),
+    "python -m profiling.archive": (archive.main, ["traces/4242"]),
+}
+_OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
+_MARKUP = ("``", ":mod:", ":class:", ":func:", ":meth:", ":data:")
+# Values each option is tried with, and what the command is run on: nothing that exists, so
+# that a value it accepts ends in an error too (no job is submitted, no task started).
+_BAD_VALUES = ("0", "-1", "x", "", "slowest", "0-99999", "none")
+_WALKED = {
+    "submit.py": ["--dry-run", "--cluster", "local"],
+    "python -m jobs.list": ["/nonexistent"],
+    "python -m jobs.capture": ["4242", "--traces-root", "/nonexistent"],
+    "python -m profiling.report": ["/nonexistent/4242"],
+    "python -m profiling.compare": ["/nonexistent/1", "/nonexistent/2"],
+    "python -m jobs.hang": ["/nonexistent/4242"],
+    "python -m profiling.archive": ["/nonexistent/4242"],
 }
 
 
@@ -43,7 +59,7 @@ def test_a_mistyped_option_is_one_line(prog: str, capsys: pytest.CaptureFixture[
         ),
         ("python -m profiling.report", ["/nonexistent/4242"], "holds no rank<r>_iter<a>_<b>.json"),
         ("python -m profiling.compare", ["/nonexistent/1", "/nonexistent/2"], "/nonexistent/1"),
-        ("python -m profiling.hang", ["/nonexistent/4242"], "is not a folder"),
+        ("python -m jobs.hang", ["/nonexistent/4242"], "is not a folder"),
         ("python -m jobs.capture", ["4242", "--traces-root", "/nonexistent"], "no folder /nonexistent/4242"),
         ("python -m jobs.list", ["/nonexistent"], "traces root /nonexistent is not a folder"),
     ],
@@ -55,3 +71,83 @@ def test_a_wrong_value_is_one_line(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith(f"{prog}: error: ") and message in err, err
+
+
+def _help(prog: str, capsys: pytest.CaptureFixture[str]) -> str:
+    main, _ = COMMANDS[prog]
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    return capsys.readouterr().out
+
+
+def _errors(main: Callable[[Sequence[str]], int], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("prog", COMMANDS)
+def test_help_is_plain_text(prog: str, capsys: pytest.CaptureFixture[str]) -> None:
+    text = _help(prog, capsys)
+    assert text.startswith("usage: ") and not any(markup in text for markup in _MARKUP), text
+
+
+@pytest.mark.parametrize("prog", _WALKED)
+def test_every_hint_names_an_option_of_the_same_command(
+    prog: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every option of the command, with every bad value, and the mistakes it has names for:
+    each line is one error, no field is left unnamed, and each option a HINT names is the
+    command's own."""
+    main, _ = COMMANDS[prog]
+    usage = _help(prog, capsys).split("\n\n")[0]
+    accepted = set(_OPTION.findall(usage)) | {"--help"}
+    takes_value = set(re.findall(r"\[(--[a-z-]+) [A-Z]", usage))
+    runs = [[*_WALKED[prog], option, value] for option in sorted(takes_value) for value in _BAD_VALUES]
+    runs += [[*_WALKED[prog], option] for option in sorted(accepted - takes_value - {"--help"})]
+    hints = 0
+    for argv in runs:
+        for line in _errors(main, argv, capsys).splitlines():
+            assert line.startswith(f"{prog}: error: "), (argv, line)
+            assert not re.search(r"\{[a-z_]+\}", line), (argv, line)  # a field no option named
+            hint = line.partition("HINT:")[2]
+            hints += bool(hint)
+            assert set(_OPTION.findall(hint)) <= accepted, (argv, line, accepted)
+    assert hints >= len(takes_value)
+
+
+@pytest.mark.parametrize(
+    ("prog", "argv", "message"),
+    [
+        ("python -m jobs.capture", ["4242", "--ranks", "slowest"], "HINT: use 'all', a list '0,3' or ranges"),
+        ("python -m profiling.archive", ["traces/4242", "--ranks", "slowest"], "is not a rank or a range"),
+        ("python -m jobs.list", ["/nonexistent", "--last", "0"], "--last 0 must be at least 1"),
+        ("python -m jobs.list", ["/nonexistent", "--last", "5"], "HINT: add --ranks JOB"),
+        (
+            "python -m profiling.report",
+            ["traces/4242", "--archive-budget-mb", "0"],
+            "--archive-budget-mb 0 must be positive. HINT: --merge-ranks",
+        ),
+        ("python -m profiling.report", ["--bogus"], "unrecognized arguments: --bogus"),
+    ],
+)
+def test_the_mistakes_that_were_misnamed(
+    prog: str, argv: list[str], message: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    main, _ = COMMANDS[prog]
+    err = _errors(main, argv, capsys)
+    assert err.count("\n") == 1 and message in err, err
+
+
+def test_slurm_profile_names_an_unknown_command(capsys: pytest.CaptureFixture[str]) -> None:
+    assert console.main(["bogus"]) == 2
+    assert capsys.readouterr().err == (
+        "slurm-profile: error: 'bogus' is not a command. HINT: use one of submit, list, report, compare, "
+        "capture, hang, archive, or options alone to submit (slurm-profile --help)\n"
+    )
+    assert _errors(console.main, ["report", "--bogus"], capsys) == (
+        "python -m profiling.report: error: unrecognized arguments: --bogus. "
+        "HINT: python -m profiling.report --help\n"
+    )

@@ -26,7 +26,7 @@ from tests.common import (
     sacct_state,
     submitted_job_id,
 )
-from tests.slurm_helpers import SubmittedJob, wait_until_no_tasks
+from tests.slurm_helpers import SubmittedJob, sbatch_script, wait_until_no_tasks
 
 
 @pytest.mark.full_cluster
@@ -311,29 +311,13 @@ def test_a_traces_root_the_nodes_do_not_share_stops_every_rank_with_one_line(tmp
 
 @pytest.mark.full_cluster
 def test_plain_sbatch_job_is_requeued_and_resumes(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
-    submitted = subprocess.run(
-        [
-            "sbatch",
-            "--nodes=2",
-            "--ntasks-per-node=1",
-            "--gpus-per-node=1",
-            f"--output={tmp_path / 'job.out'}",
-            "slurm/profile_resnet18.sbatch",
-            "--steps",
-            "100",
-            *SMALL_WORKLOAD,
-            "--profile-ranks",
-            "all",
-            "--traces-root",
-            str(traces_root),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    _, job_id = sbatch_script(
+        ["--nodes=2", "--ntasks-per-node=1", "--gpus-per-node=1"],
+        ["--steps", "100", *SMALL_WORKLOAD, "--profile-ranks", "all", "--traces-root", str(traces_root)],
+        tmp_path / "job.out",
+        wait=False,
         timeout=60,
-        env={**os.environ, "PYTHON": sys.executable},
     )
-    job_id = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
     log = JobFolder(traces_root, job_id).logs / f"{job_id}_0_log.out"  # rank 0's output
     try:
         deadline = time.monotonic() + 120

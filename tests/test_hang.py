@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from jobs.hang import main as hang_main
 from jobs.runtime.distributed import enable_flight_recorder
 from jobs.runtime.watchdog import EXIT_STATUS, Watchdog
+from profiling.analysis.hang import HangError, analyse_dumps, explain
 from profiling.folder.layout import JobFolder
-from profiling.hang import HangError, analyse, explain
-from profiling.hang import main as hang_main
 from tests.common import REPO, SMALL_WORKLOAD, run_submit, submitted_job_id
 from tests.test_job_state import listed, refused
 
@@ -57,7 +57,7 @@ def test_the_rank_that_stopped_first_is_named_not_the_ones_that_waited() -> None
         2: dump(2, step=12, last_seq=64, stack=["train.py:40 in run: next_batch()", STUCK_LINE]),
         3: dump(3, step=12, last_seq=69),
     }
-    verdict = analyse(dumps, world_size=4)
+    verdict = analyse_dumps(dumps, world_size=4)
     assert verdict["culprits"] == [2]
     [missed] = verdict["missed"]
     assert missed["collective_seq_id"] == 65
@@ -73,31 +73,31 @@ def test_the_rank_that_stopped_first_is_named_not_the_ones_that_waited() -> None
 
 def test_every_rank_that_stopped_at_the_lowest_collective_is_named() -> None:
     dumps = {r: dump(r, step=5, last_seq=30 if r in (1, 3) else 31) for r in range(4)}
-    assert analyse(dumps)["culprits"] == [1, 3]
+    assert analyse_dumps(dumps)["culprits"] == [1, 3]
 
 
 def test_without_flight_recorder_the_least_advanced_rank_is_named() -> None:
     dumps = {0: dump(0, step=9, last_seq=None), 1: dump(1, step=7, last_seq=None)}
-    verdict = analyse(dumps)
+    verdict = analyse_dumps(dumps)
     assert verdict["culprits"] == [1]
     assert verdict["verdict"][0] == "hang: rank 1 on node0 was the least advanced at step 7"
 
 
 def test_ranks_that_all_reached_the_same_collective_blame_no_one() -> None:
-    verdict = analyse({r: dump(r, step=4, last_seq=12) for r in range(2)})
+    verdict = analyse_dumps({r: dump(r, step=4, last_seq=12) for r in range(2)})
     assert verdict["culprits"] == []
     assert verdict["verdict"][0].startswith("hang: no rank stands out")
 
 
 def test_ranks_without_a_dump_are_listed() -> None:
-    verdict = analyse({0: dump(0, step=3, last_seq=9), 1: dump(1, step=3, last_seq=8)}, world_size=4)
+    verdict = analyse_dumps({0: dump(0, step=3, last_seq=9), 1: dump(1, step=3, last_seq=8)}, world_size=4)
     assert verdict["ranks_without_dump"] == [2, 3]
     assert verdict["verdict"][-1] == "  no dump from rank(s) 2-3 (ended before writing one)"
 
 
 def test_no_dump_at_all_is_an_error() -> None:
     with pytest.raises(HangError, match=r"no rank left a hang dump \(meta/hang/rank<r>.json\)"):
-        analyse({})
+        analyse_dumps({})
 
 
 def test_explain_writes_json_and_markdown_and_the_cli_prints_the_verdict(

@@ -1,4 +1,4 @@
-"""Whether a job still runs, as every tool sees it (profiling/folder/job_state.py): jobs that
+"""Whether a job still runs, as every tool sees it (jobs/job_state.py): jobs that
 hung and failed, were SIGKILLed, cancelled or completed are refused by capture in one line
 within 2 s, and listed with the size they were submitted with and how they ended."""
 
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from jobs.job_state import NO_RECORD, job_state, process_start
 from jobs.list import list_jobs
-from profiling.folder.job_state import NO_RECORD, job_state, process_start
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import read_step_log
 from profiling.report import build_report

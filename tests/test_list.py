@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jobs.list import NO_MANIFEST, list_jobs, main, render
-from profiling.folder.job_state import process_start
+from jobs.job_state import process_start
+from jobs.list import NO_MANIFEST, list_jobs, main, render_jobs
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import write_manifest
 from profiling.report import build_report
@@ -59,7 +59,7 @@ def test_newest_first_with_outcome_step_time_and_straggler(root: Path) -> None:
     assert finished["outcome"] == "completed"  # the last attempt's
     assert finished["step_ms"] == pytest.approx(115.0)  # median over ranks of each rank's median
     assert finished["straggler"] == "rank 1" and finished["traces"] == 2 and finished["trace_bytes"] > 0
-    lines = render(jobs).splitlines()
+    lines = render_jobs(jobs).splitlines()
     assert lines[0].split()[:3] == ["job", "started", "(UTC)"]
     assert lines[2].startswith("42 ") and "2 x 2" in lines[2] and "rank 1" in lines[2]
     assert NO_MANIFEST in lines[1]
@@ -97,7 +97,7 @@ def test_missing_root_is_one_line() -> None:
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == (
         "python -m jobs.list: error: traces root /no/such/traces is not a folder. "
-        "HINT: pass the --traces-root the jobs were submitted with, or set TRACES_ROOT"
+        "HINT: pass as ROOT the traces root the jobs were submitted with, or set TRACES_ROOT"
     )
 
 

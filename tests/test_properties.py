@@ -21,13 +21,13 @@ from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
 from jobs.cli import build_parser, job_spec_from_args
-from jobs.options import describe
-from jobs.spec import JobSpec, owned_sbatch_option
-from profiling.recording.ranks import RankSelection
+from jobs.spec import JobSpec
+from profiling.ranks import RankSelection
 from profiling.recording.schedule import MAX_WINDOWS
 from slurm import hostnames
 from slurm.basics import SettingError
 from slurm.env import DistributedEnvError, from_environment
+from slurm.resources import owned_sbatch_option
 
 MAX_INPUT = 1024
 MAX_SECONDS = 0.1  # CPU time of the parsing thread: other processes and threads do not count
@@ -111,7 +111,7 @@ def submit_spec(*argv: str) -> JobSpec | str:
     OUTCOMES.record(accepted=error is None)
     if error is not None:
         assert isinstance(error, SettingError), repr(error)  # anything else would be a traceback
-        return one_line(f"submit.py: error: {describe(error)}\n", "submit.py: error: ")
+        return one_line(f"submit.py: error: {build_parser().describe(error)}\n", "submit.py: error: ")
     return spec
 
 
@@ -198,7 +198,12 @@ def test_schedule_numbers(numbers: tuple[Any, Any, Any, Any, Any]) -> None:
     schedule, total = outcome.task.profiler.schedule, outcome.task.workload.steps
     windows = schedule.windows(total)
     assert 1 <= len(windows) <= MAX_WINDOWS
-    assert len(windows) == (schedule.repeat or len(windows))
+    # torch.profiler.schedule's cycles: `repeat` of them, or (0) every whole one in the run
+    cycle = schedule.wait + schedule.warmup + schedule.active
+    cycles = schedule.repeat or total // cycle
+    assert [first for first, _ in windows] == [
+        c * cycle + schedule.wait + schedule.warmup for c in range(cycles)
+    ]
     for first, last in windows:
         assert 0 <= first <= last < total and last - first + 1 == schedule.active
 

@@ -2,8 +2,8 @@ import re
 
 import pytest
 
-from jobs.options import describe
-from profiling.recording.ranks import RankSelection, RankSpecError, format_ranks
+from jobs.cli import build_parser
+from profiling.ranks import RankSelection, RankSpecError, format_ranks
 
 
 @pytest.mark.parametrize(
@@ -40,14 +40,14 @@ def test_parse_and_resolve(text: str, world: int, ranks: set[int]) -> None:
 def test_malformed_specs(text: str, message: str) -> None:
     with pytest.raises(RankSpecError) as error:
         RankSelection.parse(text)
-    assert re.search(message, describe(error.value))
-    assert describe(error.value).startswith("--profile-ranks ")
+    assert re.search(message, build_parser().describe(error.value))
+    assert build_parser().describe(error.value).startswith("--profile-ranks ")
 
 
 def test_rank_outside_world() -> None:
     with pytest.raises(RankSpecError) as error:
         RankSelection.parse("0,4").resolve(4)
-    assert describe(error.value) == (
+    assert build_parser().describe(error.value) == (
         "--profile-ranks '0,4' selects rank 4, but the job has 4 ranks (0-3). "
         "HINT: ranks are global, 0 to nodes x gpus - 1"
     )

@@ -108,9 +108,29 @@ def synthetic_report(ranks: int, steps: int = 12, slow: int = 7) -> dict[str, An
 
 @pytest.mark.parametrize("ranks", [2, 32, 256])
 def test_the_picture_at_any_number_of_ranks(ranks: int, tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    from profiling.report.plot import BARS_UP_TO
+
     path = tmp_path / f"report-{ranks}.png"
-    plot_report(synthetic_report(ranks), path)
-    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    fig = plot_report(synthetic_report(ranks), path)
+    assert imread(path).shape[:2] == (550, 1300)  # the figure as drawn, 13 x 5.5 in at 100 dpi
+    left, right = fig.axes[:2]
+    assert "rank 7" in fig._suptitle.get_text()
+    if ranks <= BARS_UP_TO:  # bars of every part for every rank, a line per rank
+        assert left.get_title() == "Mean step breakdown per rank"
+        assert len(left.patches) == ranks * 5
+        assert [t.get_text() for t in left.get_legend().get_texts()] == [
+            "compute", "communication", "memory", "other", "idle"
+        ]  # fmt: skip
+        assert right.get_title() == "Step time per rank" and len(right.get_lines()) == ranks
+    else:  # heat maps, rank x part and rank x step, each with its colour bar, the outlier named
+        assert left.get_title() == "Mean step breakdown: rank × part"
+        assert left.get_images()[0].get_array().shape == (ranks, 5)
+        assert right.get_title() == "Step time: rank × step"
+        assert right.get_images()[0].get_array().shape == (ranks, 12)
+        assert len(fig.axes) == 4  # the two colour bars
+        assert any(text.get_text().startswith("rank 7: ×") for text in right.texts)
 
 
 def test_the_title_is_wrapped_not_cut() -> None:

@@ -46,7 +46,7 @@ def write_logs(
 
 
 def combined(folder: JobFolder) -> run_map.RunMap:
-    run = run_map.combine([read_step_log(p) for p in folder.step_logs()])
+    run = run_map.combine_logs([read_step_log(p) for p in folder.step_logs()])
     assert run is not None
     return run
 
@@ -136,7 +136,7 @@ def test_the_report_of_a_job_without_traces_is_its_run(tmp_path: Path) -> None:
     assert (segment["rank"], segment["first"], segment["last"], segment["traces"]) == (2, 30, 60, [])
     assert segment["hint"] == (
         "no trace of rank 2 covers steps 30-60: while it is slow, `python -m jobs.capture 6 --ranks 2`; "
-        "in the next run, `--profile-ranks 0,2 --schedule-wait 25 --warmup 5 --active 3` records steps 30-32"
+        "in the next run, `--profile-ranks 0,2 --schedule-wait 25` records steps 30-32"
     )
     # no manifest: a job that did not end by itself
     assert run["ends"]["note"].startswith("no manifest: the job did not end by itself (killed?)")
@@ -150,7 +150,8 @@ def test_a_segment_links_the_traces_that_cover_it(tmp_path: Path) -> None:
     write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 1 and 30 <= step <= 60 else 0.0))
     for name in ("rank1_iter40_42.json", "rank0_iter40_42.json", "rank1_iter70_72.json"):
         (folder.path / name).write_text('{"traceEvents": []}')
-    from profiling.report.run import read_run, run_section
+    from profiling.analysis.run_map import read_run
+    from profiling.report.run import run_section
 
     run, unreadable = read_run(folder.path)
     [segment] = run_section(folder.path, run, unreadable)["segments"]

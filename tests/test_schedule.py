@@ -6,7 +6,7 @@ import re
 import pytest
 from torch.profiler import ProfilerAction, schedule
 
-from jobs.options import describe
+from jobs.cli import build_parser
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.profiler import scheduled_windows
 from profiling.recording.schedule import ScheduleConfig, ScheduleError
@@ -54,7 +54,8 @@ def test_too_few_steps_record_nothing() -> None:
     with pytest.raises(ScheduleError) as error:
         ScheduleConfig().check_fits(15)
     assert re.search(
-        r"--steps 15 is too short.*needs 18 steps.*would record 0.*--steps 18", describe(error.value)
+        r"--steps 15 is too short.*needs 18 steps.*would record 0.*--steps 18",
+        build_parser().describe(error.value),
     )
 
 
@@ -74,7 +75,7 @@ def test_too_few_steps_for_every_window() -> None:
 def test_invalid_schedule(kwargs: dict, message: str) -> None:
     with pytest.raises(ScheduleError) as error:
         ScheduleConfig(**kwargs)
-    assert re.search(message, describe(error.value))
+    assert re.search(message, build_parser().describe(error.value))
 
 
 def test_resumed_run_skips_windows_that_began_recording_before_it() -> None:

@@ -15,6 +15,7 @@ import pytest
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.report import build_report
 from tests.common import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
+from tests.slurm_helpers import sbatch_script
 from tests.test_report_scale import without_timings
 
 pytestmark = pytest.mark.full_cluster
@@ -103,28 +104,13 @@ def test_the_ranks_analyse_their_own_traces_and_rank_0_combines(
 
 
 def test_plain_sbatch_batch_script(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            "sbatch",
-            "--wait",
-            "--nodes=2",
-            "--ntasks-per-node=2",
-            "--gpus-per-node=2",
-            f"--output={tmp_path}/slurm-%j.out",
-            "slurm/profile_resnet18.sbatch",
-            "--profile-ranks",
-            "0,3",
-            "--traces-root",
-            str(traces_root),
-            *SMALL_JOB,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    result, job_id = sbatch_script(
+        ["--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2"],
+        ["--profile-ranks", "0,3", "--traces-root", str(traces_root), *SMALL_JOB],
+        tmp_path / "slurm-%j.out",
+        wait=True,
         timeout=300,
-        env={**os.environ, "PYTHON": sys.executable},
     )
-    job_id = re.search(r"Submitted batch job (\d+)", result.stdout).group(1)
     log = (tmp_path / f"slurm-{job_id}.out").read_text()
     assert result.returncode == 0, log
     manifest = check_job_folder(traces_root / job_id, job_id=job_id, world_size=4, profiled={0, 3})
@@ -135,28 +121,13 @@ def test_plain_sbatch_batch_script(slurm_cluster, traces_root: Path, tmp_path: P
 
 
 def test_plain_sbatch_bad_options_fail_the_job_with_one_line(slurm_cluster, tmp_path: Path) -> None:
-    result = subprocess.run(
-        [
-            "sbatch",
-            "--wait",
-            "--nodes=1",
-            "--ntasks-per-node=2",
-            "--gpus-per-node=2",
-            f"--output={tmp_path}/slurm-%j.out",
-            "slurm/profile_resnet18.sbatch",
-            "--profile-ranks",
-            "5",
-            "--traces-root",
-            str(tmp_path),
-            *SMALL_JOB,
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
+    result, job_id = sbatch_script(
+        ["--nodes=1", "--ntasks-per-node=2", "--gpus-per-node=2"],
+        ["--profile-ranks", "5", "--traces-root", str(tmp_path), *SMALL_JOB],
+        tmp_path / "slurm-%j.out",
+        wait=True,
         timeout=120,
-        env={**os.environ, "PYTHON": sys.executable},
     )
-    job_id = re.search(r"Submitted batch job (\d+)", result.stdout).group(1)
     log = (tmp_path / f"slurm-{job_id}.out").read_text()
     errors = "".join(path.read_text() for path in sorted(JobFolder(tmp_path, job_id).logs.glob("*.err")))
     assert result.returncode != 0, log
@@ -225,15 +196,13 @@ def test_hung_rank_is_named_with_its_node_collective_and_line(slurm_cluster, tra
 
 
 def test_live_capture_of_a_plain_sbatch_job(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
-    submitted = subprocess.run(
-        [
-            "sbatch", "--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2",
-            f"--output={tmp_path}/slurm-%j.out", "slurm/profile_resnet18.sbatch",
-            "--traces-root", str(traces_root), "--steps", "150", *SMALL_JOB[2:],
-        ],
-        cwd=REPO, capture_output=True, text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable},
-    )  # fmt: skip
-    job_id = re.search(r"Submitted batch job (\d+)", submitted.stdout).group(1)
+    _, job_id = sbatch_script(
+        ["--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2"],
+        ["--traces-root", str(traces_root), "--steps", "150", *SMALL_JOB[2:]],
+        tmp_path / "slurm-%j.out",
+        wait=False,
+        timeout=60,
+    )
     try:
         folder = JobFolder(traces_root, job_id)
         deadline = time.monotonic() + 120

@@ -6,7 +6,6 @@ tests run on the full cluster as well.
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
 import sys
@@ -16,7 +15,7 @@ import pytest
 
 from profiling.folder.layout import JobFolder
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, check_job_folder, run_submit, submitted_job_id
-from tests.slurm_helpers import SubmittedJob, wait_until_no_tasks
+from tests.slurm_helpers import SubmittedJob, sbatch_script, wait_until_no_tasks
 
 
 @pytest.mark.full_cluster
@@ -41,13 +40,13 @@ def test_cpu_job_two_nodes_two_tasks_each(slurm_cluster, traces_root: Path) -> N
 @pytest.mark.full_cluster
 @pytest.mark.bare_cluster
 def test_plain_sbatch_without_a_gpu_line(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
-    result = subprocess.run(
-        ["sbatch", "--wait", "--nodes=2", "--ntasks-per-node=2", f"--output={tmp_path}/slurm-%j.out",
-         "slurm/profile_resnet18.sbatch", "--profile-ranks", "all", "--traces-root", str(traces_root),
-         *SMALL_JOB],
-        cwd=REPO, capture_output=True, text=True, timeout=300, env={**os.environ, "PYTHON": sys.executable},
-    )  # fmt: skip
-    job_id = re.search(r"Submitted batch job (\d+)", result.stdout).group(1)
+    result, job_id = sbatch_script(
+        ["--nodes=2", "--ntasks-per-node=2"],
+        ["--profile-ranks", "all", "--traces-root", str(traces_root), *SMALL_JOB],
+        tmp_path / "slurm-%j.out",
+        wait=True,
+        timeout=300,
+    )
     assert result.returncode == 0, (tmp_path / f"slurm-{job_id}.out").read_text()
     manifest = check_job_folder(traces_root / job_id, job_id=job_id, world_size=4, profiled={0, 1, 2, 3})
     assert {r["device"] for r in manifest["ranks"]} == {"cpu"}

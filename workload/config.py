@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
+from typing import Any
 
 from slurm.basics import SettingError
+from slurm.settings import at_least, check_fields, one_of, positive_integer, setting
 
 # --dtype -> the name of the torch dtype (resolved where torch is imported); "auto" chooses one
 # of them for the device (workload.resnet_ddp.choose_dtype)
@@ -50,33 +53,104 @@ class RankAndMs:
         return f"{self.rank}:{self.ms}{steps}"
 
 
+_GROUP = "workload (the tutorial's ResNet18 DDP loop)"
+
+
+def _rank_and(kind: type, what: str) -> Callable[[str], Any]:
+    """A reader of ``RANK:<what>`` (two integers) into ``kind(rank, value)``."""
+
+    def parse(text: str) -> Any:
+        rank, colon, value = text.partition(":")
+        if not (colon and rank.strip().isdigit() and value.strip().isdigit()):
+            raise ValueError(f"{text!r} is not RANK:{what}, e.g. 1:5")
+        return kind(int(rank), int(value))
+
+    return parse
+
+
+def parse_slowdown(text: str) -> RankAndMs:
+    """``RANK:MS`` or ``RANK:MS@FIRST-LAST`` (``FIRST-`` alone: to the end)."""
+    rank_ms, at, steps = text.partition("@")
+    slowdown = _rank_and(RankAndMs, "MS")(rank_ms)
+    if not at:
+        return slowdown
+    first, dash, last = steps.partition("-")
+    if not (dash and first.strip().isdigit() and (not last.strip() or last.strip().isdigit())):
+        raise ValueError(f"{text!r} is not RANK:MS@FIRST-LAST, e.g. 2:40@30-60")
+    return RankAndMs(slowdown.rank, slowdown.ms, int(first), int(last) if last.strip() else None)
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WorkloadConfig:
-    steps: int = 100
-    batch_size: int = 10
-    image_size: int = 224
-    num_classes: int = 1000
-    dtype: str = AUTO_DTYPE  # bf16 where the device computes it natively, else fp32
+    steps: int = setting(100, flag="--steps", help="training steps", group=_GROUP, check=positive_integer)
+    batch_size: int = setting(
+        10, flag="--batch-size", help="images per step", group=_GROUP, check=positive_integer
+    )
+    image_size: int = setting(
+        224,
+        flag="--image-size",
+        help="height and width of the random images",
+        group=_GROUP,
+        check=positive_integer,
+    )
+    num_classes: int = setting(
+        1000, flag="--num-classes", help="outputs of the model", group=_GROUP, check=positive_integer
+    )
+    dtype: str = setting(
+        AUTO_DTYPE,
+        flag="--dtype",
+        help="auto: bf16 where the device computes it natively (CUDA with bf16, CPUs with AVX-512 BF16 "
+        "or AMX), else fp32",
+        group=_GROUP,
+        choices=DTYPE_CHOICES,
+        check=one_of(DTYPE_CHOICES),
+    )
     lr: float = 1e-3
     seed: int = 0
     log_every: int = 10
-    threads: int | None = None  # CPU threads per rank; None: the rank's share of its CPUs
-    # Fault injection, to see how the job, the cluster and the report deal with it: that rank
-    # raises at that step; that rank works that much longer every step (a slow host, say).
-    inject_failure: RankAndStep | None = None
-    inject_slowdown: RankAndMs | None = None
-    inject_hang: RankAndStep | None = None  # that rank stops making progress at that step
+    threads: int | None = setting(
+        None,
+        flag="--threads-per-rank",
+        help="CPU threads per rank (default: the rank's share of the node)",
+        group=_GROUP,
+        metavar="N",
+        parse=int,
+        check=at_least(1),
+    )
+    # Fault injection, to see how the job, the cluster and the report deal with it.
+    inject_failure: RankAndStep | None = setting(
+        None,
+        flag="--inject-failure",
+        help="make RANK raise at STEP, to test how a job with a dead rank ends",
+        group=_GROUP,
+        metavar="RANK:STEP",
+        parse=_rank_and(RankAndStep, "STEP"),
+    )
+    inject_slowdown: RankAndMs | None = setting(
+        None,
+        flag="--inject-slowdown",
+        help="make RANK do MS ms of extra CPU work every step (or in steps FIRST to LAST), to see a "
+        "straggler in the report",
+        group=_GROUP,
+        metavar="RANK:MS[@FIRST-LAST]",
+        parse=parse_slowdown,
+    )
+    inject_hang: RankAndStep | None = setting(
+        None,
+        flag="--inject-hang",
+        help="make RANK stop making progress at STEP, to see what a hang leaves behind (meta/hang/)",
+        group=_GROUP,
+        metavar="RANK:STEP",
+        parse=_rank_and(RankAndStep, "STEP"),
+    )
 
     def __post_init__(self) -> None:
-        for name in ("steps", "batch_size", "image_size", "num_classes", "log_every"):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < 1:
-                raise WorkloadError(f"{{{name}}} {value!r} must be a positive integer")
+        check_fields(self, WorkloadError)
+        if not isinstance(self.log_every, int) or self.log_every < 1:
+            raise WorkloadError(f"{{log_every}} {self.log_every!r} must be a positive integer")
         if self.image_size < 32:
             # ResNet18 downsamples 32x; smaller inputs fail inside the network, on the node.
             raise WorkloadError(f"{{image_size}} {self.image_size} is below ResNet18's minimum of 32")
-        if self.dtype not in DTYPE_CHOICES:
-            raise WorkloadError(f"{{dtype}} {self.dtype!r} is not one of {', '.join(DTYPE_CHOICES)}")
         if not self.lr > 0:
             raise WorkloadError(f"{{lr}} {self.lr!r} must be positive")
         for name in ("inject_failure", "inject_hang"):
@@ -98,8 +172,6 @@ class WorkloadConfig:
                     f"run's steps 0-{self.steps - 1}. HINT: write RANK:MS@FIRST-LAST with "
                     f"FIRST <= LAST < {{steps}} {self.steps}"
                 )
-        if self.threads is not None and self.threads < 1:
-            raise WorkloadError(f"{{threads}} {self.threads} must be at least 1")
 
     def check_ranks(self, world_size: int) -> None:
         """Refuse an injected fault on a rank the job does not have."""

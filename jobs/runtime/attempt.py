@@ -11,10 +11,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-import resource
 import socket
 import sys
-from pathlib import Path
 from typing import Any
 
 import torch.distributed as dist
@@ -22,67 +20,26 @@ import torch.distributed as dist
 from jobs.runtime.agreed_stop import AgreedStop
 from jobs.runtime.distributed import DistributedContext, distributed, enable_flight_recorder
 from jobs.runtime.preemption import Preemption
+from jobs.runtime.records import Attempt, gather_and_write_manifest, log, rank_record, write_running
 from jobs.runtime.report_step import analyse_own_traces, report_on
 from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TaskConfig
-from profiling import hang
+from profiling.analysis import hang
 from profiling.folder import manifest
-from profiling.folder.job_state import process_start
 from profiling.folder.layout import JobFolder
 from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
 from profiling.folder.step_log import StepLogHeader
 from profiling.recording.capture import CaptureWatcher
-from profiling.recording.profiler import StepHook, StepProfiler, describe, scheduled_windows
+from profiling.recording.profiler import StepHook, StepProfiler, scheduled_windows
 from profiling.recording.slowest import SlowestRank
 from profiling.recording.step_timing import StepTiming
-from slurm.basics import utc_now, write_json_atomically
+from slurm.basics import utc_now
 from slurm.env import DistributedIdentity
 from workload.resnet_ddp import Trainer, choose_dtype
 
 # A rank with no progress for --dist-timeout plus this long is ended by its watchdog: by then
 # the others' collectives have timed out, and nothing but this rank keeps the job alive.
 WATCHDOG_GRACE_S = 30.0
-
-
-def _log(line: str) -> None:
-    print(line, flush=True)
-
-
-@dataclasses.dataclass(frozen=True)
-class Attempt:
-    """One run of the job on this rank: where it writes, what it did."""
-
-    config: TaskConfig
-    identity: DistributedIdentity
-    folder: JobFolder
-    started_at: str
-    start_step: int = 0
-
-    @property
-    def trace_dir(self) -> Path:
-        return self.folder.attempt(self.identity.restart_count)
-
-    def facts(self, backend: str) -> dict[str, Any]:
-        """What the manifest says about the job as a whole."""
-        identity = self.identity
-        return {
-            "job_id": identity.job_id,
-            "launcher": str(identity.launcher),
-            "nodes": identity.num_nodes,
-            "master": f"{identity.master_addr}:{identity.master_port}",
-            "backend": backend,
-        }
-
-    def record(self, outcome: str, next_step: int, error: str | None = None) -> dict[str, Any]:
-        return manifest.attempt_record(
-            self.folder,
-            restart_count=self.identity.restart_count,
-            resumed_from_step=self.start_step,
-            next_step=next_step,
-            outcome=outcome,
-            started_at=self.started_at,
-            error=error,
-        )
 
 
 def run_task(
@@ -112,7 +69,7 @@ def run_task(
             attempt = dataclasses.replace(attempt, start_step=resumed)
         if identity.is_main:
             _log_start(attempt, ctx, dtype)
-            _write_running(attempt)
+            write_running(attempt)
         watchdog = _watchdog(attempt)
         timing = _step_timing(attempt, ctx)
         profiler, hooks = _profiler(attempt, ctx, profiled, timing)
@@ -123,7 +80,7 @@ def run_task(
                     profiler,
                     start_step=attempt.start_step,
                     stop=stop,
-                    log=_log,
+                    log=log,
                     progress=watchdog.progress,
                 )
         except Exception as error:
@@ -134,17 +91,17 @@ def run_task(
         if result.stopped:
             assert preemption is not None
             _stop_for_requeue(attempt, trainer, ctx.backend, result.next_step, preemption)
-        record = _rank_record(attempt, ctx, profiler, timing, profiled, dtype)
+        record = rank_record(attempt, ctx, profiler, timing, profiled, dtype)
         record["step_log"] = timing.manifest_record()
         if config.report and profiler.trace_files:
             record["analysis"] = analyse_own_traces(
                 profiler.trace_files, reader=_reader(identity), limit_s=config.dist_timeout_s / 2
             )
-        _gather_and_write_manifest(attempt, ctx, record, result.next_step, hooks)
+        gather_and_write_manifest(attempt, ctx, record, result.next_step, hooks)
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
     if identity.is_main and config.report:  # every rank's step log, and traces if any
-        report_on(attempt.trace_dir, _log)
+        report_on(attempt.trace_dir, log)
     return record
 
 
@@ -199,7 +156,7 @@ def _profiler(
             world_size=identity.world_size,
             agree=ctx.agree,
             schedule_windows=schedule,
-            log=_log,
+            log=log,
         ),
     ]
     if config.profiler.ranks.slowest:
@@ -254,27 +211,6 @@ def _on_failure(attempt: Attempt, backend: str, watchdog: Watchdog, error: Excep
         print("\n".join(verdict), file=sys.stderr, flush=True)
 
 
-def _write_running(attempt: Attempt) -> None:
-    """What a live capture needs to know of the running job (rank 0, at the start)."""
-    identity = attempt.identity
-    attempt.folder.meta.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(
-        attempt.folder.running,
-        {
-            "job_id": identity.job_id,
-            "world_size": identity.world_size,
-            "nodes": identity.num_nodes,
-            "restart_count": identity.restart_count,
-            "launcher": str(identity.launcher),
-            "started_at": attempt.started_at,
-            # rank 0's process: whether it still lives tells a local job's tools it runs
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "pid_started": process_start(),
-        },
-    )
-
-
 def _log_start(attempt: Attempt, ctx: DistributedContext, dtype: tuple[str, str]) -> None:
     identity = attempt.identity
     resumed = (
@@ -282,7 +218,7 @@ def _log_start(attempt: Attempt, ctx: DistributedContext, dtype: tuple[str, str]
         if identity.restart_count
         else ""
     )
-    _log(
+    log(
         f"job {identity.job_id}: {identity.world_size} ranks on {identity.num_nodes} node(s), "
         f"{ctx.backend} on {ctx.device.type}, {dtype[0]} ({dtype[1]}){resumed}, traces in {attempt.trace_dir}"
     )
@@ -295,70 +231,9 @@ def _stop_for_requeue(
     folder = attempt.folder
     trainer.save(folder.checkpoint_state, folder.checkpoint_rng(attempt.identity.rank), next_step)
     if attempt.identity.is_main:
-        _log(f"preempted: saved the state of step {next_step} to {folder.checkpoint}; requeueing")
+        log(f"preempted: saved the state of step {next_step} to {folder.checkpoint}; requeueing")
         manifest.record_attempt(folder, attempt.facts(backend), attempt.record("preempted", next_step))
         folder.running.unlink(missing_ok=True)  # the next attempt writes its own
     else:
-        _log(f"preempted: rank {attempt.identity.rank} saved its state of step {next_step}")
+        log(f"preempted: rank {attempt.identity.rank} saved its state of step {next_step}")
     preemption.hand_over(attempt.identity, attempt.config)
-
-
-def _rank_record(
-    attempt: Attempt,
-    ctx: DistributedContext,
-    profiler: StepProfiler,
-    timing: StepTiming,
-    profiled: bool,
-    dtype: tuple[str, str],
-) -> dict[str, Any]:
-    """What this rank did, as the manifest lists it under ``ranks``."""
-    identity = attempt.identity
-    return {
-        "rank": identity.rank,
-        "local_rank": identity.local_rank,
-        "node_rank": identity.node_rank,
-        "node": identity.node_name or socket.gethostname(),
-        "hostname": socket.gethostname(),
-        "device": str(ctx.device),
-        "dtype": {"chosen": dtype[0], "why": dtype[1]},
-        "threads": ctx.threads,
-        "launcher": str(identity.launcher),
-        "profiled": profiled or bool(profiler.recorded),
-        "trace_files": [path.name for path in profiler.trace_files],
-        "windows": describe(profiler.recorded),  # what each trace holds, and why it was recorded
-        "step_time": manifest.step_time_summary(
-            timing.step_seconds, first_step=attempt.start_step, windows=profiler.windows
-        ),
-        "trace_export_s": round(profiler.export_seconds, 4),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "started_at": attempt.started_at,
-    }
-
-
-def _gather_and_write_manifest(
-    attempt: Attempt,
-    ctx: DistributedContext,
-    record: dict[str, Any],
-    next_step: int,
-    hooks: list[StepHook],
-) -> list[dict[str, Any]]:
-    """Every rank's record to rank 0, which writes the manifest; returns the records."""
-    identity = attempt.identity
-    records = ctx.gather(record)
-    if identity.is_main:
-        attempts = manifest.with_attempt(attempt.folder, attempt.record("completed", next_step))
-        written = manifest.build_manifest(
-            facts={**attempt.facts(ctx.backend), "restart_count": identity.restart_count},
-            ranks=records,
-            attempts=attempts,
-            profiler=attempt.config.profiler,
-            workload=attempt.config.workload,
-            started_at=min([attempts[0]["started_at"], *(r["started_at"] for r in records)]),
-            ended_at=utc_now(),
-        )
-        written.update({hook.manifest_key: hook.manifest_section() for hook in hooks})
-        path = manifest.write_manifest(attempt.folder, written)
-        attempt.folder.running.unlink(missing_ok=True)
-        _log(f"wrote {len(written['trace_files'])} trace(s) and {path}")
-    dist.barrier()
-    return records

@@ -34,14 +34,14 @@ that list, so the five add up to the CPU span.
 from __future__ import annotations
 
 import dataclasses
-import re
 
 import numpy as np
 
 from profiling.analysis import intervals
-from profiling.analysis.collectives import is_cpu_communication, is_nccl_kernel
+from profiling.analysis.collectives import Collective, is_cpu_communication
 from profiling.analysis.intervals import Intervals
-from profiling.analysis.trace_events import STEP_PREFIX, Collective, TraceEvents
+from profiling.analysis.kernels import KERNEL_TYPES, hta_kernel_type
+from profiling.analysis.trace_events import STEP_PREFIX, TraceEvents
 
 CPU_PARTS = ("forward", "backward", "optimizer", "communication", "other")
 GPU_PARTS = ("compute", "communication", "memory", "other", "idle")
@@ -49,20 +49,6 @@ COMPUTE_PHASES = ("forward", "backward", "optimizer")
 
 _BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 _OPTIMIZER_PREFIX = "Optimizer."
-# HTA's kernel types (hta/utils/utils.py): communication, memory, and "not compute".
-_HTA_MEMORY = re.compile(r"(^Memcpy)|(^Memset)|(^dma)")
-_HTA_NOT_COMPUTE = re.compile(r"(^nccl.*Kernel)|(.*(Memcpy)|(Memset))|(.*Sync)")
-
-
-def kernel_kind(name: str) -> str:
-    """``communication``, ``memory``, ``compute`` or ``other``, as HTA classifies GPU activity."""
-    if is_nccl_kernel(name):
-        return "communication"
-    if _HTA_MEMORY.match(name):
-        return "memory"
-    if _HTA_NOT_COMPUTE.match(name):
-        return "other"
-    return "compute"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -232,11 +218,10 @@ def _exclusive(labelled: list[tuple[str, Intervals]]) -> dict[str, float]:
     return parts
 
 
-_KINDS = ("compute", "communication", "memory", "other")
-
-
 def _gpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[StepBreakdown]:
-    kind_of_name = np.array([_KINDS.index(kernel_kind(name)) for name in trace.names], dtype=np.int8)
+    kind_of_name = np.array(
+        [KERNEL_TYPES.index(hta_kernel_type(name)) for name in trace.names], dtype=np.int8
+    )
     kinds = kind_of_name[trace.gpu_name] if len(trace.names) else np.zeros(0, dtype=np.int8)
     launched_at = _launch_times(trace)
     step_of = np.full(len(launched_at), -1)
@@ -245,7 +230,7 @@ def _gpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -
     tied = step_of >= 0
     by_kind = {
         kind: intervals.union(trace.gpu_start[tied & (kinds == code)], trace.gpu_end[tied & (kinds == code)])
-        for code, kind in enumerate(_KINDS)
+        for code, kind in enumerate(KERNEL_TYPES)
     }
     firsts = [
         float(trace.gpu_start[step_of == i].min()) if (step_of == i).any() else None
@@ -253,7 +238,7 @@ def _gpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -
     ]
     last_end = float(trace.gpu_end[step_of >= 0].max()) if (step_of >= 0).any() else None
     phase = _compute_phase(trace, steps, launched_at, step_of)
-    compute = tied & (kinds == _KINDS.index("compute"))
+    compute = tied & (kinds == KERNEL_TYPES.index("compute"))
     by_phase = [
         intervals.union(trace.gpu_start[compute & (phase == code)], trace.gpu_end[compute & (phase == code)])
         for code in range(len(COMPUTE_PHASES))
@@ -267,7 +252,7 @@ def _gpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -
             span_start = firsts[index]
             span_end = max(span_start, later[0]) if later else last_end
         within = {kind: intervals.clip(spans, span_start, span_end) for kind, spans in by_kind.items()}
-        parts = _exclusive([(kind, within[kind]) for kind in _KINDS])
+        parts = _exclusive([(kind, within[kind]) for kind in KERNEL_TYPES])
         busy = sum(parts.values())
         parts["idle"] = max(0.0, (span_end - span_start) - busy)
         gpu = GpuStep(

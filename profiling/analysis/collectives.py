@@ -20,10 +20,7 @@ import dataclasses
 import json
 import re
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from profiling.analysis.trace_events import Collective
+from typing import Any
 
 NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
 GLOO = "gloo:"
@@ -35,6 +32,23 @@ _KERNEL_KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 _SYMMETRIC = ("allreduce", "allgather", "reducescatter", "alltoall", "sendrecv", "barrier")
 SEQUENCED = "seq"
 _SEQUENCED_PREFIX = f'["{SEQUENCED}",'
+
+
+@dataclasses.dataclass(frozen=True)
+class Collective:
+    """One collective as one rank's trace shows it."""
+
+    name: str  # kernel or operator name
+    start: float  # trace clock, µs
+    end: float
+    tid: Any
+    gpu: bool  # an NCCL kernel (else a CPU operator: gloo's or c10d's)
+    args: tuple[tuple[str, Any], ...]  # the COLLECTIVE_ARGS it has
+    correlation: int | None = None  # a kernel's tie to the runtime call that launched it
+    step: int | None = None  # the ProfilerStep that issued it (set by the analysis)
+
+    def arg(self, key: str) -> Any:
+        return dict(self.args).get(key)
 
 
 def is_collective(name: str) -> bool:
@@ -51,7 +65,7 @@ def is_cpu_communication(name: str) -> bool:
     return name.startswith(_CPU_COMMUNICATION) or "nccl" in name.lower()
 
 
-def kernel_kind(name: str) -> str:
+def collective_kind(name: str) -> str:
     """``AllReduce`` of ``ncclKernel_AllReduce_RING_LL_Sum_float(...)``; the name where it says none."""
     match = _KERNEL_KIND.search(name)
     return match[1] if match else name
@@ -116,7 +130,7 @@ def instances(collectives: Sequence[Collective]) -> list[Instance]:
 
 def _kernel_instance(kernel: Collective) -> Instance:
     group, seq = kernel.arg("Process Group Name"), kernel.arg("Seq")
-    kind = kernel.arg("Collective name") or kernel_kind(kernel.name)
+    kind = kernel.arg("Collective name") or collective_kind(kernel.name)
     symmetric = is_symmetric(kind)
     if seq is not None:
         label = f"{kind} (group {group}, seq {seq})"

@@ -32,10 +32,12 @@ import functools
 import itertools
 import warnings
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
-from profiling.folder.step_log import TIMES, StepLog
+from profiling.folder.layout import JobFolder
+from profiling.folder.step_log import TIMES, StepLog, StepLogError, read_step_log
 
 METRIC = "cpu"
 MIN_EXCESS = 0.2
@@ -121,7 +123,7 @@ class Scores:
     intervals: list[tuple[int, int, float, float, float]]
 
 
-def combine(logs: Sequence[StepLog]) -> RunMap | None:
+def combine_logs(logs: Sequence[StepLog]) -> RunMap | None:
     """The logs of every rank and attempt as one map (None if none holds a step). A later
     attempt's steps replace an earlier one's from the step it resumed at."""
     by_rank: dict[int, list[StepLog]] = {}
@@ -322,3 +324,16 @@ def _nanmin(values: np.ndarray, axis: int) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmin(values, axis=axis)
+
+
+def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
+    """The job's step logs as one map, and what could not be read (None: the job has none)."""
+    job = JobFolder.of_traces(trace_folder)
+    logs, unreadable = [], []
+    for path in job.step_logs():
+        try:
+            logs.append(read_step_log(path))
+        except (OSError, StepLogError) as error:
+            unreadable.append(f"{path.name}: {error}")
+    run = combine_logs(logs)
+    return (run, unreadable) if run is not None else None

@@ -29,7 +29,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from profiling.analysis.collectives import is_collective
+from profiling.analysis.collectives import Collective, is_collective
 from profiling.analysis.json_stream import TraceStream
 
 STEP_PREFIX = "ProfilerStep#"
@@ -84,23 +84,6 @@ class ReadEvent(msgspec.Struct, gc=False):
 _CORRELATIONS = msgspec.json.Decoder(list[_Correlation])
 _ARGS = msgspec.json.Decoder(dict[str, Any])
 _CAT = operator.attrgetter("cat")
-
-
-@dataclasses.dataclass(frozen=True)
-class Collective:
-    """One collective as one rank's trace shows it."""
-
-    name: str  # kernel or operator name
-    start: float  # trace clock, µs
-    end: float
-    tid: Any
-    gpu: bool  # an NCCL kernel (else a CPU operator: gloo's or c10d's)
-    args: tuple[tuple[str, Any], ...]  # the COLLECTIVE_ARGS it has
-    correlation: int | None = None  # a kernel's tie to the runtime call that launched it
-    step: int | None = None  # the ProfilerStep that issued it (set by the analysis)
-
-    def arg(self, key: str) -> Any:
-        return dict(self.args).get(key)
 
 
 @dataclasses.dataclass

@@ -16,7 +16,6 @@ from typing import Any
 
 from profiling.folder.layout import JobFolder
 from profiling.folder.traces import list_traces
-from profiling.recording.config import ProfilerConfig
 from slurm.basics import utc_now, write_json_atomically
 
 
@@ -138,7 +137,7 @@ def build_manifest(
     facts: dict[str, Any],
     ranks: Sequence[dict[str, Any]],
     attempts: Sequence[dict[str, Any]],
-    profiler: ProfilerConfig,
+    profiler: dict[str, Any],
     workload: Any,
     started_at: str,
     ended_at: str,
@@ -156,13 +155,8 @@ def build_manifest(
         "profiled_ranks": [record["rank"] for record in ranks if record["profiled"]],
         "trace_files": [name for attempt in attempts for name in attempt["trace_files"]],
         "attempts": list(attempts),
-        "schedule": dataclasses.asdict(profiler.schedule),
-        "profiler": {
-            "ranks": str(profiler.ranks),
-            "record_shapes": profiler.record_shapes,
-            "with_stack": profiler.with_stack,
-            "gzip": profiler.gzip,
-        },
+        "schedule": profiler["schedule"],
+        "profiler": {key: value for key, value in profiler.items() if key != "schedule"},
         "workload": dataclasses.asdict(workload),
         "versions": versions(),
         "started_at": started_at,

@@ -8,7 +8,7 @@ import json
 from typing import Any
 
 from profiling.folder.layout import JobFolder
-from profiling.recording.ranks import RankSelection
+from profiling.ranks import RankSelection
 from slurm.basics import utc_now, write_json_atomically
 
 

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from profiling.folder.layout import JobFolder
-from profiling.recording.ranks import format_ranks
+from profiling.ranks import format_ranks
 from slurm.basics import SettingError, write_json_atomically
 
 # Rank 0 looks again for this long before it gives up on a marker: a slow shared filesystem

@@ -3,19 +3,31 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
-from profiling.recording.ranks import RankSelection
+from profiling.ranks import RankSelection
 from profiling.recording.schedule import ScheduleConfig
 from slurm.basics import SettingError
+from slurm.settings import section, setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProfilerConfig:
-    ranks: RankSelection = dataclasses.field(default_factory=lambda: RankSelection.parse("0"))
-    schedule: ScheduleConfig = dataclasses.field(default_factory=ScheduleConfig)
+    ranks: RankSelection = setting(
+        default_factory=lambda: RankSelection.parse("0"),
+        flag="--profile-ranks",
+        help="ranks that record: 'all', 'none', '0,3', '0-3,8', '0,slowest'; every rank keeps its step "
+        "times anyway (meta/steps/)",
+        group="profiler",
+        metavar="SPEC",
+        parse=RankSelection.parse,
+    )
+    schedule: ScheduleConfig = section(ScheduleConfig)
     record_shapes: bool = True
     with_stack: bool = True
-    gzip: bool = False  # write rank<r>_iter<a>_<b>.json.gz instead of .json
+    gzip: bool = setting(
+        False, flag="--gzip-traces", help="write rank<r>_iter<a>_<b>.json.gz", group="profiler"
+    )
 
     def __post_init__(self) -> None:
         if not isinstance(self.ranks, RankSelection):
@@ -30,3 +42,13 @@ class ProfilerConfig:
                 "steps before each window, and {wait} is 0: the first window would start before any "
                 "step was timed. HINT: use {wait} 1 or more (default 10)"
             )
+
+    def record(self) -> dict[str, Any]:
+        """As the manifest keeps it: the schedule, and what was recorded on which ranks."""
+        return {
+            "schedule": dataclasses.asdict(self.schedule),
+            "ranks": str(self.ranks),
+            "record_shapes": self.record_shapes,
+            "with_stack": self.with_stack,
+            "gzip": self.gzip,
+        }

@@ -193,6 +193,6 @@ class StepProfiler:
         self.export_seconds += time.perf_counter() - started
 
 
-def describe(recorded: Sequence[tuple[Window, Path]]) -> list[dict[str, Any]]:
+def windows_record(recorded: Sequence[tuple[Window, Path]]) -> list[dict[str, Any]]:
     """What the manifest lists of a rank's windows."""
     return [{"first": w.first, "last": w.last, "reason": w.reason, "file": p.name} for w, p in recorded]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 
 from slurm.basics import SettingError
+from slurm.settings import check_fields, integer_at_least, setting
 
 MAX_WINDOWS = 10_000
 
@@ -22,18 +23,31 @@ class ScheduleError(SettingError):
     """A schedule that is invalid or records nothing within the run."""
 
 
+_GROUP = "profiler"
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ScheduleConfig:
-    wait: int = 10
-    warmup: int = 5
-    active: int = 3
-    repeat: int = 1
+    # --wait is taken: it waits for the job, as sbatch --wait does
+    wait: int = setting(
+        10, flag="--schedule-wait", help="steps skipped before warm-up", group=_GROUP, metavar="N",
+        check=integer_at_least(0),
+    )  # fmt: skip
+    warmup: int = setting(
+        5, flag="--warmup", help="steps recorded and thrown away", group=_GROUP, metavar="N",
+        check=integer_at_least(0),
+    )  # fmt: skip
+    active: int = setting(
+        3, flag="--active", help="recorded steps per window", group=_GROUP, metavar="N",
+        check=integer_at_least(1),
+    )  # fmt: skip
+    repeat: int = setting(
+        1, flag="--repeat", help="windows, 0 = until the end", group=_GROUP, metavar="N",
+        check=integer_at_least(0),
+    )  # fmt: skip
 
     def __post_init__(self) -> None:
-        for name, minimum in (("wait", 0), ("warmup", 0), ("active", 1), ("repeat", 0)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or value < minimum:
-                raise ScheduleError(f"{{{name}}} {value!r} must be an integer >= {minimum}")
+        check_fields(self, ScheduleError)
 
     @property
     def cycle(self) -> int:

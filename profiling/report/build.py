@@ -11,17 +11,18 @@ from typing import Any, TextIO
 
 from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
 from profiling.analysis.record import ReportError, TraceRecord
+from profiling.analysis.run_map import read_run
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import write_archive
 from profiling.folder.layout import ReportFiles
 from profiling.folder.traces import TraceFile, list_traces
-from profiling.report.combine import align, summarise
+from profiling.report.combine import align_ranks, summarise
 from profiling.report.merged_json import write_merged_json
 from profiling.report.plot import plot_report, plot_run
 from profiling.report.plot import prepare as prepare_plot
 from profiling.report.read import read_records
-from profiling.report.render import render_markdown
-from profiling.report.run import map_for_plot, read_run, run_section
+from profiling.report.render import report_markdown
+from profiling.report.run import map_for_plot, run_section
 from profiling.report.workers import Ahead, Workers
 from slurm.basics import utc_now, write_json_atomically, write_text_atomically
 
@@ -83,7 +84,7 @@ def build_report(
             run_plotted.result()
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_json_atomically(files.json, report)
-    write_text_atomically(files.markdown, render_markdown(report))
+    write_text_atomically(files.markdown, report_markdown(report))
     return report
 
 
@@ -106,7 +107,7 @@ def _traces_report(
     read = read_records(traces, workers, progress)
     reading_s = time.perf_counter() - started
     aligning = time.perf_counter()
-    per_rank = align(traces, read.records)
+    per_rank = align_ranks(traces, read.records)
     aligning = time.perf_counter() - aligning
     report = summarise(folder, per_rank)
     report["reading"] = _reading(read.records, read.read_here, reading_s)

@@ -13,12 +13,13 @@ from profiling.analysis.record import ReportError, load_fresh
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import ArchiveError
 from profiling.folder.traces import list_traces
-from profiling.recording.ranks import RankSelection, RankSpecError
+from profiling.ranks import RankSelection
 from profiling.report import slurm_array
 from profiling.report.build import build_report
-from profiling.report.render import render_markdown
-from profiling.report.slurm_array import ArrayResources
-from slurm.basics import OneLineParser
+from profiling.report.render import report_markdown
+from slurm.command_line import OneLineParser
+from slurm.resources import SlurmResources
+from slurm.settings import from_namespace
 
 PROG = "python -m profiling.report"
 
@@ -36,7 +37,11 @@ def build_parser() -> OneLineParser:
     merged = parser.add_argument_group("the merged timeline")
     merged.add_argument("--no-merged-trace", action="store_true", help="skip merged_trace.zip (and the JSON)")
     merged.add_argument(
-        "--merge-ranks", metavar="SPEC", help="ranks in merged_trace.zip (default: the ranks that matter)"
+        "--merge-ranks",
+        dest="ranks",  # the field of RankSelection's errors
+        type=RankSelection.parse_named,
+        metavar="SPEC",
+        help="ranks in merged_trace.zip (default: the ranks that matter)",
     )
     merged.add_argument(
         "--archive-budget-mb",
@@ -63,19 +68,11 @@ def build_parser() -> OneLineParser:
     cluster.add_argument(
         "--tasks",
         type=int,
-        default=ArrayResources().tasks,
+        default=slurm_array.TASKS,
         help="array tasks, at most (default: %(default)s)",
     )
-    cluster.add_argument("--partition")
-    cluster.add_argument("--account")
-    cluster.add_argument("--qos")
-    cluster.add_argument(
-        "--time",
-        type=int,
-        default=ArrayResources().time_min,
-        metavar="MINUTES",
-        help="(default: %(default)s)",
-    )
+    parser.add_settings(SlurmResources, only=("partition", "account", "qos", "time_min"))
+    parser.set_defaults(time_min=slurm_array.TIME_MIN, job_name=slurm_array.JOB_NAME)
     cluster.add_argument(
         "--no-wait",
         action="store_true",
@@ -84,7 +81,7 @@ def build_parser() -> OneLineParser:
     return parser
 
 
-def _read_on_the_cluster(args: argparse.Namespace) -> bool:
+def _read_on_the_cluster(parser: OneLineParser, args: argparse.Namespace) -> bool:
     """Submit the array for the traces without a fresh record and wait for it (unless --no-wait);
     False if the command should stop there."""
     traces = list_traces(args.folder)
@@ -95,12 +92,10 @@ def _read_on_the_cluster(args: argparse.Namespace) -> bool:
     stale = [trace for trace in traces if load_fresh(trace) is None]
     if not stale:
         return True
-    resources = ArrayResources(
-        tasks=args.tasks, partition=args.partition, account=args.account, qos=args.qos, time_min=args.time
-    )
-    job_id = slurm_array.submit(args.folder, stale, resources)
+    resources = from_namespace(SlurmResources, args, job_name=slurm_array.JOB_NAME)
+    job_id = slurm_array.submit_array(args.folder, stale, resources, args.tasks)
     size = sum(t.path.stat().st_size for t in stale)
-    tasks = len(slurm_array.chunks(stale, resources.tasks))
+    tasks = len(slurm_array.chunks(stale, args.tasks))
     print(
         f"submitted job {job_id}: {tasks} task(s) reading {len(stale)} trace(s), {size / 2**20:.0f} MiB",
         flush=True,
@@ -119,18 +114,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         return parser.fail(f"--jobs {args.jobs} must be at least 1")
-    for option, value in (
-        ("--merge-budget-mb", args.merge_budget_mb),
-        ("--archive-budget-mb", args.archive_budget_mb),
+    for option, value, hint in (
+        ("--merge-budget-mb", args.merge_budget_mb, "--full-merge keeps every event"),
+        ("--archive-budget-mb", args.archive_budget_mb, "--merge-ranks chooses the ranks it holds"),
     ):
         if not value > 0:
-            return parser.fail(f"{option} {value:g} must be positive. HINT: --full-merge keeps all")
+            return parser.fail(f"{option} {value:g} must be positive. HINT: {hint}")
     try:
-        if args.slurm and not _read_on_the_cluster(args):
+        if args.slurm and not _read_on_the_cluster(parser, args):
             return 0
         ranks = None
-        if args.merge_ranks:
-            selection = RankSelection.parse(args.merge_ranks)
+        if args.ranks:
+            selection = args.ranks
             profiled = sorted({trace.rank for trace in list_traces(args.folder)})
             ranks = (
                 profiled if selection.everyone else sorted(selection.resolve(max(profiled, default=0) + 1))
@@ -142,14 +137,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             jobs=args.jobs,
             archive=not args.no_merged_trace,
             archive_ranks=ranks,
-            archive_budget_bytes=None if args.merge_ranks else args.archive_budget_mb * 1e6,
+            archive_budget_bytes=None if args.ranks else args.archive_budget_mb * 1e6,
             merged_json=args.merged_json and not args.no_merged_trace,
             merge_budget_bytes=None if args.full_merge else args.merge_budget_mb * 1e6,
             progress=sys.stderr,
         )
-    except RankSpecError as error:
-        return parser.fail(error.naming({"ranks": "--merge-ranks"}))
     except (ReportError, ArchiveError, TraceFormatError, OSError, ValueError) as error:
-        return parser.fail(str(error))
-    print(render_markdown(report))
+        return parser.fail(error)
+    print(report_markdown(report))
     return 0

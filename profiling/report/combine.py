@@ -32,7 +32,7 @@ class Aligned:
     clock: Alignment
 
 
-def align(traces: Sequence[TraceFile], records: Sequence[TraceRecord]) -> dict[int, list[Aligned]]:
+def align_ranks(traces: Sequence[TraceFile], records: Sequence[TraceRecord]) -> dict[int, list[Aligned]]:
     """Every trace's clock against the first rank's trace of the same window; by rank, then window."""
     first_rank = traces[0].rank
     reference = {t.first_step: r for t, r in zip(traces, records, strict=True) if t.rank == first_rank}

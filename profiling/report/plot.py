@@ -26,7 +26,8 @@ def prepare() -> None:
     import matplotlib.figure  # noqa: F401
 
 
-def plot_report(report: dict[str, Any], path: Path) -> None:
+def plot_report(report: dict[str, Any], path: Path) -> Any:
+    """Draw report.png; returns the Figure drawn (what the tests look at)."""
     # matplotlib's Figure without pyplot: no global state, and less to import
     from matplotlib.figure import Figure
 
@@ -44,6 +45,7 @@ def plot_report(report: dict[str, Any], path: Path) -> None:
     top = 0.93 - 0.035 * title.count("\n")
     fig.subplots_adjust(left=0.06, right=0.9 if len(ranks) <= BARS_UP_TO else 0.95, bottom=0.16, top=top)
     fig.savefig(path, dpi=100)
+    return fig
 
 
 def _title(verdict: dict[str, Any] | None) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 
-def render_markdown(report: dict[str, Any]) -> str:
+def report_markdown(report: dict[str, Any]) -> str:
     lines = [f"# Trace report: {report['folder']}", ""]
     if report["straggler"] is not None:
         lines += [f"**{report['straggler']['text'][0].upper()}{report['straggler']['text'][1:]}.**", ""]

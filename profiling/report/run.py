@@ -8,6 +8,7 @@ have caught it; where each rank's log ends, if before the run's end.
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 from typing import Any
 
@@ -16,25 +17,13 @@ import numpy as np
 from profiling.analysis import run_map
 from profiling.analysis.run_map import RunMap, Segment
 from profiling.folder.layout import JobFolder
-from profiling.folder.step_log import StepLogError, read_step_log
 from profiling.folder.traces import TraceFile, list_traces
-from profiling.recording.ranks import format_ranks
+from profiling.ranks import RankSelection, format_ranks
+from profiling.recording.config import ProfilerConfig
 from profiling.recording.schedule import ScheduleConfig
+from slurm.settings import argv_of
 
 MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
-
-
-def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
-    """The job's step logs as one map, and what could not be read (None: the job has none)."""
-    job = JobFolder.of_traces(trace_folder)
-    logs, unreadable = [], []
-    for path in job.step_logs():
-        try:
-            logs.append(read_step_log(path))
-        except (OSError, StepLogError) as error:
-            unreadable.append(f"{path.name}: {error}")
-    run = run_map.combine(logs)
-    return (run, unreadable) if run is not None else None
 
 
 def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> dict[str, Any]:
@@ -131,12 +120,14 @@ def _hint(segment: Segment, job: JobFolder, manifest: dict[str, Any]) -> str:
     warmup = manifest.get("schedule", {}).get("warmup", ScheduleConfig().warmup)
     warmup = min(warmup, segment.first)
     active = min(3, segment.last - segment.first + 1)
-    ranks = sorted({0, segment.rank})
+    next_run = ProfilerConfig(
+        ranks=RankSelection.parse(format_ranks({0, segment.rank})),
+        schedule=ScheduleConfig(wait=segment.first - warmup, warmup=warmup, active=active),
+    )
     return (
         f"no trace of rank {segment.rank} covers steps {segment.first}-{segment.last}: while it is slow, "
         f"`python -m jobs.capture {job.job_id} --ranks {segment.rank}`; in the next run, "
-        f"`--profile-ranks {format_ranks(ranks)} --schedule-wait {segment.first - warmup} "
-        f"--warmup {warmup} --active {active}` records steps {segment.first}-{segment.first + active - 1}"
+        f"`{shlex.join(argv_of(next_run))}` records steps {segment.first}-{segment.first + active - 1}"
     )
 
 

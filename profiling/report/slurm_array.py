@@ -10,7 +10,6 @@ before the array is submitted (Slurm does not create the folder of ``--output``)
 
 from __future__ import annotations
 
-import dataclasses
 import socket
 import time
 from collections.abc import Sequence
@@ -22,23 +21,14 @@ from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceFile, parse_trace_name
 from profiling.report.progress import Progress
 from slurm import scheduler
+from slurm.resources import SlurmResources, drop_submission_links, slurm_executor
 
 POLL_S = 2.0
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class ArrayResources:
-    tasks: int = 8  # at most: fewer where there are fewer traces
-    partition: str | None = None
-    account: str | None = None
-    qos: str | None = None
-    time_min: int = 30
-
-    def __post_init__(self) -> None:
-        if self.tasks < 1:
-            raise ValueError(f"--tasks {self.tasks} must be at least 1")
-        if self.time_min < 1:
-            raise ValueError(f"--time {self.time_min} must be at least 1 minute")
+JOB_NAME = "profile-report"
+TIME_MIN = 30  # the array's default time limit: reading traces takes minutes, not a training's hour
+TASKS = 8  # the array's tasks, at most: fewer where there are fewer traces
 
 
 def chunks(traces: Sequence[TraceFile], tasks: int) -> list[list[TraceFile]]:
@@ -70,30 +60,16 @@ def analyse_chunk(paths: list[str]) -> list[str]:
     return done
 
 
-def submit(folder: Path, stale: Sequence[TraceFile], resources: ArrayResources) -> str:
-    """Submit the array; returns its job id."""
-    import submitit
-
+def submit_array(
+    folder: Path, stale: Sequence[TraceFile], resources: SlurmResources, tasks: int = TASKS
+) -> str:
+    """Submit the array, at most ``tasks`` tasks; returns its job id."""
     logs = analysis_record(folder / "x").parent / "slurm"
     logs.mkdir(parents=True, exist_ok=True)
-    executor = submitit.SlurmExecutor(folder=logs, max_num_timeout=0)
-    executor.update_parameters(
-        job_name="profile-report",
-        nodes=1,
-        ntasks_per_node=1,
-        time=resources.time_min,
-        **{
-            key: value
-            for key, value in (
-                ("partition", resources.partition),
-                ("account", resources.account),
-                ("qos", resources.qos),
-            )
-            if value is not None
-        },
-    )
-    parts = chunks(stale, resources.tasks)
+    executor = slurm_executor(logs, resources, held=False)
+    parts = chunks(stale, tasks)
     jobs = executor.map_array(analyse_chunk, [[str(t.path) for t in chunk] for chunk in parts])
+    drop_submission_links(logs)
     return str(jobs[0].job_id).split("_")[0]
 
 
@@ -102,11 +78,12 @@ def wait(job_id: str, stale: Sequence[TraceFile], stream: TextIO | None = None) 
     traces still without one (a task failed: the combine step reads them)."""
     left = list(stale)
     shown = Progress("traces analysed on the cluster", len(stale), stream=stream)
+    queue = scheduler.QueueWatcher(POLL_S)
     while left:
         still = [trace for trace in left if load_fresh(trace) is None]
         shown.advance(len(left) - len(still))
         left = still
-        if left and scheduler.queue_state(job_id) == "":  # the array has ended
+        if left and queue.state(job_id) == "":  # the array has left the queue
             left = [trace for trace in left if load_fresh(trace) is None]
             break
         time.sleep(POLL_S if left else 0)

@@ -23,7 +23,6 @@ import dataclasses
 import json
 import os
 import socket
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +33,6 @@ from slurm.launchers import Launcher
 
 _ENDED = frozenset({"completed", "failed"})
 NO_RECORD = "unknown: no manifest, running.json or submitted.json"
-_ENDING = scheduler.TERMINAL_STATES | {"COMPLETING"}  # runs no more of the job's code
 
 
 @dataclasses.dataclass(frozen=True)
@@ -72,9 +70,9 @@ def launcher_of(folder: JobFolder) -> Launcher | None:
     return None
 
 
-def job_state(folder: JobFolder, queue: Mapping[str, str] | None = None) -> JobState:
-    """``queue``: SLURM's queue (job id -> state) as the caller just read it, for many jobs at once
-    (:func:`slurm.scheduler.queue_states`); None: ask."""
+def job_state(folder: JobFolder, queue: scheduler.QueueWatcher | None = None) -> JobState:
+    """``queue``: the caller's view of SLURM's queue, shared by many jobs or calls (one squeue for
+    them all); None: a view of this call's own."""
     manifest, running = read_manifest(folder) or {}, read_running(folder)
     attempts = manifest.get("attempts") or []
     last = attempts[-1] if attempts else None
@@ -84,8 +82,8 @@ def job_state(folder: JobFolder, queue: Mapping[str, str] | None = None) -> JobS
     launcher = launcher_of(folder)
     if launcher is None and not manifest and running is None:
         return JobState(folder.job_id, None, NO_RECORD, f"job {folder.job_id}: {NO_RECORD}")
-    if launcher is Launcher.SLURM:
-        return _from_scheduler(folder.job_id, last, queue)
+    if launcher is not None and launcher.queued:
+        return _from_scheduler(folder.job_id, last, queue or scheduler.QueueWatcher())
     return _from_processes(folder, running, last, launcher)
 
 
@@ -97,15 +95,12 @@ def _from_attempt(job_id: str, attempt: dict[str, Any]) -> JobState:
     )
 
 
-def _from_scheduler(job_id: str, last: dict[str, Any] | None, queue: Mapping[str, str] | None) -> JobState:
-    if queue is None:
-        state = scheduler.queue_state(job_id)
-    else:
-        state = next((s for i, s in queue.items() if i == job_id or i.startswith(f"{job_id}_")), "")
+def _from_scheduler(job_id: str, last: dict[str, Any] | None, queue: scheduler.QueueWatcher) -> JobState:
+    state = queue.state(job_id)
     if state is None:
         return JobState(job_id, None, "unknown", f"job {job_id}: SLURM does not answer (squeue)")
-    if state and state not in _ENDING:
-        outcome = "pending" if state in ("PENDING", "REQUEUED", "REQUEUE_HOLD") else "running"
+    if scheduler.is_running(state):
+        outcome = "pending" if scheduler.is_pending(state) else "running"
         return JobState(job_id, True, outcome, f"job {job_id} is {state.lower()} (squeue)")
     ended, when = scheduler.ending(job_id)
     if ended == scheduler.UNKNOWN_END:

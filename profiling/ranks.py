@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from slurm.basics import SettingError
 
 _HINT = "HINT: use 'all', 'none', a list '0,3', ranges '0-3,8', or 'slowest'"
+_NAMED_HINT = "HINT: use 'all', a list '0,3' or ranges '0-3,8'"
 SLOWEST = "slowest"
 NONE = "none"
 
@@ -48,8 +49,20 @@ class RankSelection:
             raise RankSpecError(f"{{ranks}} is empty. {_HINT}")
         items = [item.strip() for item in spec.split(",")]
         slowest = any(item.lower() == SLOWEST for item in items)
-        spans = tuple(_parse_item(item, spec) for item in items if item.lower() != SLOWEST)
+        spans = tuple(_parse_item(item, spec, _HINT) for item in items if item.lower() != SLOWEST)
         return cls(text=spec, everyone=False, spans=spans, slowest=slowest)
+
+    @classmethod
+    def parse_named(cls, text: str) -> RankSelection:
+        """Ranks named now, for a tool that acts on them at once (capture, the archive): no
+        ``slowest``, which a job chooses while it runs, and no ``none``."""
+        spec = text.strip()
+        if spec.lower() == "all":
+            return cls(text=spec, everyone=True, spans=())
+        if not spec:
+            raise RankSpecError(f"{{ranks}} is empty. {_NAMED_HINT}")
+        spans = tuple(_parse_item(item.strip(), spec, _NAMED_HINT) for item in spec.split(","))
+        return cls(text=spec, everyone=False, spans=spans)
 
     def resolve(self, world_size: int) -> frozenset[int]:
         """The ranks selected from the start in a job of ``world_size`` ranks (``slowest`` aside)."""
@@ -86,10 +99,10 @@ def format_ranks(ranks: Iterable[int]) -> str:
     return ",".join(f"{a}" if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def _parse_item(item: str, spec: str) -> tuple[int, int]:
+def _parse_item(item: str, spec: str, hint: str) -> tuple[int, int]:
     low, dash, high = item.partition("-")
     if not low.strip().isdigit() or (dash and not high.strip().isdigit()) or not item.isascii():
-        raise RankSpecError(f"{{ranks}} {spec!r}: {item!r} is not a rank or a range. {_HINT}")
+        raise RankSpecError(f"{{ranks}} {spec!r}: {item!r} is not a rank or a range. {hint}")
     first, last = int(low), int(high) if dash else int(low)
     if last < first:
         raise RankSpecError(f"{{ranks}} {spec!r}: range {item!r} runs backwards. HINT: write {last}-{first}")

@@ -1,4 +1,5 @@
-"""Why a job hung: ``python -m profiling.hang <job folder>`` (also run by ``submit.py --wait``).
+"""Why a job hung, from its ranks' dumps (``python -m jobs.hang``, ``submit.py --wait``, and the
+ranks themselves on their way out).
 
 Every rank of a job watches its own progress (:mod:`jobs.runtime.watchdog`). A rank that makes no
 progress for half of ``--dist-timeout`` writes ``meta/hang/rank<r>.json``: its step, its node,
@@ -16,16 +17,12 @@ times out writes it again on its way out. This module turns those files into a v
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 
-from profiling.folder.job_state import job_state
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import read_manifest
-from profiling.recording.ranks import format_ranks
-from slurm.basics import OneLineParser, write_json_atomically, write_text_atomically
+from profiling.ranks import format_ranks
+from slurm.basics import write_json_atomically, write_text_atomically
 
 
 class HangError(ValueError):
@@ -43,7 +40,7 @@ def read_dumps(folder: JobFolder) -> dict[int, dict[str, Any]]:
     return dumps
 
 
-def analyse(dumps: dict[int, dict[str, Any]], world_size: int | None = None) -> dict[str, Any]:
+def analyse_dumps(dumps: dict[int, dict[str, Any]], world_size: int | None = None) -> dict[str, Any]:
     """The verdict (``hang.json``'s content) from every rank's dump.
 
     Per process group, each rank's highest queued sequence id: collectives are queued in the
@@ -141,7 +138,7 @@ def _verdict(culprits: list[int], missed: list[dict], ranks: dict[str, dict], si
     return lines
 
 
-def render_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -> str:
+def hang_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -> str:
     lines = [
         "# Hang",
         "",
@@ -164,9 +161,9 @@ def render_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -
 def explain(folder: JobFolder) -> dict[str, Any]:
     """Analyse the job's dumps and write ``hang.json`` and ``hang.md``; returns the verdict."""
     dumps = read_dumps(folder)
-    verdict = analyse(dumps, (read_manifest(folder) or {}).get("world_size"))
+    verdict = analyse_dumps(dumps, (read_manifest(folder) or {}).get("world_size"))
     write_json_atomically(folder.hang_verdict, verdict)
-    write_text_atomically(folder.hang_markdown, render_markdown(verdict, dumps))
+    write_text_atomically(folder.hang_markdown, hang_markdown(verdict, dumps))
     return verdict
 
 
@@ -179,29 +176,3 @@ def verdict_lines(folder: JobFolder) -> list[str] | None:
         return explain(folder)["verdict"]
     except (HangError, OSError, ValueError):
         return None
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m profiling.hang", description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="a job folder, <traces root>/<job id>")
-    args = parser.parse_args(argv)
-    if not args.folder.is_dir():
-        print(
-            f"{parser.prog}: error: {args.folder} is not a folder. HINT: pass a job folder", file=sys.stderr
-        )
-        return 2
-    folder = JobFolder.at(args.folder)
-    state = job_state(folder)
-    try:
-        verdict = explain(folder)
-    except HangError as error:
-        print(f"{parser.prog}: error: {args.folder}: {error}. HINT: did the job hang?", file=sys.stderr)
-        return 2
-    if state.running:  # dumps of a job that still runs show a slow rank as well as a stuck one
-        print(f"{state.how}: the verdict is from the dumps so far")
-    print("\n".join(verdict["verdict"]))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

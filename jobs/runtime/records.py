@@ -1,0 +1,146 @@
+"""What one attempt of the task writes about itself: ``running.json`` while it runs, its rank's
+record, and the manifest that rank 0 writes from every rank's record."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import resource
+import socket
+from pathlib import Path
+from typing import Any
+
+import torch.distributed as dist
+
+from jobs.job_state import process_start
+from jobs.runtime.distributed import DistributedContext
+from jobs.spec import TaskConfig
+from profiling.folder import manifest
+from profiling.folder.layout import JobFolder
+from profiling.recording.profiler import StepHook, StepProfiler, windows_record
+from profiling.recording.step_timing import StepTiming
+from slurm.basics import utc_now, write_json_atomically
+from slurm.env import DistributedIdentity
+
+
+def log(line: str) -> None:
+    print(line, flush=True)
+
+
+@dataclasses.dataclass(frozen=True)
+class Attempt:
+    """One run of the job on this rank: where it writes, what it did."""
+
+    config: TaskConfig
+    identity: DistributedIdentity
+    folder: JobFolder
+    started_at: str
+    start_step: int = 0
+
+    @property
+    def trace_dir(self) -> Path:
+        return self.folder.attempt(self.identity.restart_count)
+
+    def facts(self, backend: str) -> dict[str, Any]:
+        """What the manifest says about the job as a whole."""
+        identity = self.identity
+        return {
+            "job_id": identity.job_id,
+            "launcher": str(identity.launcher),
+            "nodes": identity.num_nodes,
+            "master": f"{identity.master_addr}:{identity.master_port}",
+            "backend": backend,
+        }
+
+    def record(self, outcome: str, next_step: int, error: str | None = None) -> dict[str, Any]:
+        return manifest.attempt_record(
+            self.folder,
+            restart_count=self.identity.restart_count,
+            resumed_from_step=self.start_step,
+            next_step=next_step,
+            outcome=outcome,
+            started_at=self.started_at,
+            error=error,
+        )
+
+
+def write_running(attempt: Attempt) -> None:
+    """What a live capture needs to know of the running job (rank 0, at the start)."""
+    identity = attempt.identity
+    attempt.folder.meta.mkdir(parents=True, exist_ok=True)
+    write_json_atomically(
+        attempt.folder.running,
+        {
+            "job_id": identity.job_id,
+            "world_size": identity.world_size,
+            "nodes": identity.num_nodes,
+            "restart_count": identity.restart_count,
+            "launcher": str(identity.launcher),
+            "started_at": attempt.started_at,
+            # rank 0's process: whether it still lives tells a local job's tools it runs
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "pid_started": process_start(),
+        },
+    )
+
+
+def rank_record(
+    attempt: Attempt,
+    ctx: DistributedContext,
+    profiler: StepProfiler,
+    timing: StepTiming,
+    profiled: bool,
+    dtype: tuple[str, str],
+) -> dict[str, Any]:
+    """What this rank did, as the manifest lists it under ``ranks``."""
+    identity = attempt.identity
+    return {
+        "rank": identity.rank,
+        "local_rank": identity.local_rank,
+        "node_rank": identity.node_rank,
+        "node": identity.node_name or socket.gethostname(),
+        "hostname": socket.gethostname(),
+        "device": str(ctx.device),
+        "dtype": {"chosen": dtype[0], "why": dtype[1]},
+        "threads": ctx.threads,
+        "launcher": str(identity.launcher),
+        "profiled": profiled or bool(profiler.recorded),
+        "trace_files": [path.name for path in profiler.trace_files],
+        "windows": windows_record(profiler.recorded),  # what each trace holds, and why it was recorded
+        "step_time": manifest.step_time_summary(
+            timing.step_seconds, first_step=attempt.start_step, windows=profiler.windows
+        ),
+        "trace_export_s": round(profiler.export_seconds, 4),
+        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "started_at": attempt.started_at,
+    }
+
+
+def gather_and_write_manifest(
+    attempt: Attempt,
+    ctx: DistributedContext,
+    record: dict[str, Any],
+    next_step: int,
+    hooks: list[StepHook],
+) -> list[dict[str, Any]]:
+    """Every rank's record to rank 0, which writes the manifest; returns the records."""
+    identity = attempt.identity
+    records = ctx.gather(record)
+    if identity.is_main:
+        attempts = manifest.with_attempt(attempt.folder, attempt.record("completed", next_step))
+        written = manifest.build_manifest(
+            facts={**attempt.facts(ctx.backend), "restart_count": identity.restart_count},
+            ranks=records,
+            attempts=attempts,
+            profiler=attempt.config.profiler.record(),
+            workload=attempt.config.workload,
+            started_at=min([attempts[0]["started_at"], *(r["started_at"] for r in records)]),
+            ended_at=utc_now(),
+        )
+        written.update({hook.manifest_key: hook.manifest_section() for hook in hooks})
+        path = manifest.write_manifest(attempt.folder, written)
+        attempt.folder.running.unlink(missing_ok=True)
+        log(f"wrote {len(written['trace_files'])} trace(s) and {path}")
+    dist.barrier()
+    return records

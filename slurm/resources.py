@@ -1,0 +1,239 @@
+"""What a job asks SLURM for, and the one builder of submitit's SLURM executors.
+
+:class:`SlurmResources` is declared once (its fields carry their options, :mod:`slurm.settings`)
+and used by ``submit.py`` and by the report's job array. :data:`SUBMITIT_PARAMETERS` maps its
+fields to submitit's parameter names, as submitit's ``_equivalence_dict`` maps those to sbatch's.
+Torch-free; submitit is imported where an executor is made.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from pathlib import Path
+from typing import Any
+
+from slurm.basics import SettingError
+from slurm.settings import at_least, check_fields, setting
+
+_GROUP = "SLURM resources"
+_SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
+# Seconds between the preemption signal and SIGKILL at the time limit: room to write a
+# checkpoint on a shared filesystem.
+SIGNAL_DELAY_S = 120
+
+
+# sbatch options the toolkit sets itself -> the setting to use instead. One set through
+# --sbatch too would win in the script while the tasks are planned from ours (nodes=5 next to
+# --nodes 2), or move the logs that --wait follows and submitit reads its results from.
+_LOGS = (
+    "the job's logs, which --wait follows and submitit reads results from, go to <job id>/logs/ under "
+    "{traces_root}"
+)
+_PREEMPTION = "the warning before preemption or the time limit, for the checkpoint"
+OWNED_SBATCH_OPTIONS: dict[str, tuple[str, str]] = {  # option -> (what it is to us, the fix)
+    "nodes": ("", "use {nodes}"),
+    "ntasks": ("", "use {gpus_per_node}, or {tasks_per_node} for CPU tasks"),
+    "ntasks-per-node": ("", "use {gpus_per_node}, or {tasks_per_node} for CPU tasks"),
+    "ntasks-per-gpu": ("", "use {gpus_per_node}: one task per GPU"),
+    "ntasks-per-core": ("", "use {tasks_per_node}"),
+    "ntasks-per-socket": ("", "use {tasks_per_node}"),
+    "gpus": ("", "use {gpus_per_node} (GPUs per node)"),
+    "gpus-per-node": ("", "use {gpus_per_node}"),
+    "gpus-per-task": ("", "use {gpus_per_node}: one task per GPU"),
+    "gpus-per-socket": ("", "use {gpus_per_node}"),
+    "gres": ("GPUs, as --gpus-per-node", "use {gpus_per_node}"),  # only when it asks for GPUs
+    "output": (_LOGS, "use {traces_root}"),
+    "error": (_LOGS, "use {traces_root}"),
+    "open-mode": (_LOGS, "remove it"),
+    "signal": (_PREEMPTION, "remove it"),
+    "requeue": ("requeue after preemption", "use {max_restarts}"),
+    "no-requeue": ("requeue after preemption", "use {max_restarts} 0"),
+    "job-name": ("", "use {job_name}"),
+    "time": ("", "use {time_min} (minutes)"),
+    "partition": ("", "use {partition}"),
+    "account": ("", "use {account}"),
+    "qos": ("", "use {qos}"),
+    "cpus-per-task": ("", "use {cpus_per_task}"),
+}
+# sbatch's one-letter forms of those
+SBATCH_SHORT_OPTIONS = {
+    "N": "nodes",
+    "n": "ntasks",
+    "G": "gpus",
+    "o": "output",
+    "e": "error",
+    "J": "job-name",
+    "t": "time",
+    "p": "partition",
+    "A": "account",
+    "q": "qos",
+    "c": "cpus-per-task",
+}
+
+
+def owned_sbatch_option(key: str, value: str) -> str | None:
+    """The option of ours that ``--sbatch KEY=VALUE`` would fight, if any.
+
+    sbatch also takes a long option by any unambiguous prefix (``--part``): a prefix of one of
+    ours is either that option or ambiguous, and is refused too.
+    """
+    name = SBATCH_SHORT_OPTIONS.get(key, key)
+    if name == "gres" and "gpu" not in value.lower():
+        return None  # other generic resources (a local disk, say) are the user's to ask for
+    if name in OWNED_SBATCH_OPTIONS:
+        return name
+    return next((owned for owned in OWNED_SBATCH_OPTIONS if len(name) > 1 and owned.startswith(name)), None)
+
+
+class ResourceError(SettingError):
+    """Resources SLURM must not be asked for; the message names the setting and the fix."""
+
+
+def parse_sbatch_option(item: str) -> tuple[str, str]:
+    """``KEY=VALUE`` (``--sbatch constraint=a100``) -> ``("constraint", "a100")``."""
+    key, equals, value = item.partition("=")
+    if not equals:
+        raise ResourceError(f"{{extra}} {item!r} is not KEY=VALUE. HINT: {{extra}} constraint=a100")
+    return key.strip().lstrip("-"), value
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SlurmResources:
+    partition: str | None = setting(None, flag="--partition", help="SLURM partition", group=_GROUP)
+    account: str | None = setting(None, flag="--account", help="account charged", group=_GROUP)
+    qos: str | None = setting(None, flag="--qos", help="quality of service", group=_GROUP)
+    time_min: int = setting(
+        60, flag="--time", help="time limit", group=_GROUP, metavar="MINUTES", check=at_least(1, " minute")
+    )
+    cpus_per_task: int | None = setting(
+        None,
+        flag="--cpus-per-task",
+        help="CPUs per task (default: the partition's)",
+        group=_GROUP,
+        parse=int,
+        metavar="N",
+        check=at_least(1),
+    )
+    job_name: str = setting("profile-resnet18", flag="--job-name", help="the job's name", group=_GROUP)
+    extra: tuple[tuple[str, str], ...] = setting(
+        (),
+        flag="--sbatch",
+        help="any other sbatch option, repeatable: --sbatch constraint=a100 --sbatch mail-type=END",
+        group=_GROUP,
+        metavar="KEY=VALUE",
+        parse=parse_sbatch_option,
+        show=lambda item: f"{item[0]}={item[1]}",
+        repeat=True,
+    )
+
+    def __post_init__(self) -> None:
+        check_fields(self, ResourceError)
+        if not self.job_name.strip():
+            raise ResourceError("{job_name} is empty")
+        for name, value in (
+            ("{partition}", self.partition),
+            ("{account}", self.account),
+            ("{qos}", self.qos),
+            ("{job_name}", self.job_name),
+            *((f"{{extra}} {key}", value) for key, value in self.extra),
+        ):
+            # sbatch reads '#SBATCH' lines one by one: a newline in a value would end the
+            # comment and run the rest as shell, whatever the quoting.
+            if value is not None and any(ord(char) < 32 or ord(char) == 127 for char in value):
+                raise ResourceError(
+                    f"{name} {value!r} contains a control character (newline, tab...); remove it"
+                )
+        for key, value in self.extra:
+            owned = owned_sbatch_option(key, value)
+            if owned is not None:
+                what, fix = OWNED_SBATCH_OPTIONS[owned]
+                raise ResourceError(
+                    f"{{extra}} {key}={value}: the toolkit sets --{owned} itself"
+                    + (f" ({what})" if what else "")
+                    + f". HINT: {fix}"
+                )
+            if not _SBATCH_KEY.match(key):
+                raise ResourceError(
+                    f"{{extra}} {key!r} is not an sbatch option name. HINT: write it as in "
+                    "`sbatch --help` without the dashes, e.g. {extra} constraint=a100"
+                )
+
+
+# SlurmResources field -> submitit's parameter (None values are not passed: SLURM's defaults)
+SUBMITIT_PARAMETERS = {
+    "job_name": "job_name",
+    "time_min": "time",
+    "partition": "partition",
+    "account": "account",
+    "qos": "qos",
+    "cpus_per_task": "cpus_per_task",
+}
+
+
+def submitit_parameters(
+    resources: SlurmResources, *, nodes: int, tasks_per_node: int, gpus_per_node: int = 0
+) -> dict[str, Any]:
+    """submitit's ``update_parameters`` of a job of that shape; a CPU job asks for no GPU at all."""
+    parameters = {
+        ours: getattr(resources, field)
+        for field, ours in SUBMITIT_PARAMETERS.items()
+        if getattr(resources, field) is not None
+    }
+    if gpus_per_node:
+        parameters["gpus_per_node"] = gpus_per_node
+    return {
+        **{name: value for name, value in sorted(parameters.items())},
+        "nodes": nodes,
+        "ntasks_per_node": tasks_per_node,
+        "signal_delay_s": SIGNAL_DELAY_S,
+        "additional_parameters": dict(resources.extra),
+        # One dead rank ends the step: the others would otherwise block in a collective.
+        "srun_args": ["--kill-on-bad-exit=1"],
+    }
+
+
+def slurm_executor(
+    folder: Path,
+    resources: SlurmResources,
+    *,
+    nodes: int = 1,
+    tasks_per_node: int = 1,
+    gpus_per_node: int = 0,
+    max_restarts: int = 0,
+    held: bool = True,
+    script_only: bool = False,
+) -> Any:
+    """A submitit SlurmExecutor of that shape: the one place the toolkit makes one.
+
+    ``held``: the job is submitted held (``sbatch --hold``), for the caller to make what the job
+    needs (its folder) and :func:`slurm.scheduler.release` it. ``script_only``: it can render its
+    script where SLURM is not installed (dry runs).
+    """
+    import submitit
+
+    class Executor(submitit.SlurmExecutor):
+        @classmethod
+        def affinity(cls) -> int:  # submitit refuses a SlurmExecutor without srun on PATH otherwise
+            return 2 if script_only else super().affinity()
+
+        def _make_submission_command(self, submission_file_path: Path) -> list[str]:
+            command = super()._make_submission_command(submission_file_path)
+            return [command[0], "--hold", *command[1:]] if held else command
+
+    # submitit counts time-limit requeues itself; it gets the same limit as preemptions.
+    executor = Executor(folder, max_num_timeout=max_restarts)
+    executor.update_parameters(
+        **submitit_parameters(
+            resources, nodes=nodes, tasks_per_node=tasks_per_node, gpus_per_node=gpus_per_node
+        )
+    )
+    return executor
+
+
+def drop_submission_links(folder: Path) -> None:
+    """submitit leaves a hidden link to each job's script (``.submission_file_<id>.sh``) in the
+    folder it was given, besides the script in the job's own folder: remove the links."""
+    for link in folder.glob(".submission_file_*.sh"):
+        if link.is_symlink():
+            link.unlink()

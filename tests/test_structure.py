@@ -1,0 +1,104 @@
+"""The code's shape, held: rooms import downwards only, and modules and functions stay small."""
+
+from __future__ import annotations
+
+import ast
+import itertools
+from pathlib import Path
+
+from tests.common import REPO
+
+PACKAGES = ("jobs", "workload", "profiling", "slurm")
+MAX_MODULE_LINES = 350
+MAX_FUNCTION_LINES = 80
+# Rooms, each above the ones after it: a module may import its own room and the rooms below.
+# profiling's top-level modules (archive, compare) are each a room of their own.
+LAYERS = (
+    ("jobs",),
+    ("workload",),
+    ("profiling.report", "profiling.compare"),
+    ("profiling.archive",),
+    ("profiling.analysis",),
+    ("profiling.recording",),
+    ("profiling.folder",),
+    ("profiling.ranks",),
+    ("slurm",),
+)
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for package in PACKAGES:
+        for path in sorted((REPO / package).rglob("*.py")):
+            name = ".".join(path.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__")
+            found[name] = path
+    return found
+
+
+def _room(module: str) -> str:
+    parts = module.split(".")
+    return ".".join(parts[:2]) if parts[0] == "profiling" and len(parts) > 1 else parts[0]
+
+
+def _imports(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names |= {node.module} | {f"{node.module}.{alias.name}" for alias in node.names}
+        elif isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+    return {name for name in names if name.split(".")[0] in PACKAGES}
+
+
+def test_rooms_import_downwards_only() -> None:
+    level = {room: depth for depth, rooms in enumerate(LAYERS) for room in rooms}
+    modules = _modules()
+    upward = []
+    for module, path in modules.items():
+        if module == "profiling":
+            continue
+        assert _room(module) in level, f"{module}: a room the layers do not place"
+        for imported in _imports(path):
+            target = _room(imported if imported in modules else imported.rpartition(".")[0])
+            if target != "profiling" and level[target] < level[_room(module)]:
+                upward.append(f"{module} -> {imported}")
+    assert not upward, upward
+
+
+def test_no_two_modules_import_each_other() -> None:
+    modules = {name: path for name, path in _modules().items() if path.name != "__init__.py"}
+    imports = {module: {i for i in _imports(path) if i in modules} for module, path in modules.items()}
+    circles = [
+        (a, b) for a, b in itertools.combinations(modules, 2) if b in imports[a] and a in imports[b]
+    ]  # fmt: skip
+    assert not circles, circles
+
+
+def test_modules_and_functions_are_small() -> None:
+    too_big = []
+    for module, path in _modules().items():
+        source = path.read_text()
+        if source.count("\n") > MAX_MODULE_LINES:
+            too_big.append(f"{module}: {source.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(source)):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                length = node.end_lineno - node.lineno + 1
+                if length > MAX_FUNCTION_LINES:
+                    too_big.append(f"{module}.{node.name}: {length} lines")
+    assert not too_big, too_big
+
+
+def test_no_function_name_means_two_things() -> None:
+    """A public function name is defined once in the toolkit (``kernel_kind`` was two things);
+    every command has its ``main`` and ``build_parser``."""
+    where: dict[str, list[str]] = {}
+    for module, path in _modules().items():
+        for node in ast.parse(path.read_text()).body:
+            if (
+                isinstance(node, ast.FunctionDef)
+                and node.name not in ("main", "build_parser")
+                and not (node.name.startswith("_"))
+            ):
+                where.setdefault(node.name, []).append(module)
+    twice = {name: places for name, places in where.items() if len(places) > 1}
+    assert not twice, twice
