@@ -59,13 +59,21 @@ class Member:
     def machine(self) -> str:
         return f"rank {self.rank} ({self.host})" if self.host else f"rank {self.rank}"
 
+    @property
+    def name(self) -> str:
+        """Its name in the archive: the trace's in its folder of traces, one level flattened
+        (``worker3/x.json`` as ``worker3__x.json``), so that names stay unique."""
+        return self.clock["trace"].replace("/", "__")
+
 
 def default_ranks(report: dict[str, Any]) -> list[int]:
     """The ranks that matter, in order: the first, the straggler (or the candidate), the one
     that computes least, then the first rank of each node."""
     ranks = report["ranks"]
     straggler = report["straggler"] or {}
-    order = [ranks[0]["rank"], straggler.get("rank", straggler.get("candidate"))]
+    # an undetermined verdict has a rank of None and, maybe, a candidate
+    named = straggler.get("rank")
+    order = [ranks[0]["rank"], named if named is not None else straggler.get("candidate")]
     order.append(min(ranks, key=lambda r: (r["compute_ms"], r["rank"]))["rank"])
     hosts: dict[str, int] = {}
     for r in ranks:
@@ -109,16 +117,16 @@ def manifest(job: str, chosen: Sequence[Member]) -> dict[str, Any]:
     reference = min(chosen, key=lambda m: (m.shift_us, m.rank))
     files = []
     for member in chosen:
-        entry: dict[str, Any] = {"path": member.path.name, "machine": {"name": member.machine}}
+        entry: dict[str, Any] = {"path": member.name, "machine": {"name": member.machine}}
         if member is not reference:
             # at a common instant the file reads T when the reference reads T + offset_ns;
             # no "clock" on either side: Chrome JSON is clockless, each file pinned to the other
             offset_ns = round((member.shift_us - reference.shift_us) * 1000)
-            entry["clocks"] = {"sync_to": {"file": reference.path.name}, "offset_ns": offset_ns}
+            entry["clocks"] = {"sync_to": {"file": reference.name}, "offset_ns": offset_ns}
         files.append(entry)
     attributes: dict[str, str | int] = {f"{_ATTRIBUTE_PREFIX}job": job}
     for member in chosen:
-        attributes[f"{_ATTRIBUTE_PREFIX}clock.{member.path.name}"] = _how(member.clock)
+        attributes[f"{_ATTRIBUTE_PREFIX}clock.{member.name}"] = _how(member.clock)
     return {"perfetto_manifest": {"version": 1, "files": files, "attributes": attributes}}
 
 
@@ -141,10 +149,14 @@ def write_archive(
     ranks: Sequence[int] | None = None,
     budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
 ) -> dict[str, Any]:
-    """Write the archive of ``ranks`` (default: :func:`default_ranks` within ``budget_bytes``)
-    atomically to ``path``; returns what ``report.json`` says of it."""
+    """Write the archive of ``ranks`` (default: every rank where all fit in ``budget_bytes``,
+    else :func:`default_ranks` within it) atomically to ``path``; returns what ``report.json``
+    says of it."""
     started = time.perf_counter()
-    if ranks is None:
+    every = members(folder, report, [r["rank"] for r in report["ranks"]])
+    if ranks is None and (budget_bytes is None or sum(m.path.stat().st_size for m in every) <= budget_bytes):
+        chosen, left_out = every, []
+    elif ranks is None:
         chosen, left_out = within_budget(members(folder, report, default_ranks(report)), budget_bytes)
     else:  # asked for by name: every one, whatever the budget
         chosen, left_out = members(folder, report, ranks), []
@@ -155,12 +167,12 @@ def write_archive(
         for member in chosen:
             # stored as they are, gzipped or not: copying is a tenth of deflating (--gzip-traces
             # for smaller traces, and archives)
-            archive.write(member.path, arcname=member.path.name, compress_type=zipfile.ZIP_STORED)
+            archive.write(member.path, arcname=member.name, compress_type=zipfile.ZIP_STORED)
     return {
         "file": path.name,
         "ranks": format_ranks({m.rank for m in chosen}),
         "reference_rank": min(chosen, key=lambda m: (m.shift_us, m.rank)).rank,
-        "traces": [m.path.name for m in chosen],
+        "traces": [m.name for m in chosen],
         "bytes": sum(m.path.stat().st_size for m in chosen),
         "archive_bytes": path.stat().st_size,
         "budget_bytes": budget_bytes,

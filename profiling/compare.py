@@ -24,7 +24,7 @@ import msgspec
 
 from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
-from profiling.folder.traces import list_traces
+from profiling.folder.traces import find_traces
 from profiling.report import ReportError, build_report, mean
 from slurm.basics import utc_now, write_json_atomically, write_text_atomically
 from slurm.command_line import OneLineParser
@@ -43,10 +43,10 @@ def load_report(folder: Path, argument: str) -> dict[str, Any]:
     path = ReportFiles.of(folder).json
     if path.exists():
         return msgspec.json.decode(path.read_bytes())
-    if not list_traces(folder):
+    if not find_traces(folder):
         raise CompareError(
-            f"{argument} {folder} is not a job folder: it holds no rank<r>_iter<a>_<b>.json trace "
-            "and no report. HINT: pass <traces root>/<job id>"
+            f"{argument} {folder} holds no trace (*.json, *.json.gz, here or one folder down) and no "
+            "report. HINT: pass a job folder, <traces root>/<job id>, or a folder of traces"
         )
     try:
         return build_report(folder)

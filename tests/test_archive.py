@@ -113,6 +113,10 @@ def test_default_ranks_and_the_budget(job: Path, tmp_path: Path) -> None:
     assert order[0] == 0 and {0, 2} <= set(order)
     small = archive.write_archive(job, report, tmp_path / "small.zip", budget_bytes=1)
     assert small["ranks"] == "0" and small["left_out"]  # the first rank always, then nothing fits
+    every = archive.write_archive(job, report, tmp_path / "every.zip", budget_bytes=1e12)
+    assert every["ranks"] == f"0-{len(report['ranks']) - 1}" and not every["left_out"]  # all fit: all in
+    undetermined = {**report, "straggler": {"rank": None, "candidate": 3, "verdict": "none"}}
+    assert archive.default_ranks(undetermined)[:2] == [0, 3]  # the candidate, not the key's None
     markdown = ReportFiles.of(job).markdown.read_text()
     assert "Merged timeline: `merged_trace.zip`" in markdown and report["archive"]["ranks"] in markdown
 

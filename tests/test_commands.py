@@ -57,7 +57,7 @@ def test_a_mistyped_option_is_one_line(prog: str, capsys: pytest.CaptureFixture[
             ["traces/4242", "--merge-budget-mb", "-1"],
             "--merge-budget-mb -1 must be positive",
         ),
-        ("python -m profiling.report", ["/nonexistent/4242"], "holds no rank<r>_iter<a>_<b>.json"),
+        ("python -m profiling.report", ["/nonexistent/4242"], "holds no trace (*.json, *.json.gz"),
         ("python -m profiling.compare", ["/nonexistent/1", "/nonexistent/2"], "/nonexistent/1"),
         ("python -m jobs.hang", ["/nonexistent/4242"], "is not a folder"),
         ("python -m jobs.capture", ["4242", "--traces-root", "/nonexistent"], "no folder /nonexistent/4242"),

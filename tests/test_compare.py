@@ -73,7 +73,11 @@ def test_command_line_writes_json_md_png(tmp_path: Path, capsys: pytest.CaptureF
     ("a", "b", "message"),
     [
         ("missing", "b", r"job A .*missing is not a folder. HINT: pass a job folder"),
-        ("empty", "b", r"job A .*empty is not a job folder: it holds no rank<r>_iter<a>_<b>.json trace"),
+        (
+            "empty",
+            "b",
+            r"job A .*empty holds no trace \(\*\.json, \*\.json\.gz, here or one folder down\) and no report",
+        ),
         ("b", "b", r"job A and job B are the same folder"),
     ],
 )

@@ -109,6 +109,35 @@ def as_rank(trace: Document, rank: int, world_size: int, shift_us: float = 0.0) 
     return moved
 
 
+def one_step(trace: Document, step: int) -> Document:
+    """Only ``ProfilerStep#<step>`` and the timed events that start within it (metadata kept)."""
+    events = trace["traceEvents"]
+    span = next(e for e in events if e.get("name") == f"ProfilerStep#{step}" and e.get("ph") == "X")
+    start, end = span["ts"], span["ts"] + span["dur"]
+
+    def kept(e: dict[str, Any]) -> bool:
+        if "ts" not in e:
+            return True
+        if str(e.get("name", "")).startswith("ProfilerStep#"):
+            return e is span
+        # the GPU work a step launched runs after its CPU span: kept to a step's length later
+        gpu = e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+        return start <= e["ts"] < (end + span["dur"] if gpu else end)
+
+    return {**trace, "traceEvents": [e for e in events if kept(e)]}
+
+
+def integer_us(trace: Document) -> Document:
+    """Every ``ts`` and ``dur`` a whole number of microseconds, as some producers write them."""
+    return {
+        **trace,
+        "traceEvents": [
+            {k: (round(v) if k in ("ts", "dur") and isinstance(v, float) else v) for k, v in e.items()}
+            for e in trace["traceEvents"]
+        ],
+    }
+
+
 def _edit_nccl(trace: Document, edit: Callable[[int, dict[str, Any]], dict[str, Any] | None]) -> Document:
     """``edit(index among NCCL kernels, event)`` returns the event to keep (None drops it)."""
     events, index = [], 0

@@ -18,7 +18,7 @@ def analyse_own_traces(traces: list[Path], *, reader: str, limit_s: float) -> di
     in the manifest's gather: a rank still analysing leaves its traces to rank 0, and a failed
     analysis costs the job nothing but that.
     """
-    from profiling.folder.traces import parse_trace_name  # numpy, msgspec: only with traces
+    from profiling.folder.traces import TraceSource  # numpy, msgspec: only with traces
     from profiling.report.read import analyse_and_save
 
     outcome: dict[str, Any] = {"records": [], "seconds": 0.0, "outcome": "written"}
@@ -26,10 +26,8 @@ def analyse_own_traces(traces: list[Path], *, reader: str, limit_s: float) -> di
     def analyse() -> None:
         try:
             for path in traces:
-                trace = parse_trace_name(path)
-                if trace is not None:
-                    analyse_and_save(trace, reader)
-                    outcome["records"].append(path.name)
+                analyse_and_save(TraceSource(path.parent, path.name), reader)
+                outcome["records"].append(path.name)
         except Exception as error:  # rank 0 reads it instead; the report says so
             outcome["outcome"] = f"failed: {type(error).__name__}: {error}"
 

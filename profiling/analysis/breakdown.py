@@ -85,7 +85,7 @@ class StepBreakdown:
 
 @dataclasses.dataclass(frozen=True)
 class RankAnalysis:
-    rank: int
+    rank: int | None  # None: the trace says none, and its name gives none
     world_size: int | None
     host: str
     base_time_ns: int | None
@@ -100,17 +100,16 @@ class RankAnalysis:
 
 
 def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAnalysis:
-    """Analyse one trace; ``rank_from_name`` is the rank its file name gives (used if the trace has none)."""
+    """Analyse one trace; ``rank_from_name`` is the rank its file name gives (used if the trace
+    has none; the rank is None where neither gives one)."""
     info = trace.distributed_info
     warnings = []
+    rank: int | None = None
     if "rank" in info:
         rank = int(info["rank"])
     elif rank_from_name is not None:
         rank = rank_from_name
         warnings.append(f"the trace has no distributedInfo: rank {rank} is taken from its file name")
-    else:
-        rank = 0
-        warnings.append("the trace has no distributedInfo and its name gives no rank: taken as rank 0")
     steps = trace.steps()
     if not steps:
         warnings.append(f"the trace has no {STEP_PREFIX}N span: nothing to break down")

@@ -23,10 +23,10 @@ from profiling.analysis.breakdown import CPU_PARTS, GPU_PARTS, StepBreakdown, an
 from profiling.analysis.collectives import Instance, instances
 from profiling.analysis.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record
-from profiling.folder.traces import TraceFile
+from profiling.folder.traces import TraceFile, TraceSource
 from slurm.basics import atomic_path
 
-ANALYSIS_VERSION = 2  # 2: cpu_seconds
+ANALYSIS_VERSION = 3  # 2: cpu_seconds; 3: the trace named as in its folder of traces
 
 
 class ReportError(ValueError):
@@ -56,34 +56,49 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     def parts(self) -> tuple[str, ...]:
         return GPU_PARTS if self.device == "gpu" else CPU_PARTS
 
-    def is_fresh_for(self, trace: TraceFile) -> bool:
-        stat = trace.path.stat()
+    def is_fresh_for(self, source: TraceSource) -> bool:
+        stat = source.path.stat()
         return (self.version, self.trace, self.size, self.mtime_ns) == (
             ANALYSIS_VERSION,
-            trace.path.name,
+            source.name,
             stat.st_size,
             stat.st_mtime_ns,
         )
+
+    def trace_file(self, source: TraceSource) -> TraceFile:
+        """The trace with the steps it holds: its name's (the toolkit's), else its own."""
+        named = source.named
+        if named is not None:
+            return named
+        if not self.steps:
+            raise ReportError(f"{source.name} holds no ProfilerStep#N span: it has no step to report on")
+        return TraceFile(self.rank, self.steps[0].step, self.steps[-1].step, source.path, source.name)
 
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(TraceRecord)
 
 
-def analyse_trace(trace: TraceFile, analysed_by: str) -> TraceRecord:
+def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
     """Read one trace and make its record (not saved: see :func:`save`)."""
     started, started_cpu = time.perf_counter(), time.thread_time()
-    stat = trace.path.stat()
-    events = read_trace(trace.path)
-    analysis = analyse(events, rank_from_name=trace.rank)
-    if analysis.rank != trace.rank:
+    stat = source.path.stat()
+    events = read_trace(source.path)
+    named = source.named
+    analysis = analyse(events, rank_from_name=named.rank if named else source.rank_in_name)
+    if analysis.rank is None:
         raise ReportError(
-            f"{trace.path.name} says distributedInfo.rank={analysis.rank}; its name says "
-            f"{trace.rank}. HINT: do not rename trace files"
+            f"{source.name} says no rank: no distributedInfo.rank in it, no rank<r> in its name. "
+            "HINT: rename it rank<r>_<anything>.json"
+        )
+    if named is not None and analysis.rank != named.rank:
+        raise ReportError(
+            f"{source.name} says distributedInfo.rank={analysis.rank}; its name says "
+            f"{named.rank}. HINT: do not rename trace files"
         )
     return TraceRecord(
         version=ANALYSIS_VERSION,
-        trace=trace.path.name,
+        trace=source.name,
         size=stat.st_size,
         mtime_ns=stat.st_mtime_ns,
         rank=analysis.rank,
@@ -102,10 +117,10 @@ def analyse_trace(trace: TraceFile, analysed_by: str) -> TraceRecord:
     )
 
 
-def save(record: TraceRecord, trace: TraceFile) -> bool:
+def save(record: TraceRecord, source: TraceSource) -> bool:
     """Write the record beside its trace; False where that folder cannot be written (someone
     else's job, say): the report then reads the trace again next time."""
-    path = analysis_record(trace.path)
+    path = analysis_record(source.path, source.folder)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         with atomic_path(path) as temp:
@@ -115,13 +130,13 @@ def save(record: TraceRecord, trace: TraceFile) -> bool:
     return True
 
 
-def load_fresh(trace: TraceFile) -> TraceRecord | None:
+def load_fresh(source: TraceSource) -> TraceRecord | None:
     """The trace's record, if one was saved and is fresh (see the module docstring)."""
     try:
-        record = _DECODER.decode(analysis_record(trace.path).read_bytes())
+        record = _DECODER.decode(analysis_record(source.path, source.folder).read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
-    return record if record.is_fresh_for(trace) else None
+    return record if record.is_fresh_for(source) else None
 
 
 def reader_here(what: str = "a report worker") -> str:

@@ -258,10 +258,13 @@ class JobFolder:
         return str(self.attempt(restart_count).relative_to(self.path))
 
 
-def analysis_record(trace: Path) -> Path:
+def analysis_record(trace: Path, folder: Path | None = None) -> Path:
     """Where a trace's analysis record goes (:mod:`profiling.analysis.record`): ``meta/analysis/``
-    beside it, named after it."""
-    return meta_of(trace.parent) / "analysis" / f"{trace.name}.analysis.json"
+    of its folder of traces (``folder``; default: the trace's own), named after it (a trace one
+    level down, ``worker3/x.json``, as ``worker3__x.json``)."""
+    folder = trace.parent if folder is None else folder
+    name = trace.relative_to(folder).as_posix().replace("/", "__")
+    return meta_of(folder) / "analysis" / f"{name}.analysis.json"
 
 
 def submitit_folder(root: Path) -> Path:

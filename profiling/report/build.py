@@ -15,7 +15,8 @@ from profiling.analysis.run_map import read_run
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import write_archive
 from profiling.folder.layout import ReportFiles
-from profiling.folder.traces import TraceFile, list_traces
+from profiling.folder.traces import TraceSource, find_traces
+from profiling.ranks import RankSelection
 from profiling.report.combine import align_ranks, summarise
 from profiling.report.merged_json import write_merged_json
 from profiling.report.plot import plot_report, plot_run
@@ -34,7 +35,7 @@ def build_report(
     plot: bool = True,
     jobs: int | None = None,
     archive: bool = True,
-    archive_ranks: Sequence[int] | None = None,
+    archive_ranks: RankSelection | None = None,
     archive_budget_bytes: float | None = DEFAULT_ARCHIVE_BUDGET_BYTES,
     merged_json: bool = False,
     merge_budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
@@ -59,12 +60,12 @@ def build_report(
         "merge_budget_bytes": merge_budget_bytes,
     }
     started = time.perf_counter()
-    traces = list_traces(folder)
+    sources = find_traces(folder)
     run = read_run(folder)
-    if not traces and run is None:
+    if not sources and run is None:
         raise ReportError(
-            f"{folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace and its job no step log "
-            "(meta/steps/). HINT: pass a job folder"
+            f"{folder} holds no trace (*.json, *.json.gz, here or one folder down) and its job no step "
+            "log (meta/steps/). HINT: pass a job folder, or a folder of torch.profiler traces"
         )
     files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
     files.folder.mkdir(parents=True, exist_ok=True)
@@ -74,8 +75,10 @@ def build_report(
         run_plotted = None
         if plot and run and section:
             run_plotted = plotter.submit(plot_run, map_for_plot(run[0], section), files.run_plot)
-        if traces:
-            report = _traces_report(folder, traces, files, workers, plotter, started, **options)
+        if sources:
+            report = _traces_report(
+                folder, sources, run is not None, files, workers, plotter, started, **options
+            )
         else:
             report = _empty_report(folder)
         report["run"] = section
@@ -90,7 +93,8 @@ def build_report(
 
 def _traces_report(
     folder: Path,
-    traces: Sequence[TraceFile],
+    sources: Sequence[TraceSource],
+    has_run: bool,
     files: ReportFiles,
     workers: Workers,
     plotter: Ahead,
@@ -99,22 +103,35 @@ def _traces_report(
     plot: bool,
     progress: TextIO | None,
     archive: bool,
-    archive_ranks: Sequence[int] | None,
+    archive_ranks: RankSelection | None,
     archive_budget_bytes: float | None,
     merged_json: bool,
     merge_budget_bytes: float | None,
 ) -> dict[str, Any]:
-    read = read_records(traces, workers, progress)
+    read = read_records(sources, workers, progress)
+    if not read.traces and not has_run:
+        raise ReportError(f"{folder} holds no trace the report can read: {'; '.join(read.skipped)}")
+    if not read.traces:
+        report = _empty_report(folder)
+        report["warnings"] = read.skipped
+        return report
     reading_s = time.perf_counter() - started
     aligning = time.perf_counter()
-    per_rank = align_ranks(traces, read.records)
+    per_rank = align_ranks(read.traces, read.records)
     aligning = time.perf_counter() - aligning
     report = summarise(folder, per_rank)
+    report["warnings"] = read.skipped + report["warnings"]
     report["reading"] = _reading(read.records, read.read_here, reading_s)
     # drawn while this process packs the archive
     plotted = plotter.submit(plot_report, report, files.plot) if plot else None
     report["archive"] = (
-        write_archive(folder, report, files.archive, ranks=archive_ranks, budget_bytes=archive_budget_bytes)
+        write_archive(
+            folder,
+            report,
+            files.archive,
+            ranks=_chosen(archive_ranks, [r["rank"] for r in report["ranks"]]),
+            budget_bytes=archive_budget_bytes,
+        )
         if archive
         else None
     )
@@ -126,6 +143,13 @@ def _traces_report(
         plotted.result()
     report["alignment_seconds"] = round(aligning, 3)
     return report
+
+
+def _chosen(selection: RankSelection | None, profiled: list[int]) -> list[int] | None:
+    """The profiled ranks ``selection`` names (None: the archive chooses)."""
+    if selection is None:
+        return None
+    return profiled if selection.everyone else sorted(selection.resolve(max(profiled) + 1))
 
 
 def _empty_report(folder: Path) -> dict[str, Any]:

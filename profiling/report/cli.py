@@ -12,7 +12,7 @@ from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
 from profiling.analysis.record import ReportError, load_fresh
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import ArchiveError
-from profiling.folder.traces import list_traces
+from profiling.folder.traces import find_traces
 from profiling.ranks import RankSelection
 from profiling.report import slurm_array
 from profiling.report.build import build_report
@@ -84,10 +84,11 @@ def build_parser() -> OneLineParser:
 def _read_on_the_cluster(parser: OneLineParser, args: argparse.Namespace) -> bool:
     """Submit the array for the traces without a fresh record and wait for it (unless --no-wait);
     False if the command should stop there."""
-    traces = list_traces(args.folder)
+    traces = find_traces(args.folder)
     if not traces:
         raise ReportError(
-            f"{args.folder} holds no rank<r>_iter<a>_<b>.json[.gz] trace. HINT: pass a job folder"
+            f"{args.folder} holds no trace (*.json, *.json.gz, here or one folder down). HINT: pass a job "
+            "folder, or a folder of torch.profiler traces"
         )
     stale = [trace for trace in traces if load_fresh(trace) is None]
     if not stale:
@@ -123,20 +124,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.slurm and not _read_on_the_cluster(parser, args):
             return 0
-        ranks = None
-        if args.ranks:
-            selection = args.ranks
-            profiled = sorted({trace.rank for trace in list_traces(args.folder)})
-            ranks = (
-                profiled if selection.everyone else sorted(selection.resolve(max(profiled, default=0) + 1))
-            )
         report = build_report(
             args.folder,
             args.out,
             plot=not args.no_plot,
             jobs=args.jobs,
             archive=not args.no_merged_trace,
-            archive_ranks=ranks,
+            archive_ranks=args.ranks,
             archive_budget_bytes=None if args.ranks else args.archive_budget_mb * 1e6,
             merged_json=args.merged_json and not args.no_merged_trace,
             merge_budget_bytes=None if args.full_merge else args.merge_budget_mb * 1e6,

@@ -141,7 +141,7 @@ def _rank_summary(rank: int, traces: list[Aligned]) -> dict[str, Any]:
         "rank": rank,
         "host": records[0].host,
         "device": records[0].device,
-        "trace_files": [t.trace.path.name for t in traces],
+        "trace_files": [t.trace.name for t in traces],
         "steps": [s.step for s in steps],
         "step_ms": step_ms,
         "step_time_ms": {
@@ -156,8 +156,8 @@ def _rank_summary(rank: int, traces: list[Aligned]) -> dict[str, Any]:
         "communication_total_ms": mean([s.collectives_us / 1e3 for s in steps]),
         "gpu": gpu,
         "clock": _clock(traces[0].clock),
-        "trace_clocks": [{"trace": t.trace.path.name, **_clock(t.clock)} for t in traces],
-        "analysed_by": {t.trace.path.name: t.record.analysed_by for t in traces},
+        "trace_clocks": [{"trace": t.trace.name, **_clock(t.clock)} for t in traces],
+        "analysed_by": {t.trace.name: t.record.analysed_by for t in traces},
         "warnings": list(dict.fromkeys(w for record in records for w in record.warnings)),
     }
 

@@ -2,42 +2,89 @@
 
 A trace with a fresh record (:mod:`profiling.analysis.record`) is not read; the others are read
 by worker processes, each holding one trace at a time, and their records saved beside the
-traces for the next report.
+traces for the next report. A file that is no trace, or a trace that cannot be read (a
+truncated ``.gz``, a trace that says no rank), is skipped and named; the others are reported on.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import itertools
+import zlib
 from collections.abc import Sequence
 from typing import TextIO
 
-from profiling.analysis.record import TraceRecord, analyse_trace, load_fresh, reader_here, save
-from profiling.folder.traces import TraceFile
+import msgspec
+
+from profiling.analysis.record import ReportError, TraceRecord, analyse_trace, load_fresh, reader_here, save
+from profiling.folder.traces import TraceFile, TraceSource
 from profiling.report.progress import Progress
 from profiling.report.workers import Workers
+
+# What reading a file that is not a whole trace raises (TraceFormatError and ReportError are
+# ValueErrors): the file is skipped, the others are still read.
+_UNREADABLE = (ValueError, OSError, EOFError, zlib.error, msgspec.DecodeError)
 
 
 @dataclasses.dataclass(frozen=True)
 class Read:
-    """Every trace's record, in the order of the traces, and which had to be read here."""
+    """Every trace read, by rank and window, with its record; what was read here; what was skipped."""
 
+    traces: list[TraceFile]
     records: list[TraceRecord]
     read_here: list[str]  # names of the traces this report read (no fresh record)
+    skipped: list[str]  # one line per file that is not a trace the report can use, naming it
 
 
-def read_records(traces: Sequence[TraceFile], workers: Workers, progress: TextIO | None = None) -> Read:
-    found = {trace: load_fresh(trace) for trace in traces}
-    stale = [trace for trace in traces if found[trace] is None]
-    shown = Progress("read", len(stale), sum(t.path.stat().st_size for t in stale), stream=progress)
-    for trace, record in zip(stale, workers.map(analyse_and_save, stale), strict=True):
-        found[trace] = record
-        shown.advance(nbytes=record.size)
+def read_records(sources: Sequence[TraceSource], workers: Workers, progress: TextIO | None = None) -> Read:
+    found: dict[TraceSource, TraceRecord | str | None] = {source: load_fresh(source) for source in sources}
+    stale = [source for source in sources if found[source] is None]
+    shown = Progress("read", len(stale), sum(s.path.stat().st_size for s in stale), stream=progress)
+    for source, outcome in zip(stale, workers.map(analyse_or_skip, stale), strict=True):
+        found[source] = outcome
+        shown.advance(nbytes=source.path.stat().st_size)
     shown.close()
-    return Read([found[trace] for trace in traces], [trace.path.name for trace in stale])
+    read, skipped = [], []
+    for source in sources:
+        outcome = found[source]
+        try:
+            if isinstance(outcome, str):
+                raise ReportError(outcome)
+            assert outcome is not None
+            read.append((outcome.trace_file(source), outcome))
+        except ReportError as error:
+            skipped.append(f"skipped {error}")
+    read.sort(key=lambda pair: pair[0])
+    _refuse_overlaps([trace for trace, _ in read])
+    return Read(
+        [trace for trace, _ in read], [record for _, record in read], [s.name for s in stale], skipped
+    )
 
 
-def analyse_and_save(trace: TraceFile, reader: str | None = None) -> TraceRecord:
+def analyse_and_save(source: TraceSource, reader: str | None = None) -> TraceRecord:
     """One trace read and analysed (in a worker), its record saved beside it."""
-    record = analyse_trace(trace, reader or reader_here())
-    save(record, trace)
+    record = analyse_trace(source, reader or reader_here())
+    save(record, source)
     return record
+
+
+def analyse_or_skip(source: TraceSource, reader: str | None = None) -> TraceRecord | str:
+    """:func:`analyse_and_save`, or why the file cannot be reported on (``name: why``)."""
+    try:
+        return analyse_and_save(source, reader)
+    except _UNREADABLE as error:
+        why = str(error).removeprefix(f"{source.path}: ") or type(error).__name__
+        return why if why.startswith(source.name) else f"{source.name}: {why}"
+
+
+def _refuse_overlaps(traces: Sequence[TraceFile]) -> None:
+    """Two files of one rank whose steps overlap are one window twice (a copy, a rename), or
+    two runs in one folder: which to believe is the user's call."""
+    for before, after in itertools.pairwise(traces):
+        if before.rank == after.rank and after.first_step <= before.last_step:
+            raise ReportError(
+                f"{before.name} (steps {before.first_step}-{before.last_step}) and {after.name} (steps "
+                f"{after.first_step}-{after.last_step}) both hold rank {before.rank}'s steps "
+                f"{after.first_step}-{min(before.last_step, after.last_step)}. HINT: keep one of them, or "
+                "report on each run's folder apart"
+            )

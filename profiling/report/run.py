@@ -95,7 +95,7 @@ def _segment(
     segment: Segment, traces: list[TraceFile], job: JobFolder, manifest: dict[str, Any]
 ) -> dict[str, Any]:
     covering = [
-        t.path.name
+        t.name
         for t in traces
         if t.rank == segment.rank and t.first_step <= segment.last and t.last_step >= segment.first
     ]

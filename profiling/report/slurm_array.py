@@ -18,7 +18,7 @@ from typing import TextIO
 
 from profiling.analysis.record import load_fresh
 from profiling.folder.layout import analysis_record
-from profiling.folder.traces import TraceFile, parse_trace_name
+from profiling.folder.traces import TraceSource
 from profiling.report.progress import Progress
 from slurm import scheduler
 from slurm.resources import SlurmResources, drop_submission_links, slurm_executor
@@ -31,9 +31,9 @@ TIME_MIN = 30  # the array's default time limit: reading traces takes minutes, n
 TASKS = 8  # the array's tasks, at most: fewer where there are fewer traces
 
 
-def chunks(traces: Sequence[TraceFile], tasks: int) -> list[list[TraceFile]]:
+def chunks(traces: Sequence[TraceSource], tasks: int) -> list[list[TraceSource]]:
     """At most ``tasks`` chunks of about equal bytes: the biggest trace first, to the lightest chunk."""
-    loads: list[tuple[int, list[TraceFile]]] = [(0, []) for _ in range(min(tasks, len(traces)))]
+    loads: list[tuple[int, list[TraceSource]]] = [(0, []) for _ in range(min(tasks, len(traces)))]
     for trace in sorted(traces, key=lambda t: t.path.stat().st_size, reverse=True):
         size, chunk = min(loads, key=lambda load: load[0])
         loads.remove((size, chunk))
@@ -41,39 +41,40 @@ def chunks(traces: Sequence[TraceFile], tasks: int) -> list[list[TraceFile]]:
     return [sorted(chunk) for _, chunk in loads if chunk]
 
 
-def analyse_chunk(paths: list[str]) -> list[str]:
-    """One task of the array: read its traces into their records; returns their names."""
+def analyse_chunk(folder: str, names: list[str]) -> list[str]:
+    """One task of the array: read its traces of ``folder`` into their records; returns what
+    each became (its name, or why it was skipped)."""
     import os
 
-    from profiling.report.read import analyse_and_save
+    from profiling.report.read import analyse_or_skip
 
     reader = (
         f"slurm task {os.environ.get('SLURM_ARRAY_TASK_ID', '?')} of job "
         f"{os.environ.get('SLURM_ARRAY_JOB_ID', '?')} on {socket.gethostname()} (pid {os.getpid()})"
     )
     done = []
-    for path in paths:
-        trace = parse_trace_name(Path(path))
-        if trace is not None:
-            analyse_and_save(trace, reader)
-            done.append(trace.path.name)
+    for name in names:
+        outcome = analyse_or_skip(TraceSource(Path(folder), name), reader)
+        done.append(outcome if isinstance(outcome, str) else name)
     return done
 
 
 def submit_array(
-    folder: Path, stale: Sequence[TraceFile], resources: SlurmResources, tasks: int = TASKS
+    folder: Path, stale: Sequence[TraceSource], resources: SlurmResources, tasks: int = TASKS
 ) -> str:
     """Submit the array, at most ``tasks`` tasks; returns its job id."""
     logs = analysis_record(folder / "x").parent / "slurm"
     logs.mkdir(parents=True, exist_ok=True)
     executor = slurm_executor(logs, resources, held=False)
     parts = chunks(stale, tasks)
-    jobs = executor.map_array(analyse_chunk, [[str(t.path) for t in chunk] for chunk in parts])
+    jobs = executor.map_array(
+        analyse_chunk, [str(folder)] * len(parts), [[source.name for source in chunk] for chunk in parts]
+    )
     drop_submission_links(logs)
     return str(jobs[0].job_id).split("_")[0]
 
 
-def wait(job_id: str, stale: Sequence[TraceFile], stream: TextIO | None = None) -> list[TraceFile]:
+def wait(job_id: str, stale: Sequence[TraceSource], stream: TextIO | None = None) -> list[TraceSource]:
     """Block until every trace has a fresh record or the array has left the queue; returns the
     traces still without one (a task failed: the combine step reads them)."""
     left = list(stale)

@@ -237,7 +237,7 @@ def one_trace(path: Path, rounds: int = 15) -> tuple[float, float]:
     whole, decode = [], []
     for _ in range(rounds):
         started = time.thread_time()
-        analyse_trace(trace, "the benchmark")
+        analyse_trace(trace.source, "the benchmark")
         whole.append(time.thread_time() - started)
         decode.append(decode_seconds(path))
     return min(whole), min(decode)
