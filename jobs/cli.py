@@ -23,6 +23,7 @@ from slurm.basics import utc_now, write_json_atomically
 from slurm.command_line import OneLineParser
 from slurm.launchers import Executor
 from slurm.settings import from_namespace
+from workload.contract import check_factory
 
 PROG = "submit.py"
 
@@ -65,6 +66,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         spec = job_spec_from_args(args)
+        check_factory(spec.task.workload.factory)  # importable where the tasks start, not imported here
         if not args.dry_run:
             check_writable(spec.task.traces_root)
             if spec.cluster is Executor.SLURM and not shutil.which("sbatch"):

@@ -56,7 +56,7 @@ def test_cuda_asked_for_where_there_is_none(monkeypatch) -> None:
 def test_auto_dtype_is_bf16_only_where_the_device_computes_it(monkeypatch) -> None:
     import torch
 
-    from workload.resnet_ddp import choose_dtype
+    from workload.loop import choose_dtype
 
     cpu, gpu = torch.device("cpu"), torch.device("cuda", 0)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)

@@ -233,7 +233,7 @@ def test_a_hung_rank_is_named_with_its_collective_and_line_on_the_local_executor
     assert verdict_lines[0].startswith("hang: rank 2 on ")
     assert "never reached gloo:" in verdict_lines[0] and verdict_lines[0].endswith(" at step 12")
     assert "rank(s) 0-1,3 waited for it" in verdict_lines[0]
-    assert verdict_lines[1].startswith("  rank 2 was stuck at workload/resnet_ddp.py:")
+    assert verdict_lines[1].startswith("  rank 2 was stuck at workload/loop.py:")
     assert "in _hang_forever" in verdict_lines[1]
     folder = JobFolder(traces_root, submitted_job_id(result.stdout))
     # rank 0 gave its verdict too, in its log: a batch job has no --wait to print it

@@ -191,7 +191,7 @@ def test_hung_rank_is_named_with_its_node_collective_and_line(slurm_cluster, tra
     node = job_nodes(job_id)[1]  # ranks 2 and 3 run on the allocation's second node
     assert verdict[0].startswith(f"hang: rank 2 on {node} never reached gloo:"), verdict
     assert verdict[0].endswith("rank(s) 0-1,3 waited for it) at step 12")
-    assert verdict[1].startswith("  rank 2 was stuck at workload/resnet_ddp.py:")
+    assert verdict[1].startswith("  rank 2 was stuck at workload/loop.py:")
     assert "in _hang_forever" in verdict[1]
 
 

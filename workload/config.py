@@ -10,14 +10,37 @@ from slurm.basics import SettingError
 from slurm.settings import at_least, check_fields, one_of, positive_integer, setting
 
 # --dtype -> the name of the torch dtype (resolved where torch is imported); "auto" chooses one
-# of them for the device (workload.resnet_ddp.choose_dtype)
+# of them for the device (workload.loop.choose_dtype)
 DTYPES = {"bf16": "bfloat16", "fp16": "float16", "fp32": "float32"}
 AUTO_DTYPE = "auto"
 DTYPE_CHOICES = (AUTO_DTYPE, *DTYPES)
 
 
+DEFAULT_FACTORY = "workload.resnet18:build"  # the tutorial's ResNet18 (workload.contract)
+
+
 class WorkloadError(SettingError):
-    """A workload setting that cannot run."""
+    """A workload, or a setting of it, that cannot run; the message names it and the fix."""
+
+
+def split(spec: str) -> tuple[str, str]:
+    """``mypkg.model:build`` -> (``mypkg.model``, ``build``); refuses anything else."""
+    module, colon, factory = spec.partition(":")
+    names = [*module.split("."), factory]
+    if not colon or not all(name.isidentifier() for name in names):
+        raise WorkloadError(
+            f"{{factory}} {spec!r} is not MODULE:FACTORY. HINT: name a module and a function of it, "
+            "e.g. {factory} mypkg.model:build"
+        )
+    return module, factory
+
+
+def key_value(item: str) -> tuple[str, str]:
+    """``--workload-arg KEY=VALUE``."""
+    key, equals, value = item.partition("=")
+    if not equals or not key.strip():
+        raise WorkloadError(f"{{args}} {item!r} is not KEY=VALUE. HINT: {{args}} hidden=512")
+    return key.strip(), value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,7 +76,7 @@ class RankAndMs:
         return f"{self.rank}:{self.ms}{steps}"
 
 
-_GROUP = "workload (the tutorial's ResNet18 DDP loop)"
+_GROUP = "workload"
 
 
 def _rank_and(kind: type, what: str) -> Callable[[str], Any]:
@@ -82,19 +105,46 @@ def parse_slowdown(text: str) -> RankAndMs:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class WorkloadConfig:
+    """The training each rank runs: which workload, for how many steps, with what. The batch,
+    image and class sizes are the tutorial's ResNet18's; a workload of your own reads what it
+    needs of them, and its own settings from ``args``."""
+
+    factory: str = setting(
+        DEFAULT_FACTORY,
+        flag="--workload",
+        help="the training to run: a function of yours, MODULE:FACTORY, importable from the folder you "
+        "submit from or PYTHONPATH (default: the tutorial's ResNet18, %(default)s)",
+        group="workload",
+        metavar="MODULE:FACTORY",
+        parse=lambda text: ":".join(split(text)),
+    )
+    args: tuple[tuple[str, str], ...] = setting(
+        (),
+        flag="--workload-arg",
+        help="a setting for the workload's factory, repeatable: --workload-arg hidden=512",
+        group="workload",
+        metavar="KEY=VALUE",
+        parse=key_value,
+        show=lambda item: f"{item[0]}={item[1]}",
+        repeat=True,
+    )
     steps: int = setting(100, flag="--steps", help="training steps", group=_GROUP, check=positive_integer)
     batch_size: int = setting(
-        10, flag="--batch-size", help="images per step", group=_GROUP, check=positive_integer
+        10,
+        flag="--batch-size",
+        help="images per step (the tutorial's ResNet18)",
+        group=_GROUP,
+        check=positive_integer,
     )
     image_size: int = setting(
         224,
         flag="--image-size",
-        help="height and width of the random images",
+        help="height and width of its random images",
         group=_GROUP,
         check=positive_integer,
     )
     num_classes: int = setting(
-        1000, flag="--num-classes", help="outputs of the model", group=_GROUP, check=positive_integer
+        1000, flag="--num-classes", help="outputs of its model", group=_GROUP, check=positive_integer
     )
     dtype: str = setting(
         AUTO_DTYPE,
@@ -148,7 +198,7 @@ class WorkloadConfig:
         check_fields(self, WorkloadError)
         if not isinstance(self.log_every, int) or self.log_every < 1:
             raise WorkloadError(f"{{log_every}} {self.log_every!r} must be a positive integer")
-        if self.image_size < 32:
+        if self.factory == DEFAULT_FACTORY and self.image_size < 32:
             # ResNet18 downsamples 32x; smaller inputs fail inside the network, on the node.
             raise WorkloadError(f"{{image_size}} {self.image_size} is below ResNet18's minimum of 32")
         if not self.lr > 0:

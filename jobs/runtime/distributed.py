@@ -8,15 +8,12 @@ import datetime
 import os
 from collections.abc import Iterator, MutableMapping
 from pathlib import Path
-from typing import Any, TypeVar
 
 import torch
 import torch.distributed as dist
 
 from slurm.env import DistributedIdentity
 from slurm.launchers import Launcher
-
-T = TypeVar("T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -25,17 +22,6 @@ class DistributedContext:
     device: torch.device
     backend: str
     threads: int
-    store: dist.Store  # the group's key-value store: small agreements outside collectives
-
-    def agree(self, key: str, proposal: int) -> int:
-        """The first proposal any rank made for ``key``: the same answer on every rank."""
-        return int(self.store.compare_set(key, "", str(proposal)))
-
-    def gather(self, value: T) -> list[T]:
-        """Every rank's ``value`` (picklable), in rank order (a collective: every rank must call it)."""
-        values: list[Any] = [None] * self.identity.world_size
-        dist.all_gather_object(values, value)
-        return values
 
 
 # Flight recorder entries kept per process group: far more than the collectives of a step.
@@ -76,14 +62,11 @@ def distributed(
 
     timeout = datetime.timedelta(seconds=timeout_s)
     if identity.is_distributed:
-        store = _join(identity, backend, timeout, device)
+        _join(identity, backend, timeout, device)
     else:
-        store = dist.HashStore()
-        dist.init_process_group(backend, store=store, rank=0, world_size=1, timeout=timeout)
+        dist.init_process_group(backend, store=dist.HashStore(), rank=0, world_size=1, timeout=timeout)
     try:
-        yield DistributedContext(
-            identity=identity, device=device, backend=backend, threads=threads, store=store
-        )
+        yield DistributedContext(identity=identity, device=device, backend=backend, threads=threads)
     finally:
         dist.destroy_process_group()
 
@@ -107,7 +90,7 @@ class RendezvousError(RuntimeError):
 
 def _join(
     identity: DistributedIdentity, backend: str, timeout: datetime.timedelta, device: torch.device
-) -> dist.Store:
+) -> None:
     address = f"{identity.master_addr}:{identity.master_port}"
     try:
         # An explicit store, rather than a tcp:// init method, so that one timeout bounds the
@@ -127,7 +110,6 @@ def _join(
             timeout=timeout,
             device_id=device if backend == "nccl" else None,
         )
-        return store
     except dist.DistError as error:
         reason = str(error).strip().splitlines()[0]
         raise RendezvousError(

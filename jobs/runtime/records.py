@@ -1,5 +1,5 @@
-"""What one attempt of the task writes about itself: ``running.json`` while it runs, its rank's
-record, and the manifest that rank 0 writes from every rank's record."""
+"""What one attempt writes about itself: ``running.json`` while it runs, its rank's record, and
+the manifest that rank 0 writes from every rank's record."""
 
 from __future__ import annotations
 
@@ -10,13 +10,11 @@ import socket
 from pathlib import Path
 from typing import Any
 
-import torch.distributed as dist
-
 from jobs.job_state import process_start
-from jobs.runtime.distributed import DistributedContext
-from jobs.spec import TaskConfig
+from jobs.runtime.group import JobGroup
 from profiling.folder import manifest
 from profiling.folder.layout import JobFolder
+from profiling.recording.config import ProfilerConfig
 from profiling.recording.profiler import StepHook, StepProfiler, windows_record
 from profiling.recording.step_timing import StepTiming
 from slurm.basics import utc_now, write_json_atomically
@@ -29,11 +27,13 @@ def log(line: str) -> None:
 
 @dataclasses.dataclass(frozen=True)
 class Attempt:
-    """One run of the job on this rank: where it writes, what it did."""
+    """One run of the job on this rank: where it writes, what it runs, what it did."""
 
-    config: TaskConfig
     identity: DistributedIdentity
     folder: JobFolder
+    profiler: ProfilerConfig
+    workload: dict[str, Any]  # the manifest's "workload": what the loop ran, and its settings
+    backend: str
     started_at: str
     start_step: int = 0
 
@@ -41,7 +41,7 @@ class Attempt:
     def trace_dir(self) -> Path:
         return self.folder.attempt(self.identity.restart_count)
 
-    def facts(self, backend: str) -> dict[str, Any]:
+    def facts(self) -> dict[str, Any]:
         """What the manifest says about the job as a whole."""
         identity = self.identity
         return {
@@ -49,7 +49,7 @@ class Attempt:
             "launcher": str(identity.launcher),
             "nodes": identity.num_nodes,
             "master": f"{identity.master_addr}:{identity.master_port}",
-            "backend": backend,
+            "backend": self.backend,
         }
 
     def record(self, outcome: str, next_step: int, error: str | None = None) -> dict[str, Any]:
@@ -62,6 +62,11 @@ class Attempt:
             started_at=self.started_at,
             error=error,
         )
+
+    def ended(self, outcome: str, next_step: int, error: str | None = None) -> None:
+        """Rank 0: this attempt ended without a manifest of its own (failed, preempted)."""
+        manifest.record_attempt(self.folder, self.facts(), self.record(outcome, next_step, error))
+        self.folder.running.unlink(missing_ok=True)  # the next attempt writes its own
 
 
 def write_running(attempt: Attempt) -> None:
@@ -87,13 +92,16 @@ def write_running(attempt: Attempt) -> None:
 
 def rank_record(
     attempt: Attempt,
-    ctx: DistributedContext,
     profiler: StepProfiler,
     timing: StepTiming,
+    *,
+    device: str,
+    threads: int,
     profiled: bool,
-    dtype: tuple[str, str],
+    about: dict[str, Any],
 ) -> dict[str, Any]:
-    """What this rank did, as the manifest lists it under ``ranks``."""
+    """What this rank did, as the manifest lists it under ``ranks`` (``about``: what the loop
+    adds, the dtype it chose, say)."""
     identity = attempt.identity
     return {
         "rank": identity.rank,
@@ -101,9 +109,9 @@ def rank_record(
         "node_rank": identity.node_rank,
         "node": identity.node_name or socket.gethostname(),
         "hostname": socket.gethostname(),
-        "device": str(ctx.device),
-        "dtype": {"chosen": dtype[0], "why": dtype[1]},
-        "threads": ctx.threads,
+        "device": device,
+        **about,
+        "threads": threads,
         "launcher": str(identity.launcher),
         "profiled": profiled or bool(profiler.recorded),
         "trace_files": [path.name for path in profiler.trace_files],
@@ -118,23 +126,19 @@ def rank_record(
 
 
 def gather_and_write_manifest(
-    attempt: Attempt,
-    ctx: DistributedContext,
-    record: dict[str, Any],
-    next_step: int,
-    hooks: list[StepHook],
+    attempt: Attempt, group: JobGroup, record: dict[str, Any], next_step: int, hooks: list[StepHook]
 ) -> list[dict[str, Any]]:
     """Every rank's record to rank 0, which writes the manifest; returns the records."""
     identity = attempt.identity
-    records = ctx.gather(record)
+    records = group.gather(record)
     if identity.is_main:
         attempts = manifest.with_attempt(attempt.folder, attempt.record("completed", next_step))
         written = manifest.build_manifest(
-            facts={**attempt.facts(ctx.backend), "restart_count": identity.restart_count},
+            facts={**attempt.facts(), "restart_count": identity.restart_count},
             ranks=records,
             attempts=attempts,
-            profiler=attempt.config.profiler.record(),
-            workload=attempt.config.workload,
+            profiler=attempt.profiler.record(),
+            workload=attempt.workload,
             started_at=min([attempts[0]["started_at"], *(r["started_at"] for r in records)]),
             ended_at=utc_now(),
         )
@@ -142,5 +146,5 @@ def gather_and_write_manifest(
         path = manifest.write_manifest(attempt.folder, written)
         attempt.folder.running.unlink(missing_ok=True)
         log(f"wrote {len(written['trace_files'])} trace(s) and {path}")
-    dist.barrier()
+    group.barrier()
     return records

@@ -22,7 +22,7 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   ├── ranks/rank<r>.json      .marker(r): every rank's, to check the folder is shared
         │   ├── capture/                .capture_request(n), .capture_accepted(n)
         │   └── hang/                   .hang_dump(r), .hang_verdict, .hang_markdown
-        ├── checkpoint/                 .checkpoint_state, .checkpoint_rng(r): what a requeued
+        ├── checkpoint/                 .checkpoint_state(r), .checkpoint_rng(r): what a requeued
         │                               attempt resumes from
         └── logs/                       .logs: submitit's per-task logs and pickles
 
@@ -220,10 +220,10 @@ class JobFolder:
     def checkpoint(self) -> Path:
         return self.path / _CHECKPOINT
 
-    @property
-    def checkpoint_state(self) -> Path:
-        """Model, optimizer and step, written by rank 0."""
-        return self.checkpoint / "state.pt"
+    def checkpoint_state(self, rank: int | None = None) -> Path:
+        """The workload's state and the step to resume at: one rank's, or (None) the one state
+        rank 0 writes where every rank holds the same."""
+        return self.checkpoint / ("state.pt" if rank is None else f"state-rank{rank}.pt")
 
     def checkpoint_rng(self, rank: int) -> Path:
         return self.checkpoint / f"rng-rank{rank}.pt"

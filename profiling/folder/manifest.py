@@ -5,7 +5,6 @@ Rank 0 writes it when an attempt ends (completed, preempted or failed).
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.metadata
 import json
 import platform
@@ -138,7 +137,7 @@ def build_manifest(
     ranks: Sequence[dict[str, Any]],
     attempts: Sequence[dict[str, Any]],
     profiler: dict[str, Any],
-    workload: Any,
+    workload: dict[str, Any],
     started_at: str,
     ended_at: str,
 ) -> dict[str, Any]:
@@ -157,7 +156,7 @@ def build_manifest(
         "attempts": list(attempts),
         "schedule": profiler["schedule"],
         "profiler": {key: value for key, value in profiler.items() if key != "schedule"},
-        "workload": dataclasses.asdict(workload),
+        "workload": workload,
         "versions": versions(),
         "started_at": started_at,
         "ended_at": ended_at,

@@ -1,0 +1,289 @@
+"""The toolkit around a training loop, yours or its own: ``ProfiledRun``.
+
+    from jobs.profiled_run import ProfiledRun
+
+    with ProfiledRun(profile_ranks="0,3", traces_root="/shared/traces") as run:
+        for batch in loader:
+            ...                     # your step: forward, backward, optimizer
+            run.step()              # the step has ended
+
+It takes the rank from the environment (SLURM's variables, torchrun's, or one process), uses
+the process group you made (it never makes one; make it before entering), and writes the job
+folder a submitted job writes, ``<root>/<job id>/`` (SLURM's job id, else torchrun's run id):
+the chosen ranks' traces, every rank's step log, ``meta/running.json`` while it runs, the
+manifest and the report when it ends. Live capture (``python -m jobs.capture``) and
+``profile_ranks="0,slowest"`` work as under ``submit.py``; ``jobs.list``, ``jobs.hang`` and the
+report read the folder. A rank that records nothing runs your loop with a counter and a step
+log around it. ``submit.py``'s own task runs its loop in one (:mod:`jobs.runtime.attempt`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import socket
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import torch
+
+from jobs.runtime.group import JobGroup
+from jobs.runtime.records import Attempt, gather_and_write_manifest, log, rank_record, write_running
+from jobs.runtime.report_step import analyse_own_traces, report_on
+from jobs.spec import TRACES_ROOT_ENV
+from profiling.folder.layout import JobFolder
+from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
+from profiling.folder.step_log import StepLogHeader
+from profiling.ranks import RankSelection
+from profiling.recording.capture import CaptureWatcher
+from profiling.recording.config import ProfilerConfig
+from profiling.recording.profiler import StepHook, StepProfiler, scheduled_windows
+from profiling.recording.schedule import ScheduleConfig
+from profiling.recording.slowest import SlowestRank
+from profiling.recording.step_timing import StepTiming
+from slurm.basics import SettingError, utc_now
+from slurm.env import DistributedIdentity, from_environment
+
+OPEN_ENDED = 2**31 - 1  # the steps of a loop that did not say how many it runs
+# the keyword that sets each field, for errors raised by the configs
+_KEYWORDS = {
+    "ranks": "profile_ranks",
+    "wait": "wait",
+    "warmup": "warmup",
+    "active": "active",
+    "repeat": "repeat",
+}
+
+
+class RunError(RuntimeError):
+    """A run the toolkit cannot profile as it is set up; the message says what to change."""
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RunSettings:
+    """What a :class:`ProfiledRun` records, where, and how long it waits for the other ranks."""
+
+    profiler: ProfilerConfig
+    traces_root: Path
+    steps: int = OPEN_ENDED  # the loop's steps, where known: windows past them are not recorded
+    timeout_s: float = 300.0  # how long a rank may wait for the others to start and end
+    report: bool = True  # rank 0 writes the cross-rank report when the run ends
+    workload: dict[str, Any] = dataclasses.field(default_factory=lambda: {"name": "your own loop"})
+    about: dict[str, Any] = dataclasses.field(default_factory=dict)  # each rank's record adds it
+
+
+class ProfiledRun:
+    """A context manager around a training loop; :meth:`step` at the end of every step."""
+
+    def __init__(
+        self,
+        *,
+        profile_ranks: str = "0",
+        traces_root: str | os.PathLike[str] | None = None,
+        steps: int | None = None,
+        wait: int = 10,
+        warmup: int = 5,
+        active: int = 3,
+        repeat: int = 1,
+        gzip: bool = False,
+        report: bool = True,
+        timeout_s: float = 300.0,
+    ) -> None:
+        """As ``submit.py``'s options: ``profile_ranks`` is ``--profile-ranks``, ``wait``,
+        ``warmup``, ``active`` and ``repeat`` the schedule, ``traces_root`` ``--traces-root``
+        (default: ``$TRACES_ROOT`` or ``./traces``); ``steps``: how many steps the loop runs,
+        where known."""
+        if repeat == 0 and steps is None:
+            raise RunError(
+                "repeat=0 records until the last step, and the loop did not say it. HINT: pass steps=N"
+            )
+        try:
+            profiler = ProfilerConfig(
+                ranks=RankSelection.parse(profile_ranks),
+                schedule=ScheduleConfig(wait=wait, warmup=warmup, active=active, repeat=repeat),
+                gzip=gzip,
+            )
+            if steps is not None:
+                profiler.schedule.check_fits(steps)
+        except SettingError as error:
+            raise RunError(error.naming({**_KEYWORDS, "steps": "steps"})) from None
+        root = Path(traces_root or os.environ.get(TRACES_ROOT_ENV) or "traces").expanduser().absolute()
+        self.settings = RunSettings(
+            profiler=profiler,
+            traces_root=root,
+            steps=steps or OPEN_ENDED,
+            timeout_s=timeout_s,
+            report=report,
+        )
+        self.identity: DistributedIdentity | None = None  # from the environment, on entering
+        self.start_step = 0
+
+    @classmethod
+    def of(cls, settings: RunSettings, identity: DistributedIdentity, *, start_step: int = 0) -> ProfiledRun:
+        """A run set up by the toolkit's own task, which knows its identity and where it resumes."""
+        run = cls.__new__(cls)
+        run.settings, run.identity, run.start_step = settings, identity, start_step
+        return run
+
+    # --- entering: who we are, the folder, the profiler ---------------------------------------
+
+    def __enter__(self) -> ProfiledRun:
+        identity = self.identity = self.identity or from_environment()
+        self.group = _joined_group(identity)
+        selection = self.settings.profiler.ranks
+        self.profiled = identity.rank in selection.resolve(identity.world_size)
+        self.attempt = Attempt(
+            identity=identity,
+            folder=JobFolder(self.settings.traces_root, identity.job_id),
+            profiler=self.settings.profiler,
+            workload=self.settings.workload,
+            backend=self.group.backend,
+            started_at=utc_now(),
+            start_step=self.start_step,
+        )
+        self._check_shared_folder()
+        if identity.is_main:
+            write_running(self.attempt)
+        self.cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        self.timing = StepTiming.open(
+            self.attempt.folder.step_log(identity.rank, identity.restart_count),
+            StepLogHeader(
+                rank=identity.rank,
+                world_size=identity.world_size,
+                restart=identity.restart_count,
+                node=identity.node_name or socket.gethostname(),
+                gpu=self.cuda,
+            ),
+            cuda=self.cuda,
+        )
+        self.profiler, self.hooks = self._profiler()
+        self.profiler.__enter__()
+        self.next_step = self.start_step
+        self._ended = False
+        return self
+
+    @property
+    def trace_dir(self) -> Path:
+        return self.attempt.trace_dir
+
+    def step(self) -> None:
+        """The step has ended: the profiler's schedule moves on, the step log keeps its time."""
+        self.profiler.step()
+        self.next_step += 1
+
+    # --- leaving: the manifest and the report --------------------------------------------------
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.profiler.__exit__(kind, error, tb)
+        self.timing.close(failed=kind is not None)
+        if self._ended:
+            return
+        if kind is not None:
+            if self.identity.is_main and isinstance(error, Exception):
+                self.attempt.ended("failed", -1, f"{type(error).__name__}: {error}")
+            return
+        self.finish(analyse=self.settings.report)
+        if self.settings.report and self.identity.is_main:
+            report_on(self.trace_dir, log)
+
+    def finish(self, *, analyse: bool = False) -> list[dict[str, Any]]:
+        """Every rank's record to rank 0's manifest; returns the records. ``analyse``: each rank
+        first reads its own traces into their analysis records, where they were written, so
+        that the report only combines (bounded by half the timeout: the ranks then meet)."""
+        self._ended = True
+        record = rank_record(
+            self.attempt,
+            self.profiler,
+            self.timing,
+            device=_device_name(self.cuda),
+            threads=torch.get_num_threads(),
+            profiled=self.profiled,
+            about=self.settings.about,
+        )
+        record["step_log"] = self.timing.manifest_record()
+        if analyse and self.profiler.trace_files:
+            identity = self.identity
+            reader = (
+                f"rank {identity.rank} on {identity.node_name or socket.gethostname()} (pid {os.getpid()})"
+            )
+            record["analysis"] = analyse_own_traces(
+                self.profiler.trace_files, reader=reader, limit_s=self.settings.timeout_s / 2
+            )
+        return gather_and_write_manifest(self.attempt, self.group, record, self.next_step, self.hooks)
+
+    def preempted(self, next_step: int) -> None:
+        """The run stops here to be requeued: rank 0 lists this attempt so, and no manifest follows."""
+        self._ended = True
+        if self.identity.is_main:
+            self.attempt.ended("preempted", next_step)
+
+    def _profiler(self) -> tuple[StepProfiler, list[StepHook]]:
+        """This rank's profiler with its hooks: the step log first (its clocks read before the
+        others' work), then those that add windows while the job runs."""
+        identity, settings = self.identity, self.settings
+        schedule = scheduled_windows(settings.profiler, settings.steps, self.start_step)
+        hooks: list[StepHook] = [
+            CaptureWatcher(
+                self.attempt.folder,
+                rank=identity.rank,
+                world_size=identity.world_size,
+                agree=self.group.agree,
+                schedule_windows=schedule,
+                log=log,
+            )
+        ]
+        if settings.profiler.ranks.slowest:
+            hooks.append(
+                SlowestRank(
+                    rank=identity.rank,
+                    recording=self.profiled,
+                    windows=schedule,
+                    gather=self.group.gather,
+                    timing=self.timing,
+                )
+            )
+        profiler = StepProfiler(
+            settings.profiler,
+            rank=identity.rank,
+            steps=settings.steps,
+            trace_dir=self.trace_dir,
+            cuda=self.cuda,
+            start_step=self.start_step,
+            scheduled=self.profiled,
+            hooks=[self.timing, *hooks],
+        )
+        return profiler, hooks  # the job-wide ones, for the manifest (the step log is per rank)
+
+    def _check_shared_folder(self) -> None:
+        """Stop every rank at once, with one line, if some cannot see the job folder rank 0 sees."""
+        identity, folder = self.identity, self.attempt.folder
+        if identity.world_size == 1:
+            return
+        node = identity.node_name or socket.gethostname()
+        written = leave_marker(folder, identity.rank, node)
+        # each rank's (node, job folder, write error), once every marker is written
+        where = self.group.gather((node, str(folder.path), written))
+        missing = unseen_ranks(folder, identity.world_size) if identity.is_main else []
+        message = self.group.broadcast(unshared_error(folder, missing, where) if missing else None)
+        if message is not None:
+            raise UnsharedFolderError(message)
+
+
+def _joined_group(identity: DistributedIdentity) -> JobGroup:
+    group = JobGroup.current()
+    if group.world_size != identity.world_size:
+        joined = f"has joined a group of {group.world_size}" if group.store else "has joined no process group"
+        raise RunError(
+            f"the environment says {identity.world_size} ranks ({identity.launcher}), but this process "
+            f"{joined}. "
+            "HINT: call torch.distributed.init_process_group() before entering ProfiledRun; it uses "
+            "your group and never makes one"
+        )
+    return group
+
+
+def _device_name(cuda: bool) -> str:
+    return str(torch.device("cuda", torch.cuda.current_device())) if cuda else "cpu"

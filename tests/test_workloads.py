@@ -1,0 +1,245 @@
+"""Your own model under the toolkit: ``--workload MODULE:FACTORY`` runs it instead of ResNet18,
+and ``ProfiledRun`` puts the toolkit around a loop of your own (tests/user_code/)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from contextlib import redirect_stderr
+from pathlib import Path
+
+import pytest
+
+from jobs import cli
+from jobs import list as job_list
+from profiling.folder.layout import JobFolder
+from profiling.report import build_report
+from tests.common import REPO, SMALL_WORKLOAD, load_manifest, load_trace, run_submit, submitted_job_id
+from tests.slurm_helpers import SubmittedJob, sbatch_script
+
+TINY = "tests.user_code.tiny_mlp:build"
+OWN_LOOP = REPO / "tests" / "user_code" / "own_loop.py"
+RESNET_OPS = ("aten::conv2d", "aten::batch_norm", "aten::max_pool2d")
+
+
+def operators(folder: Path) -> set[str]:
+    names: set[str] = set()
+    for path in folder.glob("rank*_iter*.json"):
+        names |= {e["name"] for e in load_trace(path)["traceEvents"] if e.get("cat") == "cpu_op"}
+    return names
+
+
+def check_tiny_job(folder: Path, world_size: int) -> dict:
+    manifest = load_manifest(folder)
+    assert manifest["workload"]["name"] == TINY and manifest["world_size"] == world_size
+    assert manifest["workload"]["args"] == [["hidden", "48"]]
+    ops = operators(folder)
+    assert "aten::addmm" in ops and not ops & set(RESNET_OPS), sorted(ops)[:20]
+    report = json.loads((folder / "meta" / "report.json").read_text())
+    assert len(report["ranks"]) == len(manifest["profiled_ranks"])
+    return manifest
+
+
+def test_a_workload_of_your_own_on_this_machine(traces_root: Path) -> None:
+    result = run_submit(
+        "--cluster", "local", "--gpus", "0", "--tasks-per-node", "2", "--workload", TINY,
+        "--workload-arg", "hidden=48", "--steps", "20", "--dtype", "fp32", "--threads-per-rank", "1",
+        "--profile-ranks", "all", "--traces-root", str(traces_root), "--wait",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "[rank 0] tiny MLP, hidden 48, rank 0" in result.stdout
+    assert re.search(r"\[rank 0\] job \d+: 2 ranks .*tests\.user_code\.tiny_mlp:build", result.stdout)
+    folder = traces_root / submitted_job_id(result.stdout)
+    check_tiny_job(folder, world_size=2)
+    listed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stdout", listed)
+        assert job_list.main([str(traces_root), "--json"]) == 0
+    assert json.loads(listed.getvalue())[0]["outcome"] == "completed"
+
+
+@pytest.mark.parametrize(
+    ("workload", "message"),
+    [
+        ("no_such_pkg.model:build", r"--workload 'no_such_pkg.model:build': no module no_such_pkg.model in "),
+        ("tests.user_code.tiny_mlp:nope", r"tiny_mlp.py defines no nope. HINT: name a function"),
+        ("tests.user_code.tiny_mlp:TinyMLP.x", r"is not MODULE:FACTORY"),
+        ("tests.user_code.__init__:__doc__", r"defines no __doc__|is a constant, not a function"),
+        ("workload.config:DTYPE_CHOICES", r"workload.config.DTYPE_CHOICES is a tuple, not a function"),
+    ],
+)
+def test_a_bad_workload_is_one_line_before_anything_is_submitted(
+    workload: str, message: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(REPO)  # where a user submits from: the tasks start there
+    err = io.StringIO()
+    started = time.perf_counter()
+    with redirect_stderr(err):
+        try:
+            status = cli.main(
+                ["--cluster", "local", "--workload", workload, "--traces-root", str(tmp_path / "t")]
+            )
+        except SystemExit as exited:  # refused while parsing
+            status = exited.code
+    assert time.perf_counter() - started < 1.0
+    assert status == 2 and err.getvalue().count("\n") == 1, err.getvalue()
+    assert re.search(message, err.getvalue()), err.getvalue()
+    assert not (tmp_path / "t").exists()  # nothing submitted
+
+
+def test_a_factory_that_fails_on_one_rank_fails_the_job_with_its_error(traces_root: Path) -> None:
+    started = time.monotonic()
+    result = run_submit(
+        "--cluster", "local", "--gpus", "0", "--tasks-per-node", "2", "--workload",
+        "tests.user_code.tiny_mlp:broken", "--steps", "20", "--dist-timeout", "20", "--threads-per-rank", "1",
+        "--traces-root", str(traces_root), "--wait",
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert time.monotonic() - started < 150  # never hangs: bounded by --dist-timeout
+    assert "rank 1 failed first" in result.stdout
+    assert "rank 1 could not build its model (on purpose)" in result.stdout
+
+
+def test_the_api_under_torchrun_writes_a_job_folder(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(OWN_LOOP), str(tmp_path / "traces")],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1"},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [folder] = (tmp_path / "traces").iterdir()
+    job = JobFolder.at(folder)
+    manifest = load_manifest(folder)
+    assert manifest["launcher"] == "torchrun" and manifest["world_size"] == 2
+    assert manifest["workload"] == {"name": "your own loop"}
+    assert sorted(p.name for p in folder.glob("rank*.json")) == ["rank0_iter3_5.json", "rank1_iter3_5.json"]
+    assert len(job.step_logs()) == 2 and not job.running.exists()  # ended: running.json gone
+    assert all(r["step_time"]["steps"] == 24 for r in manifest["ranks"])
+    ops = operators(folder)
+    assert "aten::addmm" in ops and "aten::tanh" in ops and not ops & set(RESNET_OPS)
+    report = build_report(folder, plot=False)
+    assert [r["rank"] for r in report["ranks"]] == [0, 1] and report["run"] is not None
+    listed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stdout", listed)
+        assert job_list.main([str(tmp_path / "traces"), "--json"]) == 0
+    [row] = json.loads(listed.getvalue())
+    assert (row["launcher"], row["outcome"], row["traces"]) == ("torchrun", "completed", 2)
+
+
+def test_the_api_refuses_a_job_without_its_process_group(tmp_path: Path) -> None:
+    code = (
+        "from jobs.profiled_run import ProfiledRun\n"
+        f"with ProfiledRun(traces_root={str(tmp_path)!r}) as run:\n"
+        "    run.step()\n"
+    )
+    env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": "29999", "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, env=env
+    )
+    assert result.returncode != 0
+    assert (
+        "the environment says 2 ranks (torchrun), but this process has joined no process group"
+        in result.stderr
+    )
+    assert "HINT: call torch.distributed.init_process_group() before entering ProfiledRun" in result.stderr
+
+
+@pytest.mark.full_cluster
+def test_a_workload_of_your_own_on_the_cluster_through_submitit_and_sbatch(
+    slurm_cluster, traces_root: Path, tmp_path: Path
+) -> None:
+    result = run_submit(
+        "--cluster", "slurm", "--nodes", "2", "--gpus", "2", "--workload", TINY,
+        "--workload-arg", "hidden=48", "--steps", "20", *SMALL_WORKLOAD, "--profile-ranks", "0,3",
+        "--traces-root", str(traces_root), "--wait", timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    check_tiny_job(traces_root / submitted_job_id(result.stdout), world_size=4)
+    done, job_id = sbatch_script(
+        ["--nodes=2", "--ntasks-per-node=2"],
+        ["--workload", TINY, "--workload-arg", "hidden=48", "--steps", "20", *SMALL_WORKLOAD,
+         "--profile-ranks", "1,2", "--traces-root", str(traces_root)],
+        tmp_path / "slurm-%j.out", wait=True, timeout=400,
+    )  # fmt: skip
+    assert done.returncode == 0, (tmp_path / f"slurm-{job_id}.out").read_text()
+    check_tiny_job(traces_root / job_id, world_size=4)
+
+
+@pytest.mark.full_cluster
+def test_a_preempted_workload_of_your_own_resumes_from_its_own_state(
+    slurm_cluster, traces_root: Path
+) -> None:
+    job = SubmittedJob(
+        traces_root, "--nodes", "2", "--gpus", "1", "--workload", TINY, "--workload-arg", "hidden=48",
+        "--steps", "150", *SMALL_WORKLOAD, "--profile-ranks", "none",
+    )  # fmt: skip
+    try:
+        job.wait_for_line(r"^\[rank 0\] step 30/", timeout=120)
+        subprocess.run(["scancel", "--signal=USR2", job.job_id], check=True, timeout=30)
+        status = job.finish(timeout=240)
+    finally:
+        job.finish(timeout=1)
+    out = job.output()
+    assert status == 0, out
+    saved = int(re.search(r"preempted: saved the state of step (\d+)", out).group(1))
+    folder = JobFolder(traces_root, job.job_id)
+    assert all(folder.checkpoint_state(rank).exists() for rank in (0, 1))  # each rank its own
+    assert not folder.checkpoint_state().exists()
+    assert f"restart 1 resuming at step {saved}" in out
+    assert f"rank 0 resumed its own state: {saved} steps run" in out
+    first, second = load_manifest(folder.path)["attempts"]
+    assert (first["outcome"], second["outcome"], second["resumed_from_step"]) == (
+        "preempted",
+        "completed",
+        saved,
+    )
+
+
+@pytest.mark.full_cluster
+def test_the_api_under_srun(slurm_cluster, tmp_path: Path) -> None:
+    result = subprocess.run(
+        ["srun", "--nodes=2", "--ntasks-per-node=1", f"--chdir={tmp_path}", sys.executable, str(OWN_LOOP),
+         str(tmp_path / "traces")],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(REPO), "MASTER_ADDR": "127.0.0.1",
+             "MASTER_PORT": str(_free_port())},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    [folder] = (tmp_path / "traces").iterdir()
+    manifest = load_manifest(folder)
+    assert (manifest["launcher"], manifest["world_size"], manifest["nodes"]) == ("slurm", 2, 2)
+    assert folder.name == manifest["job_id"] and folder.name.isdigit()  # SLURM's job id
+    assert sorted(p.name for p in folder.glob("rank*.json")) == ["rank0_iter3_5.json", "rank1_iter3_5.json"]
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_the_readme_example_runs_as_it_is(tmp_path: Path) -> None:
+    """The README's my_model.py and the command beside it, copied verbatim."""
+    section = (REPO / "README.md").read_text().split("## Profile your own model", 1)[1].split("\n## ", 1)[0]
+    code, command = re.findall(r"```(?:python)?\n(.*?)```", section, re.S)[:2]
+    (tmp_path / "my_model.py").write_text(code)
+    argv = command.replace("\\\n", " ").split()
+    assert argv[:2] == ["python", "/path/to/submit.py"]
+    result = subprocess.run(
+        [sys.executable, str(REPO / "submit.py"), *argv[2:], "--traces-root", str(tmp_path / "traces")],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = tmp_path / "traces" / submitted_job_id(result.stdout)
+    assert load_manifest(folder)["workload"]["name"] == "my_model:build"
+    assert "aten::addmm" in operators(folder) and "[rank 0] step 20/20 loss" in result.stdout
