@@ -84,6 +84,20 @@ class SubmittedJob:
         status = self.finish(timeout=timeout)
         return status, time.monotonic() - killed_at
 
+    def preempt(self, after: str, timeout: float) -> tuple[str, int]:
+        """Once rank 0 printed ``after``, preempt the job as SLURM does (USR2 to every task) and
+        wait for it to be requeued and end well: submit.py's output, and the step it saved."""
+        try:
+            self.wait_for_line(after, timeout=120)
+            subprocess.run(["scancel", "--signal=USR2", self.job_id], check=True, timeout=30)
+            status = self.finish(timeout=timeout)
+        finally:
+            self.finish(timeout=1)
+        out = self.output()
+        saved = re.search(r"preempted: saved the state of step (\d+)", out)
+        assert status == 0 and saved, out
+        return out, int(saved.group(1))
+
     def finish(self, timeout: float) -> int:
         try:
             return self.process.wait(timeout=timeout)

@@ -99,15 +99,7 @@ def test_preempted_job_is_requeued_and_resumes(slurm_cluster, traces_root: Path)
         "--repeat",
         "0",
     )
-    try:
-        job.wait_for_line(r"^\[rank 0\] step 30/", timeout=120)
-        subprocess.run(["scancel", "--signal=USR2", job.job_id], check=True, timeout=30)
-        status = job.finish(timeout=240)
-    finally:
-        job.finish(timeout=1)
-    out = job.output()
-    assert status == 0, out
-    saved = int(re.search(r"preempted: saved the state of step (\d+)", out).group(1))
+    out, saved = job.preempt(after=r"^\[rank 0\] step 30/", timeout=240)
     assert 30 <= saved < 100
     assert f"restart 1 resuming at step {saved}" in out
     assert sacct_state(job.job_id) == "COMPLETED"

@@ -181,15 +181,7 @@ def test_a_preempted_workload_of_your_own_resumes_from_its_own_state(
         traces_root, "--nodes", "2", "--gpus", "1", "--workload", TINY, "--workload-arg", "hidden=48",
         "--steps", "150", *SMALL_WORKLOAD, "--profile-ranks", "none",
     )  # fmt: skip
-    try:
-        job.wait_for_line(r"^\[rank 0\] step 30/", timeout=120)
-        subprocess.run(["scancel", "--signal=USR2", job.job_id], check=True, timeout=30)
-        status = job.finish(timeout=240)
-    finally:
-        job.finish(timeout=1)
-    out = job.output()
-    assert status == 0, out
-    saved = int(re.search(r"preempted: saved the state of step (\d+)", out).group(1))
+    out, saved = job.preempt(after=r"^\[rank 0\] step 30/", timeout=240)
     folder = JobFolder(traces_root, job.job_id)
     assert all(folder.checkpoint_state(rank).exists() for rank in (0, 1))  # each rank its own
     assert not folder.checkpoint_state().exists()

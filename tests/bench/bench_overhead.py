@@ -8,6 +8,9 @@ thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
 - the toolkit's job, rank 1 profiled with the tutorial's schedule, rank 0 not;
 - a plain DDP loop of the same model, batch, dtype and world size, written below.
 
+- the plain loop again, inside a ``ProfiledRun`` (the API for a loop of one's own), rank 1
+  profiled, as its user would write it.
+
 Prints the median step time of a non-profiled rank and of the profiled rank outside its
 window over the plain loop's (target <= 1.01; this includes what every rank does for live
 capture when no one asks, a clock read per step and a stat every 2 s, and its share of the
@@ -34,8 +37,10 @@ from profiling.folder.layout import JobFolder  # noqa: E402
 from tests.common import REPO, load_manifest, submitted_job_id  # noqa: E402
 
 
-def plain_ddp(steps: int, image_size: int, batch_size: int, dtype: str) -> float:
-    """The tutorial's loop and nothing else; returns this rank's median step time."""
+def plain_ddp(steps: int, image_size: int, batch_size: int, dtype: str, api_root: str | None = None) -> float:
+    """The tutorial's loop and nothing else; returns this rank's median step time. ``api_root``:
+    the same loop inside a ``ProfiledRun`` (rank 1 profiled), writing there, as a user would."""
+    import contextlib
     import time
 
     import torch
@@ -61,16 +66,25 @@ def plain_ddp(steps: int, image_size: int, batch_size: int, dtype: str) -> float
     optimizer = torch.optim.SGD(model.parameters(), lr=1e-3)
     inputs = torch.randn(batch_size, 3, image_size, image_size, device=device, dtype=dtype_)
     target = torch.randn(batch_size, 1000, device=device, dtype=dtype_)
+    if api_root is not None:
+        from jobs.profiled_run import ProfiledRun
+
+        run = ProfiledRun(profile_ranks="1", traces_root=api_root, steps=steps, report=False)
+    else:
+        run = contextlib.nullcontext()
     times, last = [], time.perf_counter()
-    for _ in range(steps):
-        optimizer.zero_grad(set_to_none=True)
-        F.mse_loss(model(inputs), target).backward()
-        optimizer.step()
-        if cuda:
-            torch.cuda.synchronize()
-        now = time.perf_counter()
-        times.append(now - last)
-        last = now
+    with run:
+        for _ in range(steps):
+            optimizer.zero_grad(set_to_none=True)
+            F.mse_loss(model(inputs), target).backward()
+            optimizer.step()
+            if api_root is not None:
+                run.step()
+            if cuda:
+                torch.cuda.synchronize()
+            now = time.perf_counter()
+            times.append(now - last)
+            last = now
     dist.destroy_process_group()
     return statistics.median(times[1:])
 
@@ -129,11 +143,15 @@ def main() -> None:
     try:
         executor = submitit.LocalExecutor(work / "plain")
         executor.update_parameters(tasks_per_node=args.ranks, nodes=1, timeout_min=60)
-        toolkit, plain = [], []
+        toolkit, plain, api = [], [], []
         for _ in range(args.rounds):
             toolkit.append(toolkit_job(work / "traces", args))
             job = executor.submit(plain_ddp, args.steps, args.image_size, args.batch_size, args.dtype)
             plain.append(statistics.median(job.results()))
+            job = executor.submit(
+                plain_ddp, args.steps, args.image_size, args.batch_size, args.dtype, str(work / "api")
+            )
+            api.append(job.results()[0])  # rank 0: not profiled
         gzipped = toolkit_job(work / "traces", args, "--gzip-traces")
 
         def median_of(key: str, rank: int, runs: list[dict]) -> float:
@@ -156,6 +174,12 @@ def main() -> None:
         rows = [
             ("plain DDP loop, median step", plain_s * 1e3, "ms", 1.0),
             ("toolkit, rank not profiled", not_profiled * 1e3, "ms", not_profiled / plain_s),
+            (
+                "the same loop in ProfiledRun, rank 0",
+                statistics.median(api) * 1e3,
+                "ms",
+                statistics.median(api) / plain_s,
+            ),
             ("toolkit, profiled rank outside window", outside * 1e3, "ms", outside / plain_s),
             ("profiled rank inside window", inside * 1e3, "ms", inside / outside),
             ("profiled rank, step after window", after * 1e3, "ms", after / outside),
@@ -171,6 +195,11 @@ def main() -> None:
         paired = sorted(run["ranks"][0]["step_time"]["median_s"] / p for run, p in rounds)
         print(
             f"rank not profiled / plain, per round: median x{statistics.median(paired):.3f}, "
+            f"range x{paired[0]:.3f}-x{paired[-1]:.3f}"
+        )
+        paired = sorted(a / p for a, p in zip(api, plain, strict=True))
+        print(
+            f"ProfiledRun, rank not profiled / plain, per round: median x{statistics.median(paired):.3f}, "
             f"range x{paired[0]:.3f}-x{paired[-1]:.3f}"
         )
     finally:
