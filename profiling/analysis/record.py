@@ -19,14 +19,16 @@ import time
 
 import msgspec
 
+from profiling.analysis.bandwidth import CollectiveRow, summarise_collectives
 from profiling.analysis.breakdown import CPU_PARTS, GPU_PARTS, StepBreakdown, analyse
 from profiling.analysis.collectives import Instance, instances
+from profiling.analysis.kernels import KernelSummary, summarise_kernels
 from profiling.analysis.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceFile, TraceSource
 from slurm.basics import atomic_path
 
-ANALYSIS_VERSION = 3  # 2: cpu_seconds; 3: the trace named as in its folder of traces
+ANALYSIS_VERSION = 4  # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth
 
 
 class ReportError(ValueError):
@@ -45,6 +47,8 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     device: str  # "gpu" or "cpu"
     steps: list[StepBreakdown]
     instances: list[Instance]
+    kernels: KernelSummary | None  # the GPU's kernels by name and family (None: a CPU trace)
+    collectives: list[CollectiveRow]  # by kind and message size: durations and bandwidth
     main_pid: int | str | None  # the profiled process (its CPU threads), as opposed to device lanes
     lanes: int  # the (process, thread) lanes of its CPU side
     warnings: list[str]
@@ -108,6 +112,10 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         device=analysis.device,
         steps=analysis.steps,
         instances=instances(analysis.collectives),
+        kernels=summarise_kernels(events.names, events.gpu_name, events.gpu_end - events.gpu_start)
+        if len(events.gpu_start)
+        else None,
+        collectives=summarise_collectives(analysis.collectives),
         main_pid=events.main_pid(),
         lanes=len(events.threads),
         warnings=list(analysis.warnings),

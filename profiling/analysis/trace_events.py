@@ -46,6 +46,9 @@ COLLECTIVE_ARGS = (
     "In msg nelems",
     "Out msg nelems",
     "Input Dims",
+    "dtype",  # with the element counts: the message's bytes (profiling.analysis.bandwidth)
+    "Group size",
+    "Process Group Ranks",
 )
 # An event's bytes in the merged trace besides its name, category and args: the keys, ph, pid,
 # tid, ts and dur compactly encoded (``{"ph":"X","cat":"","name":"","pid":0,"tid":281473065648800,

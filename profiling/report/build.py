@@ -40,6 +40,7 @@ def build_report(
     merged_json: bool = False,
     merge_budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
     progress: TextIO | None = None,
+    link_gbps: float | None = None,
 ) -> dict[str, Any]:
     """Report on every trace in ``folder``; returns ``report.json``'s content.
 
@@ -58,6 +59,7 @@ def build_report(
         "archive_budget_bytes": archive_budget_bytes,
         "merged_json": merged_json,
         "merge_budget_bytes": merge_budget_bytes,
+        "link_gbps": link_gbps,
     }
     started = time.perf_counter()
     sources = find_traces(folder)
@@ -107,6 +109,7 @@ def _traces_report(
     archive_budget_bytes: float | None,
     merged_json: bool,
     merge_budget_bytes: float | None,
+    link_gbps: float | None,
 ) -> dict[str, Any]:
     read = read_records(sources, workers, progress)
     if not read.traces and not has_run:
@@ -119,7 +122,7 @@ def _traces_report(
     aligning = time.perf_counter()
     per_rank = align_ranks(read.traces, read.records)
     aligning = time.perf_counter() - aligning
-    report = summarise(folder, per_rank)
+    report = summarise(folder, per_rank, link_gbps)
     report["warnings"] = read.skipped + report["warnings"]
     report["reading"] = _reading(read.records, read.read_here, reading_s)
     # drawn while this process packs the archive

@@ -61,6 +61,13 @@ def build_parser() -> OneLineParser:
         help="keep the merged JSON within MB by leaving out the deepest CPU operators (default: %(default)g)",
     )
     merged.add_argument("--full-merge", action="store_true", help="keep every event in the merged JSON")
+    parser.add_argument(
+        "--link-gbps",
+        type=float,
+        metavar="GBPS",
+        help="the network link's speed (GB/s): collectives whose bus bandwidth is below half of it "
+        "are marked",
+    )
     cluster = parser.add_argument_group("reading on the cluster (a SLURM job array), not here")
     cluster.add_argument(
         "--slurm", action="store_true", help="read the traces that have no fresh record as a job array"
@@ -115,6 +122,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.jobs is not None and args.jobs < 1:
         return parser.fail(f"--jobs {args.jobs} must be at least 1")
+    if args.link_gbps is not None and not args.link_gbps > 0:
+        return parser.fail(
+            f"--link-gbps {args.link_gbps:g} must be positive. HINT: the link's GB/s, e.g. 400"
+        )
     for option, value, hint in (
         ("--merge-budget-mb", args.merge_budget_mb, "--full-merge keeps every event"),
         ("--archive-budget-mb", args.archive_budget_mb, "--merge-ranks chooses the ranks it holds"),
@@ -135,6 +146,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             merged_json=args.merged_json and not args.no_merged_trace,
             merge_budget_bytes=None if args.full_merge else args.merge_budget_mb * 1e6,
             progress=sys.stderr,
+            link_gbps=args.link_gbps,
         )
     except (ReportError, ArchiveError, TraceFormatError, OSError, ValueError) as error:
         return parser.fail(error)

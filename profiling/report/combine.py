@@ -20,6 +20,7 @@ from profiling.analysis.alignment import Alignment
 from profiling.analysis.record import TraceRecord
 from profiling.analysis.straggler import find_straggler
 from profiling.folder.traces import TraceFile
+from profiling.report import gpu_sections
 from slurm.basics import utc_now
 
 
@@ -60,7 +61,9 @@ def _prior_us(record: TraceRecord, reference: TraceRecord) -> float:
     return (mine - theirs) / 1e3 if mine is not None and theirs is not None else 0.0
 
 
-def summarise(folder: Path, per_rank: dict[int, list[Aligned]]) -> dict[str, Any]:
+def summarise(
+    folder: Path, per_rank: dict[int, list[Aligned]], link_gbps: float | None = None
+) -> dict[str, Any]:
     """``report.json``'s content (see :mod:`profiling.report`) from every trace, by rank then window."""
     ranks = [_rank_summary(rank, traces) for rank, traces in sorted(per_rank.items())]
     means = [r["step_time_ms"]["mean"] for r in ranks]
@@ -83,6 +86,9 @@ def summarise(folder: Path, per_rank: dict[int, list[Aligned]]) -> dict[str, Any
             "max_minus_min": max(means) - min(means),
         },
         "communication_wait_ms": {str(r["rank"]): r["breakdown_ms"]["communication"] for r in ranks},
+        "kernels_across": gpu_sections.kernels_across(ranks),
+        "collectives_across": gpu_sections.collectives_across(ranks, link_gbps),
+        "link_gbps": link_gbps,
         "warnings": [f"rank {r['rank']}: {w}" for r in ranks for w in r["warnings"]],
     }
 
@@ -155,6 +161,8 @@ def _rank_summary(rank: int, traces: list[Aligned]) -> dict[str, Any]:
         "compute_ms": mean([s.compute_us / 1e3 for s in steps]),
         "communication_total_ms": mean([s.collectives_us / 1e3 for s in steps]),
         "gpu": gpu,
+        "kernels": gpu_sections.rank_kernels([r.kernels for r in records], steps=len(steps)),
+        "collectives": gpu_sections.rank_collectives([r.collectives for r in records]),
         "clock": _clock(traces[0].clock),
         "trace_clocks": [{"trace": t.trace.name, **_clock(t.clock)} for t in traces],
         "analysed_by": {t.trace.name: t.record.analysed_by for t in traces},

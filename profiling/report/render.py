@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from profiling.report import gpu_sections
+
 
 def report_markdown(report: dict[str, Any]) -> str:
     lines = [f"# Trace report: {report['folder']}", ""]
@@ -11,12 +13,12 @@ def report_markdown(report: dict[str, Any]) -> str:
         lines += [f"**{report['straggler']['text'][0].upper()}{report['straggler']['text'][1:]}.**", ""]
     lines += [f"Warning: {w}." for w in report["warnings"]] + ([""] if report["warnings"] else [])
     run = report.get("run")
-    if run is not None:
-        lines += _run_lines(run, report.get("run_plot"))
+    run_lines = _run_lines(run, report.get("run_plot")) if run is not None else []
     if not report["ranks"]:
         lines += [
             "No traces: the job recorded none (`--profile-ranks none`), so the run is all there is.",
             "",
+            *run_lines,
         ]
         return "\n".join(lines)
     lines += [
@@ -44,6 +46,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         ranks = [r for r in report["ranks"] if r["device"] == device]
         if ranks:
             lines += _breakdown_table(device, ranks)
+    lines += gpu_sections.markdown(report) + run_lines
     lines += [
         "## Clock alignment",
         "",
