@@ -88,6 +88,18 @@ def test_another_producers_shape(tmp_path: Path) -> None:
     assert all(r["steps"] == [5] and r["device"] == "gpu" for r in report["ranks"])
     assert report["warnings"] == []
     assert report["archive"]["ranks"] == "0-3"  # every trace fits the budget
+
+
+def test_one_recorded_step_says_its_noise_cannot_be_measured(tmp_path: Path) -> None:
+    real = variants.one_step(variants.as_older_torch(variants.load("nccl_data.json.gz")), 5)
+    traces = variants.late_at_every_allreduce([variants.as_rank(real, r, 4) for r in range(4)], 2, 500.0)
+    folder = tmp_path / "late"
+    folder.mkdir()
+    for rank, trace in enumerate(traces):
+        (folder / f"worker{rank}.pt.trace.json").write_text(json.dumps(trace))
+    text = build_report(folder, plot=False, archive=False)["straggler"]["text"]
+    assert "rank 2" in text and "the step-to-step noise cannot be measured from one step" in text, text
+    assert "noise of 0.00" not in text
     assert (folder / "meta" / "report.md").read_text().startswith(f"# Trace report: {folder}")
 
 

@@ -180,6 +180,11 @@ def real_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_report_of_a_real_job(real_job: Path, tmp_path: Path) -> None:
     report = json.loads((meta_of(real_job) / "report.json").read_text())
     assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    # two processes of one machine: one clock, not estimated
+    assert (
+        report["ranks"][1]["clock"]["method"] == "one host"
+        and report["ranks"][1]["clock"]["uncertainty_us"] == 0
+    )
     for rank in report["ranks"]:
         assert rank["steps"] == [15, 16, 17]
         breakdown = rank["breakdown_ms"]

@@ -39,9 +39,12 @@ only if
 Otherwise the trace keeps the prior (its base time), and the report says why. What the
 alignment reports is what its pairs achieve: the share of collectives paired, the median
 absolute deviation of their offsets (``residual_us``: how far apart the ranks leave a
-collective) and :attr:`Alignment.uncertainty_us`, how well that many pairs pin the median: its
-standard error, 1.858 x MAD / sqrt(pairs) (1.2533 sigma / sqrt(n), sigma = 1.4826 x MAD),
-which the straggler test takes as the clock's accuracy.
+collective) and :attr:`Alignment.uncertainty_us`, the clock's accuracy, which the straggler test
+takes: how well that many pairs pin the median (its standard error, 1.858 x MAD / sqrt(pairs):
+1.2533 sigma / sqrt(n), sigma = 1.4826 x MAD), but never finer than the model itself errs (ranks
+leave one collective apart, by the residual) nor than the timestamps' quantum (1 µs in traces
+of whole microseconds). Ranks of one host share its clock and are not measured at all
+(:func:`on_one_clock`).
 """
 
 from __future__ import annotations
@@ -86,7 +89,42 @@ class Alignment:
 
     @property
     def paired(self) -> bool:
-        return self.method in ("reference", "sequence numbers", "matched collectives")
+        return self.method in ("reference", "sequence numbers", "matched collectives", ONE_HOST)
+
+
+ONE_HOST = "one host"
+
+
+def on_one_clock(
+    reference: Sequence[Instance],
+    other: Sequence[Instance],
+    *,
+    shift_us: float,
+    step_us: float | None,
+    uncertainty_us: float = 0.0,
+    note: str = "ranks of one host share its clock",
+) -> Alignment:
+    """``other`` on a clock known to be ``shift_us`` from ``reference``'s (two processes of one
+    host: the shift their base times give, exactly); its collectives paired at that shift, for
+    the straggler test. ``uncertainty_us``: how well the shift is known (0 on one host)."""
+    window = max(_MIN_WINDOW_US, 0.4 * step_us) if step_us else _MIN_WINDOW_US
+    by_seq = _pairs_by_sequence(reference, other)
+    spread = max(TOLERANCES_US[2], 0.1 * step_us) if step_us else TOLERANCES_US[2]
+    matched = dict(by_seq) if by_seq else _match_all(reference, other, shift_us, spread, window)
+    symmetric = [(i, j) for i, j in matched.items() if reference[i].symmetric]
+    deviations = np.abs([reference[i].end - other[j].end - shift_us for i, j in symmetric])
+    shorter = min(sum(i.symmetric for i in reference), sum(i.symmetric for i in other)) or 1
+    return Alignment(
+        shift_us=shift_us,
+        method=ONE_HOST,
+        pairs=len(symmetric),
+        residual_us=float(np.median(deviations)) if symmetric else None,
+        max_residual_us=float(deviations.max()) if symmetric else None,
+        matched=matched,
+        note=note,
+        paired_share=len(symmetric) / shorter,
+        uncertainty_us=uncertainty_us,
+    )
 
 
 def reference_alignment(count: int) -> Alignment:
@@ -320,6 +358,12 @@ def _measured(
     method: str, offsets: np.ndarray, shift: float, matched: dict[int, int], shorter: int
 ) -> Alignment:
     deviations = np.abs(offsets - shift)
+    residual = float(np.median(deviations))
+    # The pairs pin their median to its standard error; but the model itself errs by as much as
+    # ranks leave one collective apart (GPUs of one host, a few µs), which the residual shows,
+    # and no shift is known finer than the timestamps' quantum.
+    quantum = 1.0 if np.all(offsets == np.round(offsets)) else 0.001
+    uncertainty = max(_MEDIAN_ERROR * residual / np.sqrt(len(offsets)), residual, quantum)
     return Alignment(
         shift_us=shift,
         method=method,
@@ -328,7 +372,7 @@ def _measured(
         max_residual_us=float(deviations.max()),
         matched=matched,
         paired_share=len(offsets) / shorter,
-        uncertainty_us=_MEDIAN_ERROR * float(np.median(deviations)) / np.sqrt(len(offsets)),
+        uncertainty_us=float(uncertainty),
     )
 
 

@@ -76,7 +76,7 @@ def find_straggler(
         "collectives": len(anchors),
         "steps": len(steps),
         "step_noise_ms": noise_ms,
-        "threshold_ms": noise_ms / math.sqrt(len(steps)) if steps else 0.0,
+        "threshold_ms": noise_ms / math.sqrt(len(steps)) if steps and noise_ms is not None else None,
         "clock_uncertainty_us": uncertainty_us,
         "min_lateness_us": CLOCK_MARGIN * uncertainty_us,
         "compute_ms": {str(r): compute_ms[r] for r in sorted(compute_ms)},
@@ -157,12 +157,17 @@ def _judge(
         charged_ms_per_step={str(r): float(c) for r, c in zip(ranks, charged.mean(axis=1), strict=True)},
         p_value=p,
     )
+    threshold = verdict["threshold_ms"]
+    noise = (
+        f" against a step-to-step noise of {threshold:.2f} ms"
+        if threshold is not None
+        else "; the step-to-step noise cannot be measured from one step"
+    )
     evidence = (
         f"arrived last at {int(last_counts[candidate])} of {collectives} collectives, "
         f"{lateness_ms:.2f} ms after the next rank on average, "
         f"and held the others back in {int(held_back[candidate])} of {steps} steps "
-        f"(p = {p:.2g}; {charged_ms:.2f} ms per step against a step-to-step noise of "
-        f"{verdict['threshold_ms']:.2f} ms)"
+        f"(p = {p:.2g}; {charged_ms:.2f} ms per step{noise})"
     )
     needed = steps_needed(len(ranks))
     if steps < needed:
@@ -173,7 +178,7 @@ def _judge(
             "text": f"straggler undetermined: {steps} step(s) recorded, {needed} needed with "
             f"{len(ranks)} ranks (--active); the most likely, rank {rank}, {evidence}",
         }
-    if p < ALPHA and charged_ms > verdict["threshold_ms"]:
+    if p < ALPHA and threshold is not None and charged_ms > threshold:
         median_compute = statistics.median(compute_ms.values())
         over = 100 * (compute_ms[rank] - median_compute) / median_compute if median_compute else 0.0
         compute = f"; its compute per step is {compute_ms[rank]:.2f} ms, {over:+.1f}% against the median rank"
@@ -192,9 +197,10 @@ def _judge(
     }
 
 
-def _step_noise_ms(step_ms: Mapping[int, Sequence[float]]) -> float:
+def _step_noise_ms(step_ms: Mapping[int, Sequence[float]]) -> float | None:
+    """The median rank's step-to-step spread; None where no rank recorded two steps."""
     spreads = [statistics.stdev(times) for times in step_ms.values() if len(times) > 1]
-    return statistics.median(spreads) if spreads else 0.0
+    return statistics.median(spreads) if spreads else None
 
 
 def _binomial_tail(k: int, n: int, p: float) -> float:

@@ -14,7 +14,8 @@ from profiling.analysis.record import ReportError, TraceRecord
 from profiling.analysis.run_map import read_run
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import write_archive
-from profiling.folder.layout import ReportFiles
+from profiling.folder.layout import JobFolder, ReportFiles
+from profiling.folder.manifest import read_manifest
 from profiling.folder.traces import TraceSource, find_traces
 from profiling.ranks import RankSelection
 from profiling.report.combine import align_ranks, summarise
@@ -120,7 +121,7 @@ def _traces_report(
         return report
     reading_s = time.perf_counter() - started
     aligning = time.perf_counter()
-    per_rank = align_ranks(read.traces, read.records)
+    per_rank = align_ranks(read.traces, read.records, nodes_of(folder))
     aligning = time.perf_counter() - aligning
     report = summarise(folder, per_rank, link_gbps)
     report["warnings"] = read.skipped + report["warnings"]
@@ -146,6 +147,12 @@ def _traces_report(
         plotted.result()
     report["alignment_seconds"] = round(aligning, 3)
     return report
+
+
+def nodes_of(folder: Path) -> dict[int, str]:
+    """Each rank's node, as the job's manifest says (none for traces of another origin)."""
+    manifest = read_manifest(JobFolder.of_traces(folder)) or {}
+    return {r["rank"]: r["node"] for r in manifest.get("ranks", []) if r.get("node")}
 
 
 def _chosen(selection: RankSelection | None, profiled: list[int]) -> list[int] | None:
