@@ -23,12 +23,18 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
       ``collectives_us``;
     - ``gpu`` (null on CPU): ``span_ms``, ``busy_ms`` (``span_ms - idle``), ``idle_ms``,
       ``communication_overlapped_ms`` and ``compute_by_phase_ms``, all means per step;
+    - ``kernels`` (null on CPU; :mod:`.gpu_sections`): ``total_us``, ``per_step_us``,
+      ``by_family_us`` and ``top``, the kernels with the most time (``name``, ``family``,
+      ``count``, ``total_us``, ``per_step_us``, ``mean_us``, ``p50_us``, ``p99_us``);
+    - ``collectives``: by ``kind``, ``bytes`` and ``group_size``: ``count``, ``p50_us``,
+      ``p90_us``, ``max_us``, ``total_us``, ``algbw_gbps`` and ``busbw_gbps`` (null without sizes);
     - ``clock``: how the rank's (first) trace was put on the first rank's clock
-      (:mod:`profiling.analysis.alignment`): ``method`` (``reference``, ``sequence numbers``,
-      ``matched collectives`` or ``base time``), ``shift_us`` (added to its ts), ``pairs``,
-      ``residual_us`` (median absolute deviation of the pairs' offsets), ``max_residual_us``,
-      ``paired_share``, ``uncertainty_us`` (the shift's standard error), ``note`` (why a rank
-      kept its base time); ``trace_clocks``: the same for each of its traces (``trace``).
+      (:mod:`profiling.analysis.alignment`): ``method`` (``reference``, ``one host``,
+      ``sequence numbers``, ``matched collectives`` or ``base time``), ``shift_us`` (added to its
+      ts), ``pairs``, ``residual_us`` (median absolute deviation of the pairs' offsets),
+      ``max_residual_us``, ``paired_share``, ``uncertainty_us`` (what the shift may be off by),
+      ``note`` (why a rank kept its base time, or whose clock it shares); ``trace_clocks``:
+      the same for each of its traces (``trace``).
 
     ``straggler`` (null for one rank): ``verdict`` (``straggler``, ``none`` or
     ``undetermined``), ``rank``, ``text``, and the evidence (:mod:`profiling.analysis.straggler`):
@@ -38,6 +44,11 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
     ``p_value``, ``compute_ms`` per rank.
     ``step_time_spread_ms``: ``min``/``median``/``max`` of the ranks' mean step times and
     ``max_minus_min``. ``communication_wait_ms``: rank -> mean exposed communication per step.
+    ``kernels_across`` (null with fewer than two GPU ranks, or none slower): ``fastest_rank``,
+    ``slowest_rank`` and the ``kernels`` whose time per step differs most between them.
+    ``collectives_across``: each collective over every rank (``ranks``, ``count``, the median
+    ``p50_us``, the largest ``p90_us`` and ``max_us``, ``busbw_gbps`` at that p50, the
+    ``slowest_rank`` and its ``slowest_busbw_gbps``, ``below_link``); ``link_gbps`` as given.
     ``reading``: ``traces``, ``from_records`` (read from fresh analysis records), ``read_here``
     (the traces this report read), ``analysed_by`` (how many records came from whom),
     ``seconds``. ``archive``: ``file``, ``ranks``, ``reference_rank``, ``traces``, ``bytes``,
