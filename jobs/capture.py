@@ -11,7 +11,6 @@ folder on the shared filesystem.
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from collections.abc import Sequence
@@ -25,6 +24,7 @@ from profiling.folder.manifest import read_running
 from profiling.folder.requests import read_accepted, write_request
 from profiling.folder.traces import trace_file_name
 from profiling.ranks import RankSelection, RankSpecError
+from slurm import scheduler
 from slurm.command_line import OneLineParser
 
 PROG = "python -m jobs.capture"
@@ -58,17 +58,15 @@ def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
 
 
 class _StillRunning:
-    """Raises once the job has ended, asking at most every ``every_s`` (the scheduler, the processes)."""
+    """Raises once the job has ended: its processes, or SLURM's queue, asked through one watcher
+    (at most every ``every_s``)."""
 
     def __init__(self, folder: JobFolder, request_id: int, every_s: float = 2.0) -> None:
-        self.folder, self.request_id, self.every_s = folder, request_id, every_s
-        self._asked = -math.inf
+        self.folder, self.request_id = folder, request_id
+        self._queue = scheduler.QueueWatcher(every_s)
 
     def check(self) -> None:
-        if time.monotonic() - self._asked < self.every_s:
-            return
-        self._asked = time.monotonic()
-        state = job_state(self.folder)
+        state = job_state(self.folder, self._queue)
         if state.running is False:
             raise CaptureRequestError(f"{state.how}, before capture {self.request_id} was served")
 

@@ -21,7 +21,6 @@ from jobs.spec import AUTO_CLUSTER, JobSpec, SpecError
 from profiling.folder.layout import JobFolder
 from slurm.basics import utc_now, write_json_atomically
 from slurm.command_line import OneLineParser
-from slurm.launchers import Executor
 from slurm.settings import from_namespace
 from workload.contract import check_factory
 
@@ -69,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_factory(spec.task.workload.factory)  # importable where the tasks start, not imported here
         if not args.dry_run:
             check_writable(spec.task.traces_root)
-            if spec.cluster is Executor.SLURM and not shutil.which("sbatch"):
+            if spec.cluster.queued and not shutil.which("sbatch"):
                 raise SpecError(
                     "--cluster slurm but sbatch is not on PATH. HINT: submit from a login node, "
                     "or run here with --cluster local"

@@ -166,4 +166,6 @@ def test_big_folders_are_read_by_a_slurm_job_array(slurm_cluster, tmp_path: Path
         "64 by a --slurm job array"
     ]
     assert without_timings(remote) == without_timings(local)
+    array_logs = ReportFiles.of(folder).folder / "analysis" / "slurm"
+    assert not list(array_logs.glob(".submission_file_*"))  # submitit's hidden links: removed
     assert int(peak_kib) / 1024 <= 150, f"the login node's process peaked at {int(peak_kib) / 1024:.0f} MiB"

@@ -13,7 +13,6 @@ import torch
 import torch.distributed as dist
 
 from slurm.env import DistributedIdentity
-from slurm.launchers import Launcher
 
 
 @dataclasses.dataclass(frozen=True)
@@ -80,7 +79,7 @@ def uses_gpu(identity: DistributedIdentity, device: str) -> bool:
         if not torch.cuda.is_available():
             raise RuntimeError("--device cuda but torch sees no GPU. HINT: use --device auto or cpu")
         return True
-    given = identity.launcher is not Launcher.SLURM or bool(identity.gpus_on_node)
+    given = not identity.launcher.queued or bool(identity.gpus_on_node)
     return given and torch.cuda.is_available()
 
 
