@@ -157,8 +157,8 @@ def _log_start(run: ProfiledRun, ctx: DistributedContext, dtype: tuple[str, str]
     )
     log(
         f"job {identity.job_id}: {identity.world_size} ranks on {identity.num_nodes} node(s), "
-        f"{ctx.backend} on {ctx.device.type}, {run.settings.workload['name']}, {dtype[0]} ({dtype[1]})"
-        f"{resumed}, traces in {run.trace_dir}"
+        f"{ctx.backend} on {ctx.device.type}, {dtype[0]} ({dtype[1]}){resumed}, "
+        f"workload {run.settings.workload['name']}, traces in {run.trace_dir}"
     )
 
 
