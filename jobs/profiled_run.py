@@ -46,14 +46,8 @@ from slurm.basics import SettingError, utc_now
 from slurm.env import DistributedIdentity, from_environment
 
 OPEN_ENDED = 2**31 - 1  # the steps of a loop that did not say how many it runs
-# the keyword that sets each field, for errors raised by the configs
-_KEYWORDS = {
-    "ranks": "profile_ranks",
-    "wait": "wait",
-    "warmup": "warmup",
-    "active": "active",
-    "repeat": "repeat",
-}
+# the keyword that sets a field, where it is not the field's name, for errors the configs raise
+_KEYWORDS = {"ranks": "profile_ranks"}
 
 
 class RunError(RuntimeError):
@@ -107,7 +101,7 @@ class ProfiledRun:
             if steps is not None:
                 profiler.schedule.check_fits(steps)
         except SettingError as error:
-            raise RunError(error.naming({**_KEYWORDS, "steps": "steps"})) from None
+            raise RunError(error.naming(_KEYWORDS)) from None
         root = Path(traces_root or os.environ.get(TRACES_ROOT_ENV) or "traces").expanduser().absolute()
         self.settings = RunSettings(
             profiler=profiler,

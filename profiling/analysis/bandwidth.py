@@ -59,6 +59,16 @@ def bus_factor(kind: str, ranks: int) -> float:
     return 1.0
 
 
+def bandwidths(
+    kind: str, size: int | None, ranks: int | None, seconds_us: float
+) -> tuple[float | None, float | None]:
+    """(algbw, busbw) in GB/s of ``size`` bytes moved in ``seconds_us``; None where unknown."""
+    if size is None or not seconds_us > 0:
+        return None, None
+    algbw = size / (seconds_us * 1e3)  # bytes per µs / 1e3 = GB/s
+    return algbw, algbw * bus_factor(kind, ranks) if ranks else None
+
+
 def message_bytes(collective: Collective) -> int | None:
     """``S``: the larger of the in and out element counts, times the dtype's size."""
     counts = [collective.arg(key) for key in ("In msg nelems", "Out msg nelems")]
@@ -91,8 +101,7 @@ def summarise_collectives(collectives: Sequence[Collective]) -> list[CollectiveR
     for (kind, size, ranks), durations in groups.items():
         times = np.array(durations)
         p50 = float(np.percentile(times, 50))
-        algbw = size / (p50 * 1e3) if size is not None and p50 > 0 else None  # bytes/µs/1e3 = GB/s
-        busbw = algbw * bus_factor(kind, ranks) if algbw is not None and ranks else None
+        algbw, busbw = bandwidths(kind, size, ranks, p50)
         rows.append(
             CollectiveRow(
                 kind=kind,

@@ -12,7 +12,7 @@ import statistics
 from collections.abc import Sequence
 from typing import Any
 
-from profiling.analysis.bandwidth import CollectiveRow
+from profiling.analysis.bandwidth import CollectiveRow, bandwidths
 from profiling.analysis.kernels import FAMILIES, KernelRow, KernelSummary
 
 SHOWN_KERNELS = 10  # per rank in report.md (report.json keeps what the records keep)
@@ -65,7 +65,7 @@ def rank_collectives(tables: Sequence[list[CollectiveRow]]) -> list[dict[str, An
     merged = []
     for (kind, size, ranks), rows in by_key.items():
         p50 = statistics.median(r.p50_us for r in rows)
-        best = rows[0]
+        algbw, busbw = bandwidths(kind, size, ranks, p50)
         merged.append(
             {
                 "kind": kind,
@@ -76,8 +76,8 @@ def rank_collectives(tables: Sequence[list[CollectiveRow]]) -> list[dict[str, An
                 "p90_us": max(r.p90_us for r in rows),
                 "max_us": max(r.max_us for r in rows),
                 "total_us": sum(r.total_us for r in rows),
-                "algbw_gbps": best.algbw_gbps * best.p50_us / p50 if best.algbw_gbps and p50 else None,
-                "busbw_gbps": best.busbw_gbps * best.p50_us / p50 if best.busbw_gbps and p50 else None,
+                "algbw_gbps": algbw,
+                "busbw_gbps": busbw,
             }
         )
     merged.sort(key=lambda row: -row["total_us"])
@@ -119,9 +119,7 @@ def collectives_across(ranks: list[dict[str, Any]], link_gbps: float | None = No
     for (kind, size, group), found in by_key.items():
         p50 = statistics.median(row["p50_us"] for _, row in found)
         slow_rank, slowest = max(found, key=lambda item: item[1]["p50_us"])
-        factor = slowest["busbw_gbps"] / slowest["algbw_gbps"] if slowest["busbw_gbps"] else None
-        algbw = size / (p50 * 1e3) if size and p50 else None
-        busbw = algbw * factor if algbw is not None and factor is not None else None
+        _, busbw = bandwidths(kind, size, group, p50)
         row = {
             "kind": kind,
             "bytes": size,
