@@ -155,6 +155,7 @@ class ProfiledRun:
         self.profiler.__enter__()
         self.next_step = self.start_step
         self._ended = False
+        self._recording = True
         return self
 
     @property
@@ -171,8 +172,7 @@ class ProfiledRun:
     def __exit__(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
     ) -> None:
-        self.profiler.__exit__(kind, error, tb)
-        self.timing.close(failed=kind is not None)
+        self._stop_recording(kind, error, tb)
         if self._ended:
             return
         if kind is not None:
@@ -188,6 +188,8 @@ class ProfiledRun:
         first reads its own traces into their analysis records, where they were written, so
         that the report only combines (bounded by half the timeout: the ranks then meet)."""
         self._ended = True
+        # every trace and step-log row on disk before the records meet: rank 0's report reads them
+        self._stop_recording(None, None, None)
         record = rank_record(
             self.attempt,
             self.profiler,
@@ -207,6 +209,14 @@ class ProfiledRun:
                 self.profiler.trace_files, reader=reader, limit_s=self.settings.timeout_s / 2
             )
         return gather_and_write_manifest(self.attempt, self.group, record, self.next_step, self.hooks)
+
+    def _stop_recording(
+        self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        if self._recording:
+            self._recording = False
+            self.profiler.__exit__(kind, error, tb)
+            self.timing.close(failed=kind is not None)
 
     def preempted(self, next_step: int) -> None:
         """The run stops here to be requeued: rank 0 lists this attempt so, and no manifest follows."""

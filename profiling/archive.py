@@ -135,9 +135,14 @@ def _how(clock: dict[str, Any]) -> str:
         return f"base time: {clock['note']}" if clock["note"] else "base time"
     if clock["method"] == "reference":
         return "reference: the first rank's clock"
+    # a clock of one host may pair no collective: no residual then, and its shift still exact
+    residual = clock.get("residual_us")
+    uncertainty = clock.get("uncertainty_us")
     return (
-        f"{clock['method']}: {clock['pairs']} pairs, residual {clock['residual_us']:.1f} us, "
-        f"+/- {clock['uncertainty_us']:.2f} us, shift {clock['shift_us']:.1f} us"
+        f"{clock['method']}: {clock['pairs']} pairs"
+        + (f", residual {residual:.1f} us" if residual is not None else "")
+        + (f", +/- {uncertainty:.2f} us" if uncertainty is not None else "")
+        + f", shift {clock['shift_us']:.1f} us"
     )
 
 

@@ -135,3 +135,24 @@ def test_an_archive_of_any_ranks_later_reads_no_trace(
     assert [e["machine"]["name"] for e in manifest["files"]] == ["rank 1 (node1)", "rank 3 (node2)"]
     assert archive.main([str(job), "--ranks", "7"]) == 2
     assert "--ranks '7' selects rank 7, but the job has 4 ranks" in capsys.readouterr().err
+
+
+def test_ranks_of_one_host_that_pair_no_collective_are_archived_at_their_hosts_shift(
+    tmp_path: Path,
+) -> None:
+    base = tv.as_older_torch(tv.load("nccl_data.json.gz"))
+    traces = [tv.as_rank(base, 0, 2), tv.drop_collectives(tv.as_rank(base, 1, 2, shift_us=500.0), 1.0, 0)]
+    for trace in traces:
+        trace["host_name"] = "node1"
+    folder = tv.write(tmp_path / "77", traces)
+    report = build_report(folder, plot=False)
+    clock = report["ranks"][1]["clock"]
+    assert (clock["method"], clock["pairs"], clock["residual_us"]) == ("one host", 0, None)
+    with zipfile.ZipFile(ReportFiles.of(folder).archive) as packed:
+        manifest = check_manifest(packed)
+    (pinned,) = [e for e in manifest["files"] if "clocks" in e]
+    assert pinned["clocks"]["offset_ns"] == round(clock["shift_us"] * 1000) - round(
+        report["ranks"][0]["clock"]["shift_us"] * 1000
+    )
+    described = manifest["attributes"][f"slurm_profiling.clock.{pinned['path']}"]
+    assert described.startswith("one host: 0 pairs") and "residual" not in described
