@@ -233,3 +233,22 @@ def write(folder: Path, traces: list[Document]) -> Path:
         rank = trace["distributedInfo"]["rank"]
         (folder / f"rank{rank}_iter{steps[0]}_{steps[-1]}.json").write_text(json.dumps(trace))
     return folder
+
+
+def launched_before_the_recording(trace: Document, share: float) -> Document:
+    """The launches (``cuda_runtime``/``cuda_driver``) in the first ``share`` of the first
+    step's CPU span gone: their kernels ran in the window, launched before it began."""
+    events = trace["traceEvents"]
+    first = min(
+        (e for e in events if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("ph") == "X"),
+        key=lambda e: e["ts"],
+    )
+    cut = first["ts"] + share * first["dur"]
+    gone = [e for e in events if e.get("cat") in ("cuda_runtime", "cuda_driver") and e["ts"] < cut]
+    assert any("correlation" in e.get("args", {}) for e in gone), "no launch to remove"
+    return {
+        **trace,
+        "traceEvents": [
+            e for e in events if not (e.get("cat") in ("cuda_runtime", "cuda_driver") and e["ts"] < cut)
+        ],
+    }

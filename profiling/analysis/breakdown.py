@@ -4,8 +4,12 @@ A step is a ``ProfilerStep#N`` span on the CPU. What happened in it is told two 
 
 **GPU traces** (any kernel, memcpy or memset, CUDA or HIP). Each GPU activity belongs to the
 step whose CPU span launched it (its ``correlation`` id leads to the runtime call, whose time
-falls inside ``ProfilerStep#N``); activities launched before the recording began have no
-launch in the trace and are not counted, as HTA does not. Kernels launched in step N run
+falls inside ``ProfilerStep#N``). Which activities count is HTA's rule (``Trace.
+_filter_irrelevant_gpu_kernels``, last step included): in a trace of several steps, those whose
+launch the trace holds, up to the last step's end; in a trace of one step, all of them. One
+counted whose launch lies in no step (before the first, between two; or none, in a trace of one
+step) belongs to the step whose CPU span it started in, else the last begun before it, else the
+first. ``RankAnalysis.unlaunched`` says how many had no launch. Kernels launched in step N run
 partly after that CPU span ends, so the step's *GPU span* runs from the start of its first
 activity to the start of the next step's first activity (the last step: to the end of its
 last activity), and every counted activity running inside it counts, whichever step launched
@@ -39,8 +43,10 @@ import numpy as np
 
 from profiling.analysis import intervals
 from profiling.analysis.collectives import Collective, is_cpu_communication
+from profiling.analysis.idle import IdleCauses
 from profiling.analysis.intervals import Intervals
 from profiling.analysis.kernels import KERNEL_TYPES, hta_kernel_type
+from profiling.analysis.launches import idle_of_counted, launch_times, steps_of
 from profiling.analysis.trace_events import STEP_PREFIX, TraceEvents
 
 CPU_PARTS = ("forward", "backward", "optimizer", "communication", "other")
@@ -93,6 +99,8 @@ class RankAnalysis:
     steps: list[StepBreakdown]
     collectives: list[Collective]
     warnings: tuple[str, ...] = ()
+    unlaunched: int = 0  # GPU activities whose launch the trace does not hold, counted where they ran
+    idle: IdleCauses | None = None  # the GPU streams' idle time by cause (GPU traces)
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -114,7 +122,8 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
     if not steps:
         warnings.append(f"the trace has no {STEP_PREFIX}N span: nothing to break down")
     gpu = len(trace.gpu_start) > 0
-    breakdowns = _gpu_steps(trace, steps) if gpu else _cpu_steps(trace, steps)
+    launched_at = launch_times(trace)
+    breakdowns = _gpu_steps(trace, steps, launched_at) if gpu else _cpu_steps(trace, steps)
     return RankAnalysis(
         rank=rank,
         world_size=info.get("world_size"),
@@ -124,6 +133,8 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
         steps=breakdowns,
         collectives=_with_steps(trace, steps),
         warnings=tuple(warnings),
+        unlaunched=int(np.isnan(launched_at).sum()),
+        idle=idle_of_counted(trace, steps, launched_at) if gpu else None,
     )
 
 
@@ -217,15 +228,14 @@ def _exclusive(labelled: list[tuple[str, Intervals]]) -> dict[str, float]:
     return parts
 
 
-def _gpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[StepBreakdown]:
+def _gpu_steps(
+    trace: TraceEvents, steps: list[tuple[int, float, float, int]], launched_at: np.ndarray
+) -> list[StepBreakdown]:
     kind_of_name = np.array(
         [KERNEL_TYPES.index(hta_kernel_type(name)) for name in trace.names], dtype=np.int8
     )
     kinds = kind_of_name[trace.gpu_name] if len(trace.names) else np.zeros(0, dtype=np.int8)
-    launched_at = _launch_times(trace)
-    step_of = np.full(len(launched_at), -1)
-    for index, (_, start, end, _) in enumerate(steps):
-        step_of[(launched_at >= start) & (launched_at < end)] = index
+    step_of = steps_of(trace, steps, launched_at)
     tied = step_of >= 0
     by_kind = {
         kind: intervals.union(trace.gpu_start[tied & (kinds == code)], trace.gpu_end[tied & (kinds == code)])
@@ -275,21 +285,6 @@ def _gpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -
     return found
 
 
-def _launch_times(trace: TraceEvents, correlations: np.ndarray | None = None) -> np.ndarray:
-    """The CPU time of the runtime call that launched each GPU activity (of the trace, or with
-    these ``correlations``); nan where that call is not in the trace."""
-    correlations = trace.gpu_corr if correlations is None else correlations
-    found = np.full(len(correlations), np.nan)
-    if not len(trace.launch_corr):
-        return found
-    order = np.argsort(trace.launch_corr, kind="stable")
-    corr, ts = trace.launch_corr[order], trace.launch_ts[order]
-    where = np.minimum(np.searchsorted(corr, correlations), len(corr) - 1)
-    matched = corr[where] == correlations
-    found[matched] = ts[where][matched]
-    return found
-
-
 def _with_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[Collective]:
     """The trace's collectives, each with the step that issued it: the step whose CPU span holds
     a kernel's launch, or a CPU operator's start. Every rank issues a collective in the same
@@ -297,7 +292,7 @@ def _with_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) 
     collectives = trace.collectives
     if not steps or not collectives:
         return collectives
-    launches = _launch_times(
+    launches = launch_times(
         trace, np.array([c.correlation if c.gpu and c.correlation is not None else -1 for c in collectives])
     )
     issued = np.where([c.gpu for c in collectives], launches, [c.start for c in collectives])

@@ -22,13 +22,16 @@ import msgspec
 from profiling.analysis.bandwidth import CollectiveRow, summarise_collectives
 from profiling.analysis.breakdown import CPU_PARTS, GPU_PARTS, StepBreakdown, analyse
 from profiling.analysis.collectives import Instance, instances
+from profiling.analysis.idle import IdleCauses
 from profiling.analysis.kernels import KernelSummary, summarise_kernels
 from profiling.analysis.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceFile, TraceSource
 from slurm.basics import atomic_path
 
-ANALYSIS_VERSION = 4  # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth
+# 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
+# 5: idle causes, kernels without a launch counted as HTA counts them
+ANALYSIS_VERSION = 5
 
 
 class ReportError(ValueError):
@@ -49,6 +52,8 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     instances: list[Instance]
     kernels: KernelSummary | None  # the GPU's kernels by name and family (None: a CPU trace)
     collectives: list[CollectiveRow]  # by kind and message size: durations and bandwidth
+    idle: IdleCauses | None  # the GPU streams' idle time by cause (None: a CPU trace)
+    unlaunched: int  # GPU activities whose launch the trace does not hold
     main_pid: int | str | None  # the profiled process (its CPU threads), as opposed to device lanes
     lanes: int  # the (process, thread) lanes of its CPU side
     warnings: list[str]
@@ -116,6 +121,8 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         if len(events.gpu_start)
         else None,
         collectives=summarise_collectives(analysis.collectives),
+        idle=analysis.idle,
+        unlaunched=analysis.unlaunched,
         main_pid=events.main_pid(),
         lanes=len(events.threads),
         warnings=list(analysis.warnings),

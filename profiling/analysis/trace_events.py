@@ -64,8 +64,9 @@ _KIND_OF_CATEGORY = {
 }
 
 
-class _Correlation(msgspec.Struct):
+class _LinkArgs(msgspec.Struct):
     correlation: int = -1
+    stream: int | str = -1  # the activity's CUDA/HIP stream (-1: none said)
 
 
 class ReadEvent(msgspec.Struct, gc=False):
@@ -84,7 +85,7 @@ class ReadEvent(msgspec.Struct, gc=False):
     args: msgspec.Raw = msgspec.Raw()  # decoded only where needed; empty where absent
 
 
-_CORRELATIONS = msgspec.json.Decoder(list[_Correlation])
+_LINK_ARGS = msgspec.json.Decoder(list[_LinkArgs])
 _ARGS = msgspec.json.Decoder(dict[str, Any])
 _CAT = operator.attrgetter("cat")
 
@@ -111,6 +112,7 @@ class TraceEvents:
     gpu_start: np.ndarray
     gpu_end: np.ndarray
     gpu_corr: np.ndarray
+    gpu_stream: np.ndarray  # args.stream, -1 where the trace gives none
     gpu_name: np.ndarray
     collectives: list[Collective]
     event_bytes: np.ndarray  # each event's size in the merged trace (estimated), by position
@@ -229,7 +231,9 @@ class TraceBuilder:
             ("gpu_ordinal", ordinal),
         ):
             columns[key].append(values[gpu])
-        columns["gpu_corr"].append(_correlations([e.args for e in where(gpu)]))
+        correlation, stream = _link_args([e.args for e in where(gpu)])
+        columns["gpu_corr"].append(correlation)
+        columns["gpu_stream"].append(stream)
         cpu = (kind != GPU) & (kind != IGNORED)
         for key, values in (
             ("start", start),
@@ -242,7 +246,7 @@ class TraceBuilder:
         thread = (threads.setdefault((e.pid, e.tid), len(threads)) for e in where(cpu))
         columns["thread"].append(np.fromiter(thread, np.int32, int(cpu.sum())))
         launch = kind == LAUNCH
-        correlation = _correlations([e.args for e in where(launch)])
+        correlation, _ = _link_args([e.args for e in where(launch)])
         found = correlation >= 0  # a launch without a correlation id cannot be tied to a kernel
         columns["launch_corr"].append(correlation[found])
         columns["launch_ts"].append(start[launch][found])
@@ -291,6 +295,7 @@ class TraceBuilder:
             gpu_start=column("gpu_start", np.float64),
             gpu_end=column("gpu_end", np.float64),
             gpu_corr=column("gpu_corr", np.int64),
+            gpu_stream=column("gpu_stream", np.int64),
             gpu_name=column("gpu_name", np.int32),
             collectives=sorted(self.collectives, key=lambda c: (c.start, c.end)),
             event_bytes=column("event_bytes", np.int32),
@@ -298,12 +303,16 @@ class TraceBuilder:
         )
 
 
-def _correlations(raw_args: list[bytes]) -> np.ndarray:
-    """``args.correlation`` of each event (-1 where none), decoded in one go."""
+def _link_args(raw_args: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
+    """``args.correlation`` and ``args.stream`` of each event (-1 where none; a stream named
+    otherwise than by a number: -2), decoded in one go."""
     if not raw_args:
-        return np.zeros(0, dtype=np.int64)
-    decoded = _CORRELATIONS.decode(b"[" + b",".join(raw or b"{}" for raw in raw_args) + b"]")
-    return np.array([args.correlation for args in decoded], dtype=np.int64)
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    decoded = _LINK_ARGS.decode(b"[" + b",".join(raw or b"{}" for raw in raw_args) + b"]")
+    return (
+        np.fromiter((args.correlation for args in decoded), np.int64, len(decoded)),
+        np.fromiter((a.stream if isinstance(a.stream, int) else -2 for a in decoded), np.int64, len(decoded)),
+    )
 
 
 def read(path: Path, *, merge: bool = False) -> TraceEvents:

@@ -179,6 +179,8 @@ def _rank_summary(rank: int, traces: list[Aligned]) -> dict[str, Any]:
                 phase: mean([g.compute_by_phase_us[phase] / 1e3 for g in gpu_steps])
                 for phase in gpu_steps[0].compute_by_phase_us
             },
+            "idle_causes_ms": gpu_sections.idle_causes_per_step([r.idle for r in records], len(steps)),
+            "unlaunched": sum(r.unlaunched for r in records),
         }
     return {
         "rank": rank,

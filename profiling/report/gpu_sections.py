@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from profiling.analysis.bandwidth import CollectiveRow, bandwidths
+from profiling.analysis.idle import CAUSES, KERNEL_GAP_US, IdleCauses
 from profiling.analysis.kernels import FAMILIES, KernelRow, KernelSummary
 
 SHOWN_KERNELS = 10  # per rank in report.md (report.json keeps what the records keep)
@@ -54,6 +55,14 @@ def _merged_kernel(name: str, rows: list[KernelRow], steps: int) -> dict[str, An
         "p50_us": statistics.median(r.p50_us for r in rows),
         "p99_us": max(r.p99_us for r in rows),
     }
+
+
+def idle_causes_per_step(found: Sequence[IdleCauses | None], steps: int) -> dict[str, float] | None:
+    """A rank's stream idle time per step (ms) by cause, over its windows."""
+    causes = [c for c in found if c is not None]
+    if not causes:
+        return None
+    return {cause: sum(c.by_cause_us()[cause] for c in causes) / 1e3 / max(steps, 1) for cause in CAUSES}
 
 
 def rank_collectives(tables: Sequence[list[CollectiveRow]]) -> list[dict[str, Any]]:
@@ -140,8 +149,43 @@ def collectives_across(ranks: list[dict[str, Any]], link_gbps: float | None = No
 
 
 def markdown(report: dict[str, Any]) -> list[str]:
-    """report.md's kernel and collective sections."""
-    return _kernel_lines(report) + _collective_lines(report)
+    """report.md's idle causes, kernel and collective sections."""
+    return _idle_lines(report) + _kernel_lines(report) + _collective_lines(report)
+
+
+def _idle_lines(report: dict[str, Any]) -> list[str]:
+    ranks = [r for r in report["ranks"] if r.get("gpu") and r["gpu"].get("idle_causes_ms")]
+    if not ranks:
+        return []
+    lines = [
+        "## Why the GPU idles",
+        "",
+        "Each stream's gaps between its kernels, memcpys and memsets, per step (ms, summed over "
+        "streams; HTA's get_idle_time_breakdown): host wait, launched only after the stream's previous "
+        f"activity ended (the CPU was late); kernel wait, a gap under {KERNEL_GAP_US:g} µs (launch "
+        "overhead); other, queued in time and still late (another stream, a peer).",
+        "",
+        "| rank | host wait | kernel wait | other | host wait share |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in ranks[:SHOWN_RANKS]:
+        causes = r["gpu"]["idle_causes_ms"]
+        total = sum(causes.values())
+        share = f"{causes['host_wait'] / total:.0%}" if total > 0 else "-"
+        cells = " | ".join(f"{causes[c]:.2f}" for c in CAUSES)
+        lines.append(f"| {r['rank']} | {cells} | {share} |")
+    lines += _others(ranks)
+    unlaunched = [r for r in ranks if r["gpu"].get("unlaunched")]
+    if unlaunched:
+        named = ", ".join(f"rank {r['rank']}: {r['gpu']['unlaunched']}" for r in unlaunched[:8])
+        more = f" and {len(unlaunched) - 8} more ranks" if len(unlaunched) > 8 else ""
+        lines += [
+            f"GPU activities whose launch the trace does not hold (launched before the recording "
+            f"began): {named}{more}. As in HTA, a trace of several steps leaves them out, a trace of "
+            "one step counts them where they ran.",
+            "",
+        ]
+    return lines
 
 
 def _kernel_lines(report: dict[str, Any]) -> list[str]:
