@@ -106,6 +106,18 @@ def test_a_rank_late_at_every_allreduce_is_named(dense: dict[str, Any], tmp_path
     assert (straggler["verdict"], straggler["rank"]) == ("straggler", 5), straggler["text"]
     assert straggler["lateness_ms"] == pytest.approx(2.0, abs=0.05)
     assert " 2.00 ms after the next rank on average" in straggler["text"]
+    # the others wait 2 ms for it in each all-reduce; it waits for none
+    late = report["ranks"][5]["collective_wait"]
+    steps = len(report["ranks"][5]["steps"])
+    allreduces = late["last_arrivals"]
+    assert allreduces >= 0.9 * late["collectives"] and late["waiting_share"] < 0.01
+    for rank in (0, 3):
+        waited = report["ranks"][rank]["collective_wait"]
+        assert waited["last_arrivals"] == 0 and waited["collectives"] == late["collectives"]
+        assert waited["wait_ms"] * steps == pytest.approx(2.0 * allreduces, rel=0.01)
+        assert waited["transfer_ms"] == pytest.approx(late["transfer_ms"], rel=0.01)
+    markdown = (meta_of(tmp_path) / "report.md").read_text()
+    assert f"rank 5 arrived last in {allreduces} of {late['collectives']}" in markdown, markdown
 
 
 def test_collectives_that_no_offset_explains_are_refused(dense: dict[str, Any], tmp_path: Path) -> None:

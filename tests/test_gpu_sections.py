@@ -174,3 +174,24 @@ def test_the_kernels_that_differ_between_the_fastest_and_the_slowest_rank() -> N
             "difference_us": 200.0,
         }
     ]  # the kernels that do not differ are left out
+
+
+def test_time_in_a_collective_splits_into_waiting_for_the_last_rank_and_transferring() -> None:
+    from profiling.analysis.waiting import split_waiting
+
+    # collective "a": ranks arrive at 0, 40, 100 and all leave at 130; "b": all arrive at 200
+    # and leave at 250; rank 2 is not in "c", so "c" is not compared; rank 3 has no clock
+    spans = {
+        0: {"a": (0.0, 130.0), "b": (200.0, 250.0), "c": (300.0, 310.0)},
+        1: {"a": (40.0, 130.0), "b": (200.0, 250.0), "c": (300.0, 310.0)},
+        2: {"a": (100.0, 130.0), "b": (200.0, 251.0)},
+        3: None,
+    }
+    split = split_waiting(spans)
+    assert set(split) == {0, 1, 2}
+    assert (split[0].wait_us, split[0].transfer_us, split[0].collectives) == (100.0, 80.0, 2)
+    assert (split[1].wait_us, split[1].transfer_us) == (60.0, 80.0)
+    assert (split[2].wait_us, split[2].transfer_us, split[2].last_arrivals) == (0.0, 81.0, 1)
+    assert split[0].last_arrivals == split[1].last_arrivals == 0  # all arrived together in b
+    assert split[0].waiting_share == pytest.approx(100 / 180)
+    assert split_waiting({0: spans[0], 3: None}) == {}  # one rank compared: nothing to wait for

@@ -19,6 +19,7 @@ from profiling.analysis import alignment
 from profiling.analysis.alignment import Alignment
 from profiling.analysis.record import TraceRecord
 from profiling.analysis.straggler import find_straggler
+from profiling.analysis.waiting import WaitSplit, split_waiting
 from profiling.folder.traces import TraceFile
 from profiling.report import gpu_sections
 from slurm.basics import utc_now
@@ -104,8 +105,15 @@ def summarise(
     """``report.json``'s content (see :mod:`profiling.report`) from every trace, by rank then window."""
     ranks = [_rank_summary(rank, traces) for rank, traces in sorted(per_rank.items())]
     means = [r["step_time_ms"]["mean"] for r in ranks]
+    spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
+    waits = split_waiting(spans)
+    for r in ranks:
+        r["collective_wait"] = _wait(waits.get(r["rank"]), len(r["steps"]))
     straggler = find_straggler(
-        arrivals={rank: _arrivals(traces) for rank, traces in per_rank.items()},
+        arrivals={
+            rank: {key: arrival for key, (arrival, _) in found.items()} if found is not None else None
+            for rank, found in spans.items()
+        },
         anchor_steps=_anchor_steps(per_rank[min(per_rank)]),
         step_ms={r["rank"]: r["step_ms"] for r in ranks},
         compute_ms={r["rank"]: r["compute_ms"] for r in ranks},
@@ -130,8 +138,9 @@ def summarise(
     }
 
 
-def _arrivals(traces: list[Aligned]) -> dict[tuple[int, int], float] | None:
-    """When this rank reached each of the first rank's collectives, on the first rank's clock.
+def _spans(traces: list[Aligned]) -> dict[tuple[int, int], tuple[float, float]] | None:
+    """When this rank reached and left each of the first rank's collectives, on the first
+    rank's clock.
 
     Keyed by (window's first step, the first rank's collective index); None if no window's
     clock was paired.
@@ -139,10 +148,26 @@ def _arrivals(traces: list[Aligned]) -> dict[tuple[int, int], float] | None:
     if not any(t.clock.paired for t in traces):
         return None
     return {
-        (t.trace.first_step, theirs): t.record.instances[mine].arrival + t.clock.shift_us
+        (t.trace.first_step, theirs): (
+            t.record.instances[mine].arrival + t.clock.shift_us,
+            t.record.instances[mine].end + t.clock.shift_us,
+        )
         for t in traces
         if t.clock.paired
         for theirs, mine in t.clock.matched.items()
+    }
+
+
+def _wait(split: WaitSplit | None, steps: int) -> dict[str, Any] | None:
+    """A rank's time in the collectives every compared rank reached, per step (ms)."""
+    if split is None:
+        return None
+    return {
+        "collectives": split.collectives,
+        "wait_ms": split.wait_us / 1e3 / max(steps, 1),
+        "transfer_ms": split.transfer_us / 1e3 / max(steps, 1),
+        "waiting_share": split.waiting_share,
+        "last_arrivals": split.last_arrivals,
     }
 
 

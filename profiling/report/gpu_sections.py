@@ -150,7 +150,38 @@ def collectives_across(ranks: list[dict[str, Any]], link_gbps: float | None = No
 
 def markdown(report: dict[str, Any]) -> list[str]:
     """report.md's idle causes, kernel and collective sections."""
-    return _idle_lines(report) + _kernel_lines(report) + _collective_lines(report)
+    return _idle_lines(report) + _kernel_lines(report) + _collective_lines(report) + _wait_lines(report)
+
+
+def _wait_lines(report: dict[str, Any]) -> list[str]:
+    ranks = [r for r in report["ranks"] if r.get("collective_wait")]
+    if not ranks or not ranks[0]["collective_wait"]["collectives"]:
+        return []
+    wait = sum(r["collective_wait"]["wait_ms"] for r in ranks)
+    total = wait + sum(r["collective_wait"]["transfer_ms"] for r in ranks)
+    share = wait / total if total > 0 else 0.0
+    last = max(ranks, key=lambda r: r["collective_wait"]["last_arrivals"])
+    count = ranks[0]["collective_wait"]["collectives"]
+    verdict = (
+        f"Most of it is waiting: the time points at a straggler, not at the network (rank {last['rank']} "
+        f"arrived last in {last['collective_wait']['last_arrivals']} of {count})."
+        if share > 0.5
+        else "Most of it is transferring: the ranks arrive together, the time is the collective's own."
+    )
+    lines = [
+        f"Time per step in the {count} collectives every rank reached, on the aligned clocks: waiting for "
+        f"the last rank to arrive, and transferring ({share:.0%} waiting over all ranks). {verdict} "
+        "A wait under a rank's clock ± (Clock alignment) is noise.",
+        "",
+        "| rank | waiting (ms) | transferring (ms) | waiting share | arrived last |",
+        "|---:|---:|---:|---:|---:|",
+    ]
+    for r in ranks[:SHOWN_RANKS]:
+        w = r["collective_wait"]
+        its_share = "-" if w["waiting_share"] is None else f"{w['waiting_share']:.0%}"
+        cells = f"{w['wait_ms']:.2f} | {w['transfer_ms']:.2f} | {its_share} | {w['last_arrivals']}"
+        lines.append(f"| {r['rank']} | {cells} |")
+    return lines + _others(ranks)
 
 
 def _idle_lines(report: dict[str, Any]) -> list[str]:
