@@ -133,6 +133,52 @@ def test_the_picture_at_any_number_of_ranks(ranks: int, tmp_path: Path) -> None:
         assert any(text.get_text().startswith("rank 7: ×") for text in right.texts)
 
 
+def with_gpu_figures(report: dict[str, Any], slow: int = 7) -> dict[str, Any]:
+    from profiling.analysis.kernels import FAMILIES
+
+    for r in report["ranks"]:
+        per_step = {
+            f: 1000.0 * (i + 1) * (1.5 if r["rank"] == slow and f == "gemm/conv" else 1.0)
+            for i, f in enumerate(FAMILIES)
+        }
+        r["kernels"] = {"by_family_us": {f: v * len(r["steps"]) for f, v in per_step.items()}}
+    report["collectives_across"] = [
+        {
+            "kind": "allreduce",
+            "bytes": 2**20 * (k + 1),
+            "p50_us": 100.0,
+            "busbw_gbps": 50.0 + k,
+            "slowest_busbw_gbps": 40.0,
+        }
+        for k in range(12)
+    ]
+    report["link_gbps"] = 100.0
+    return report
+
+
+@pytest.mark.parametrize("ranks", [2, 256])
+def test_gpu_panels_kernel_families_and_bus_bandwidth(ranks: int, tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    from profiling.report.plot import BARS_UP_TO
+
+    path = tmp_path / "report.png"
+    fig = plot_report(with_gpu_figures(synthetic_report(ranks)), path)
+    assert imread(path).shape[:2] == (1050, 1300)
+    titles = [a.get_title() for a in fig.axes]
+    assert "Collectives: bus bandwidth (nccl-tests)" in titles
+    (bandwidth,) = [a for a in fig.axes if a.get_title().startswith("Collectives")]
+    assert len(bandwidth.patches) == 8  # the 8 collectives with the most time, whatever the ranks
+    assert {line.get_ydata()[0] for line in bandwidth.get_lines()} == {100.0, 50.0}  # the link, half of it
+    if ranks <= BARS_UP_TO:
+        (kernels,) = [a for a in fig.axes if a.get_title() == "GPU time per step by kernel family"]
+        assert len(kernels.patches) == ranks * 6
+    else:
+        (kernels,) = [a for a in fig.axes if a.get_title().endswith("rank × family")]
+        assert kernels.get_images()[0].get_array().shape == (ranks, 6)
+        assert any(text.get_text() == "rank 7: ×1.50" for text in kernels.texts)
+
+
 def test_the_title_is_wrapped_not_cut() -> None:
     from profiling.report.plot import _title
 

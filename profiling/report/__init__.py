@@ -23,11 +23,18 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
       ``collectives_us``;
     - ``gpu`` (null on CPU): ``span_ms``, ``busy_ms`` (``span_ms - idle``), ``idle_ms``,
       ``communication_overlapped_ms`` and ``compute_by_phase_ms``, all means per step;
+      ``idle_causes_ms``: the streams' idle time per step by cause, ``host_wait``,
+      ``kernel_wait`` and ``other`` (:mod:`profiling.analysis.idle`); ``unlaunched``: GPU
+      activities whose launch the traces do not hold;
     - ``kernels`` (null on CPU; :mod:`.gpu_sections`): ``total_us``, ``per_step_us``,
       ``by_family_us`` and ``top``, the kernels with the most time (``name``, ``family``,
       ``count``, ``total_us``, ``per_step_us``, ``mean_us``, ``p50_us``, ``p99_us``);
     - ``collectives``: by ``kind``, ``bytes`` and ``group_size``: ``count``, ``p50_us``,
       ``p90_us``, ``max_us``, ``total_us``, ``algbw_gbps`` and ``busbw_gbps`` (null without sizes);
+    - ``collective_wait`` (null for a rank whose clock could not be paired;
+      :mod:`profiling.analysis.waiting`): over the ``collectives`` every compared rank reached,
+      ``wait_ms`` (waiting for the last rank) and ``transfer_ms`` per step, ``waiting_share``,
+      and ``last_arrivals`` (in how many this rank arrived last);
     - ``clock``: how the rank's (first) trace was put on the first rank's clock
       (:mod:`profiling.analysis.alignment`): ``method`` (``reference``, ``one host``,
       ``sequence numbers``, ``matched collectives`` or ``base time``), ``shift_us`` (added to its
@@ -69,7 +76,8 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
 ``report.md``
     The same as tables, with the straggler verdict and each rank's clock alignment.
 ``report.png``
-    Each rank's breakdown and step times: bars and lines, heat maps above 32 ranks.
+    Each rank's breakdown and step times: bars and lines, heat maps above 32 ranks; on GPU
+    traces, each rank's GPU time by kernel family and the collectives' bus bandwidth.
 ``run.png``
     The run map: every rank's CPU time per step against the other ranks' median, rank x step
     (a slow rank is a stripe, a slow node a band), its slow segments boxed, and the median

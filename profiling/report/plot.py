@@ -15,6 +15,9 @@ from typing import Any
 
 import numpy as np
 
+from profiling.analysis.kernels import FAMILIES
+from profiling.report import plot_gpu
+
 BARS_UP_TO = 32
 _TITLE_WIDTH = 130
 _OUTLIERS = 3  # rows named in a heat map's margin, the furthest from the median first
@@ -32,18 +35,32 @@ def plot_report(report: dict[str, Any], path: Path) -> Any:
     from matplotlib.figure import Figure
 
     ranks = report["ranks"]
-    fig = Figure(figsize=(13, 5.5))
-    left, right = fig.subplots(1, 2, gridspec_kw={"wspace": 0.35})
+    gpu = plot_gpu.has_panels(report)
+    fig = Figure(figsize=(13, 10.5 if gpu else 5.5))
+    grid = fig.subplots(2 if gpu else 1, 2, gridspec_kw={"wspace": 0.4, "hspace": 0.45}, squeeze=False)
+    (left, right) = grid[0]
     if len(ranks) <= BARS_UP_TO:
         _bars(left, ranks)
         _lines(right, ranks)
     else:
         _parts_map(fig, left, ranks)
         _steps_map(fig, right, ranks)
+    if gpu:
+        kernels, collectives = grid[1]
+        if len(ranks) <= BARS_UP_TO:
+            plot_gpu.kernel_bars(kernels, ranks)
+        else:
+            _heat(fig, kernels, _relative(plot_gpu.family_values(ranks)), "× the median rank", ranks)
+            kernels.set_xticks(range(len(FAMILIES)), FAMILIES, rotation=30, ha="right")
+            kernels.set(title="GPU time per step by kernel family: rank × family", ylabel="rank")
+        plot_gpu.bandwidth(collectives, report)
     title = _title(report["straggler"])
     fig.suptitle(title, fontsize="medium", y=0.99)
-    top = 0.93 - 0.035 * title.count("\n")
-    fig.subplots_adjust(left=0.06, right=0.9 if len(ranks) <= BARS_UP_TO else 0.95, bottom=0.16, top=top)
+    scale = 5.5 / (10.5 if gpu else 5.5)  # the title's lines, as a share of the figure's height
+    top = 1 - (0.07 + 0.035 * title.count("\n")) * scale
+    bottom = 0.09 if gpu else 0.16
+    right = 0.9 if len(ranks) <= BARS_UP_TO or gpu else 0.95  # room for the legends beside the panels
+    fig.subplots_adjust(left=0.06, right=right, bottom=bottom, top=top)
     fig.savefig(path, dpi=100)
     return fig
 
