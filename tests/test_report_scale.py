@@ -215,3 +215,22 @@ def test_big_folders_are_read_by_a_slurm_job_array(slurm_cluster, tmp_path: Path
     array_logs = ReportFiles.of(folder).folder / "analysis" / "slurm"
     assert not list(array_logs.glob(".submission_file_*"))  # submitit's hidden links: removed
     assert int(peak_kib) / 1024 <= 150, f"the login node's process peaked at {int(peak_kib) / 1024:.0f} MiB"
+
+
+def test_report_md_tables_show_16_ranks_those_that_matter_and_a_line_for_the_others(tmp_path: Path) -> None:
+    write_job(tmp_path, cpu_job(8, lambda step: {30: 300.0}, ranks=40), 8)
+    report = build_report(tmp_path, plot=False, archive=False)
+    assert report["straggler"]["rank"] == 30
+    markdown = ReportFiles.of(tmp_path).markdown.read_text()
+    step_table = markdown.split("## Step time (ms)")[1].split("Spread of")[0]
+    rows = [
+        line for line in step_table.splitlines() if line.startswith("| ") and not line.startswith("| rank")
+    ]
+    shown = [row.split(" | ")[0].removeprefix("| ") for row in rows]
+    assert shown[:16] == [str(r) for r in range(16)] and "30" in shown  # the straggler beyond the 16
+    others = len(report["ranks"]) - (len(shown) - 1)
+    assert rows[-1] == f"| {others} other ranks (report.json) |" + " |" * 5
+    clock_rows = [
+        line for line in markdown.split("## Clock alignment")[1].splitlines() if line.startswith("| ")
+    ]
+    assert len(clock_rows) == 1 + len(shown)  # the header, the same ranks and the others' line

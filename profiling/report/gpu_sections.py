@@ -15,9 +15,9 @@ from typing import Any
 from profiling.analysis.bandwidth import CollectiveRow, bandwidths
 from profiling.analysis.idle import CAUSES, KERNEL_GAP_US, IdleCauses
 from profiling.analysis.kernels import FAMILIES, KernelRow, KernelSummary
+from profiling.report.table_ranks import others_line, shown_ranks
 
 SHOWN_KERNELS = 10  # per rank in report.md (report.json keeps what the records keep)
-SHOWN_RANKS = 16  # ranks whose tables report.md shows; one line says what the others are
 LINK_SHARE = 0.5  # with --link-gbps: a collective whose busbw is below this share of it is marked
 
 
@@ -176,12 +176,13 @@ def _wait_lines(report: dict[str, Any]) -> list[str]:
         "| rank | waiting (ms) | transferring (ms) | waiting share | arrived last |",
         "|---:|---:|---:|---:|---:|",
     ]
-    for r in ranks[:SHOWN_RANKS]:
+    shown = shown_ranks(report, ranks)
+    for r in shown:
         w = r["collective_wait"]
         its_share = "-" if w["waiting_share"] is None else f"{w['waiting_share']:.0%}"
         cells = f"{w['wait_ms']:.2f} | {w['transfer_ms']:.2f} | {its_share} | {w['last_arrivals']}"
         lines.append(f"| {r['rank']} | {cells} |")
-    return lines + _others(ranks)
+    return lines + others_line(len(ranks), len(shown), 5)
 
 
 def _idle_lines(report: dict[str, Any]) -> list[str]:
@@ -199,13 +200,14 @@ def _idle_lines(report: dict[str, Any]) -> list[str]:
         "| rank | host wait | kernel wait | other | host wait share |",
         "|---:|---:|---:|---:|---:|",
     ]
-    for r in ranks[:SHOWN_RANKS]:
+    shown = shown_ranks(report, ranks)
+    for r in shown:
         causes = r["gpu"]["idle_causes_ms"]
         total = sum(causes.values())
         share = f"{causes['host_wait'] / total:.0%}" if total > 0 else "-"
         cells = " | ".join(f"{causes[c]:.2f}" for c in CAUSES)
         lines.append(f"| {r['rank']} | {cells} | {share} |")
-    lines += _others(ranks)
+    lines += others_line(len(ranks), len(shown), len(FAMILIES) + 2)
     unlaunched = [r for r in ranks if r["gpu"].get("unlaunched")]
     if unlaunched:
         named = ", ".join(f"rank {r['rank']}: {r['gpu']['unlaunched']}" for r in unlaunched[:8])
@@ -231,12 +233,13 @@ def _kernel_lines(report: dict[str, Any]) -> list[str]:
         "| rank | " + " | ".join(FAMILIES) + " | all |",
         "|---:|" + "---:|" * (len(FAMILIES) + 1),
     ]
-    for r in ranks[:SHOWN_RANKS]:
+    shown = shown_ranks(report, ranks)
+    for r in shown:
         steps = max(len(r["steps"]), 1)
         families = r["kernels"]["by_family_us"]
         cells = [families.get(f, 0.0) / steps for f in FAMILIES] + [r["kernels"]["per_step_us"]]
         lines.append(f"| {r['rank']} | " + " | ".join(f"{c:.0f}" for c in cells) + " |")
-    lines += _others(ranks)
+    lines += others_line(len(ranks), len(shown), 5)
     first = ranks[0]
     lines += [
         f"Rank {first['rank']}'s top {SHOWN_KERNELS} kernels (report.json has each rank's):",
@@ -297,12 +300,6 @@ def _collective_lines(report: dict[str, Any]) -> list[str]:
     if link:
         lines += ["", f"⚠: bus bandwidth below {LINK_SHARE:.0%} of the link's {link:g} GB/s (--link-gbps)."]
     return [*lines, ""]
-
-
-def _others(ranks: list[dict[str, Any]]) -> list[str]:
-    if len(ranks) <= SHOWN_RANKS:
-        return [""]
-    return [f"| {len(ranks) - SHOWN_RANKS} other ranks | (report.json) |", ""]
 
 
 def _short(name: str, width: int = 60) -> str:

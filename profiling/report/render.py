@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from profiling.report import gpu_sections
+from profiling.report.table_ranks import others_line, shown_ranks
 
 
 def report_markdown(report: dict[str, Any]) -> str:
@@ -27,15 +28,16 @@ def report_markdown(report: dict[str, Any]) -> str:
         "| rank | host | steps | mean | min | max |",
         "|---:|---|---|---:|---:|---:|",
     ]
-    for r in report["ranks"]:
+    shown = shown_ranks(report)
+    for r in shown:
         t = r["step_time_ms"]
         steps = f"{r['steps'][0]}-{r['steps'][-1]}" if r["steps"] else "-"
         lines.append(
             f"| {r['rank']} | {r['host']} | {steps} | {t['mean']:.2f} | {t['min']:.2f} | {t['max']:.2f} |"
         )
+    lines += others_line(len(report["ranks"]), len(shown), 6)
     spread = report["step_time_spread_ms"]
     lines += [
-        "",
         f"Spread of the ranks' mean step times: {spread['min']:.2f} to {spread['max']:.2f} ms "
         f"(median {spread['median']:.2f}, max - min {spread['max_minus_min']:.2f}).",
         "",
@@ -43,9 +45,11 @@ def report_markdown(report: dict[str, Any]) -> str:
         "",
     ]
     for device in ("gpu", "cpu"):
-        ranks = [r for r in report["ranks"] if r["device"] == device]
+        ranks = [r for r in shown if r["device"] == device]
         if ranks:
             lines += _breakdown_table(device, ranks)
+    if len(shown) < len(report["ranks"]):
+        lines += [f"{len(report['ranks']) - len(shown)} other ranks: report.json.", ""]
     lines += gpu_sections.markdown(report) + run_lines
     lines += [
         "## Clock alignment",
@@ -53,7 +57,7 @@ def report_markdown(report: dict[str, Any]) -> str:
         "| rank | method | shift (µs) | pairs | residual (µs) | ± (µs) | paired | note |",
         "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
-    for r in report["ranks"]:
+    for r in shown:
         c = r["clock"]
         residual, uncertainty, share = (
             f"{value:{form}}" if value is not None else "-"
@@ -67,7 +71,7 @@ def report_markdown(report: dict[str, Any]) -> str:
             f"| {r['rank']} | {c['method']} | {c['shift_us']:.1f} | {c['pairs']} | {residual} | "
             f"{uncertainty} | {share} | {c['note']} |"
         )
-    lines.append("")
+    lines += others_line(len(report["ranks"]), len(shown), 8)
     lines += _reading_lines(report) + _archive_lines(report) + _merged_lines(report)
     return "\n".join(lines)
 
