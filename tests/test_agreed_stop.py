@@ -59,7 +59,7 @@ def _rank(rank: int, store_path: str, answers: multiprocessing.Queue) -> None:
         for name, signals in SCENARIOS.items():
             flag = Preemption()  # not installed: the test raises the flag where a handler would
             stopped_at = None
-            with AgreedStop(flag, timeout_s=30) as stop:
+            with AgreedStop(flag, timeout_s=30, name=f"agreed-stop {name}") as stop:
                 for step in range(STEPS):
                     if stop.should_stop(step):
                         stopped_at = step

@@ -6,14 +6,13 @@ flags into one answer per step, the same on every rank.
 
 from __future__ import annotations
 
-import datetime
 import queue
 import threading
 from types import TracebackType
 
-import torch
 import torch.distributed as dist
 
+from jobs.runtime.flag_tree import FlagTree
 from jobs.runtime.preemption import Preemption
 
 
@@ -24,18 +23,24 @@ class AgreedStop:
     Were each rank to stop on its own flag, one that saw the signal before step N would leave
     while another, signalled a moment later, had begun step N and waits in its all-reduce for
     the rank that left (gloo: "Connection closed by peer"): the job fails instead of being
-    requeued. So at the start of every step each rank adds its flag to an all-reduce (MAX), and
-    reads the result at the start of the next step, when it is long done. The all-reduce has a gloo
-    group and a thread of its own: the profiler records the training thread's operators only,
-    and on a GPU the flag never touches the device, so the loop gains no host synchronisation.
-    ``should_stop`` gives every rank the same answers, in the same order, by construction.
+    requeued. So at the start of every step each rank adds its flag to a reduction (MAX) over
+    every rank, and reads the result at the start of the next step, when it is long done. The
+    reduction has a thread of its own and a tree of at most three connections per rank
+    (:mod:`jobs.runtime.flag_tree`), not a second process group (a full mesh: n - 1 sockets per
+    rank); the profiler records the training thread's operators only, and on a GPU the flag
+    never touches the device, so the loop gains no host synchronisation. ``should_stop`` gives
+    every rank the same answers, in the same order, by construction.
     """
 
-    def __init__(self, flag: Preemption, *, timeout_s: float) -> None:
+    def __init__(self, flag: Preemption, *, timeout_s: float, name: str = "agreed-stop") -> None:
+        """``name``: the tree's keys in the job's store (each AgreedStop of a job needs its own)."""
         self._flag, self._timeout_s = flag, timeout_s
-        self._group: dist.ProcessGroup | None = None
-        if dist.get_world_size() > 1:  # a collective: every rank makes the group
-            self._group = dist.new_group(backend="gloo", timeout=datetime.timedelta(seconds=timeout_s))
+        self._group: FlagTree | None = None
+        if dist.get_world_size() > 1:
+            store = dist.distributed_c10d._get_default_store()
+            self._group = FlagTree(
+                store, dist.get_rank(), dist.get_world_size(), timeout_s=timeout_s, name=name
+            )
         self._flags: queue.SimpleQueue[bool | None] = queue.SimpleQueue()
         self._answers: queue.SimpleQueue[bool | BaseException] = queue.SimpleQueue()
         # a daemon: a rank that fails mid-step must not wait at exit for a collective nobody ends
@@ -53,8 +58,9 @@ class AgreedStop:
         if self._group is None:
             return
         self._flags.put(None)
-        if kind is None:  # every rank queued the last step's all-reduce: it ends at once
+        if kind is None:  # every rank queued the last step's reduction: it ends at once
             self._thread.join(timeout=self._timeout_s)
+            self._group.close()
 
     def should_stop(self, step: int) -> bool:
         """Asked by every rank at the start of every step: stop before ``step``?"""
@@ -75,11 +81,10 @@ class AgreedStop:
         return False
 
     def _reduce_flags(self) -> None:
+        assert self._group is not None
         while (flagged := self._flags.get()) is not None:
             try:
-                value = torch.tensor([int(flagged)], dtype=torch.int32)
-                dist.all_reduce(value, op=dist.ReduceOp.MAX, group=self._group)
-                self._answers.put(bool(value.item()))
+                self._answers.put(bool(self._group.max(int(flagged))))
             except Exception as error:  # the training thread raises it
                 self._answers.put(error)
                 return

@@ -4,6 +4,9 @@ under DDP, its width from ``--workload-arg hidden=N``. Its state is kept per ran
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -56,3 +59,36 @@ def broken(context: Any) -> TinyMLP:
     if context.identity.rank == 1:
         raise RuntimeError("rank 1 could not build its model (on purpose)")
     return TinyMLP(context)
+
+
+def open_sockets() -> int:
+    """This process's open sockets (Linux)."""
+    count = 0
+    for fd in os.listdir("/proc/self/fd"):
+        try:
+            count += os.readlink(f"/proc/self/fd/{fd}").startswith("socket:")
+        except OSError:  # closed meanwhile
+            pass
+    return count
+
+
+class CountingSockets(TinyMLP):
+    """The tiny MLP, writing this rank's open sockets to ``--workload-arg out=DIR``: when it is
+    built (the job's process group made, nothing of the toolkit's yet) and at its last step
+    (the toolkit's profiler, step log, live capture and agreed stop all running)."""
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        self.out, self.last = Path(context.args["out"]), context.settings.steps - 1
+        self.built = open_sockets()
+
+    def step(self, step: int) -> torch.Tensor:
+        loss = super().step(step)
+        if step == self.last:
+            counts = {"rank": self.rank, "built": self.built, "running": open_sockets()}
+            (self.out / f"rank{self.rank}.json").write_text(json.dumps(counts))
+        return loss
+
+
+def counting_sockets(context: Any) -> CountingSockets:
+    return CountingSockets(context)
