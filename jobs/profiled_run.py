@@ -183,8 +183,8 @@ class ProfiledRun:
         if self.settings.report and self.identity.is_main:
             report_on(self.trace_dir, log)
 
-    def finish(self, *, analyse: bool = False) -> list[dict[str, Any]]:
-        """Every rank's record to rank 0's manifest; returns the records. ``analyse``: each rank
+    def finish(self, *, analyse: bool = False) -> dict[str, Any]:
+        """Every rank's record to rank 0's manifest; returns this rank's. ``analyse``: each rank
         first reads its own traces into their analysis records, where they were written, so
         that the report only combines (bounded by half the timeout: the ranks then meet)."""
         self._ended = True
@@ -208,7 +208,8 @@ class ProfiledRun:
             record["analysis"] = analyse_own_traces(
                 self.profiler.trace_files, reader=reader, limit_s=self.settings.timeout_s / 2
             )
-        return gather_and_write_manifest(self.attempt, self.group, record, self.next_step, self.hooks)
+        gather_and_write_manifest(self.attempt, self.group, record, self.next_step, self.hooks)
+        return record
 
     def _stop_recording(
         self, kind: type[BaseException] | None, error: BaseException | None, tb: TracebackType | None
@@ -271,7 +272,7 @@ class ProfiledRun:
         # each rank's (node, job folder, write error), once every marker is written
         where = self.group.gather((node, str(folder.path), written))
         missing = unseen_ranks(folder, identity.world_size) if identity.is_main else []
-        message = self.group.broadcast(unshared_error(folder, missing, where) if missing else None)
+        message = self.group.broadcast(unshared_error(folder, missing, where) if missing and where else None)
         if message is not None:
             raise UnsharedFolderError(message)
 

@@ -77,12 +77,12 @@ def run_task(
                 assert preemption is not None
                 _stop_for_requeue(run, workload, ctx, result.next_step)
                 preemption.hand_over(identity, config)
-            records = run.finish(analyse=config.report)
+            record = run.finish(analyse=config.report)
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
     if identity.is_main and config.report:  # every rank's step log, and traces if any
         report_on(run.trace_dir, log)
-    return records[identity.rank]  # every rank has every rank's
+    return record
 
 
 def _context(config: TaskConfig, ctx: DistributedContext, dtype: str) -> WorkloadContext:

@@ -39,12 +39,16 @@ class JobGroup:
             return proposal
         return int(self.store.compare_set(key, "", str(proposal)))
 
-    def gather(self, value: T) -> list[T]:
-        """Every rank's ``value`` (picklable), in rank order (a collective: every rank must call it)."""
+    def gather(self, value: T) -> list[T] | None:
+        """Every rank's ``value`` (picklable) on rank 0, in rank order; None on the other ranks
+        (a collective: every rank must call it). To rank 0 only: an all-gather would hand every
+        rank every rank's value, n times the bytes (a manifest's records at 4096 ranks: 4096
+        copies of a few MB)."""
         if not self.distributed:
             return [value]
-        values: list[Any] = [None] * self.world_size
-        dist.all_gather_object(values, value)
+        main = dist.get_rank() == 0
+        values: list[Any] | None = [None] * self.world_size if main else None
+        dist.gather_object(value, values, dst=0)
         return values
 
     def broadcast(self, value: T) -> T:

@@ -127,11 +127,11 @@ def rank_record(
 
 def gather_and_write_manifest(
     attempt: Attempt, group: JobGroup, record: dict[str, Any], next_step: int, hooks: list[StepHook]
-) -> list[dict[str, Any]]:
-    """Every rank's record to rank 0, which writes the manifest; returns the records."""
+) -> None:
+    """Every rank's record to rank 0, which writes the manifest."""
     identity = attempt.identity
     records = group.gather(record)
-    if identity.is_main:
+    if records is not None and identity.is_main:
         attempts = manifest.with_attempt(attempt.folder, attempt.record("completed", next_step))
         written = manifest.build_manifest(
             facts={**attempt.facts(), "restart_count": identity.restart_count},
@@ -147,4 +147,3 @@ def gather_and_write_manifest(
         attempt.folder.running.unlink(missing_ok=True)
         log(f"wrote {len(written['trace_files'])} trace(s) and {path}")
     group.barrier()
-    return records
