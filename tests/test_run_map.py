@@ -15,6 +15,7 @@ import pytest
 
 from jobs.list_ranks import rank_scores
 from profiling.analysis import run_map
+from profiling.analysis.slow_nodes import slow_nodes
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
 from profiling.report import build_report
@@ -77,6 +78,40 @@ def test_a_windowed_slowdown_is_one_segment_with_its_steps(tmp_path: Path) -> No
     worst = min(by_rank[2].intervals, key=lambda i: i[3])
     assert worst[0] >= 30 and worst[1] <= 60 and worst[3] == pytest.approx(130 / 170, abs=0.03)
     assert all(min(i[3] for i in by_rank[r].intervals) > 0.93 for r in (0, 1, 3))
+
+
+@pytest.mark.parametrize(
+    ("slow_ranks", "per_node", "named"),
+    [
+        ({4, 5, 6, 7}, 4, "node2"),  # every rank of node2
+        ({4, 5, 6}, 4, "node2"),  # most of them (a rank on a GPU the throttling spared)
+        ({5}, 4, None),  # one rank of the node: the rank, not the node
+        ({2, 3, 4, 5}, 2, None),  # two nodes of four: the job, not a node
+        ({3}, 1, None),  # one rank per node: a rank and its node cannot be told apart
+    ],
+)
+def test_a_slow_node_is_named_when_most_of_its_ranks_are_slow_and_no_other_nodes(
+    tmp_path: Path, slow_ranks: set[int], per_node: int, named: str | None
+) -> None:
+    folder = JobFolder(tmp_path, "1")
+    slow = lambda rank, step: 130.0 + (60.0 if rank in slow_ranks and 30 <= step <= 60 else 0.0)  # noqa: E731
+    write_logs(folder, slow, ranks=8, per_node=per_node)
+    run = combined(folder)
+    assert {s.rank for s in run_map.segments(run)} == slow_ranks  # the ranks, as always
+    nodes = slow_nodes(run)
+    if named is None:
+        assert nodes == []
+        return
+    [node] = nodes
+    assert (node.node, set(node.slow_ranks), node.ranks) == (named, slow_ranks, [4, 5, 6, 7])
+    assert (
+        abs(node.first - 30) <= 1 and abs(node.last - 60) <= 1 and node.excess_ms == pytest.approx(60, abs=4)
+    )
+    report = build_report(folder.path, plot=False, archive=False)
+    [found] = report["run"]["slow_nodes"]
+    assert found["node"] == named and "--sbatch exclude=node2" in found["hint"]
+    markdown = folder.report.markdown.read_text()
+    assert f"**Slow node: node2**, steps {node.first}-{node.last}" in markdown
 
 
 def test_a_balanced_run_has_no_segment_and_scores_near_1(tmp_path: Path) -> None:

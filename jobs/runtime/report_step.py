@@ -55,9 +55,9 @@ def report_on(trace_dir: Path, log: Callable[[str], None]) -> None:
     verdict = f": {report['straggler']['text']}" if report["straggler"] else ""
     run = report["run"]
     if run is not None:
-        slow = "; ".join(
-            f"rank {s['rank']} slow in steps {s['first']}-{s['last']}" for s in run["segments"][:3]
-        )
+        nodes = [f"node {n['node']} slow in steps {n['first']}-{n['last']}" for n in run["slow_nodes"]]
+        ranks = [f"rank {s['rank']} slow in steps {s['first']}-{s['last']}" for s in run["segments"]]
+        slow = "; ".join([*nodes, *ranks][:3])
         verdict += f"; the run: {slow or 'no rank persistently slow'}"
     log(
         f"report in {ReportFiles.of(trace_dir).folder} ({report['seconds']:.1f}s: "

@@ -178,18 +178,22 @@ def smoothed(ratio: np.ndarray, window: int = SMOOTHING) -> np.ndarray:
     return np.where(np.isnan(ratio), np.nan, running)
 
 
+def slow_mask(run: RunMap) -> np.ndarray:
+    """rank x column: where the rank's smoothed ratio is above the run's threshold."""
+    return np.nan_to_num(smoothed(run.ratio), nan=0.0) > 1.0 + threshold(run)[0]
+
+
 def segments(run: RunMap) -> list[Segment]:
     """Every rank's persistently slow steps, in rank order, then step order."""
     if len(run.ranks) < 2:
         return []  # no other rank to be slower than
     ratio = run.ratio
     excess = run.values - run.others
-    limit = 1.0 + threshold(run)[0]
-    slow_steps_of = np.nan_to_num(smoothed(ratio), nan=0.0) > limit
+    slow_steps_of = slow_mask(run)
     found = []
     for row, rank in enumerate(run.ranks):
         slow = slow_steps_of[row]
-        for start, end in _runs(slow, MAX_GAP):
+        for start, end in runs_of(slow, MAX_GAP):
             columns = np.flatnonzero(slow[start : end + 1]) + start
             slow_steps = int(run.width[columns].sum())
             if slow_steps < MIN_STEPS:
@@ -303,7 +307,7 @@ def _before(part: dict[str, np.ndarray], step: int) -> dict[str, np.ndarray]:
     return {key: value[keep] for key, value in part.items()}
 
 
-def _runs(mask: np.ndarray, gap: int) -> list[tuple[int, int]]:
+def runs_of(mask: np.ndarray, gap: int) -> list[tuple[int, int]]:
     """``(first, last)`` column of each run of True, runs apart by ``gap`` or fewer joined."""
     where = np.flatnonzero(mask)
     if not len(where):

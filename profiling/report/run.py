@@ -7,6 +7,7 @@ have caught it; where each rank's log ends, if before the run's end.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import shlex
 from pathlib import Path
@@ -16,6 +17,7 @@ import numpy as np
 
 from profiling.analysis import run_map
 from profiling.analysis.run_map import RunMap, Segment
+from profiling.analysis.slow_nodes import SlowNode, slow_nodes
 from profiling.folder.layout import JobFolder
 from profiling.folder.traces import TraceFile, list_traces
 from profiling.ranks import RankSelection, format_ranks
@@ -61,6 +63,7 @@ def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> dict[
             for row, s in enumerate(scores)
         ],
         "segments": [_segment(segment, traces, job, manifest) for segment in run_map.segments(run)],
+        "slow_nodes": [_slow_node(node, job) for node in slow_nodes(run)],
         "ends": _ends(run, manifest),
         "unreadable": unreadable,
     }
@@ -113,6 +116,17 @@ def _segment(
     if not covering:
         found["hint"] = _hint(segment, job, manifest)
     return found
+
+
+def _slow_node(node: SlowNode, job: JobFolder) -> dict[str, Any]:
+    """A slow node, with the command that resubmits without it."""
+    return {
+        **dataclasses.asdict(node),
+        "hint": (
+            f"resubmit without {node.node}: `python submit.py <your options> --sbatch exclude={node.node}`, "
+            f"or `python submit.py <your options> --exclude-slow-from {job.path}`"
+        ),
+    }
 
 
 def _hint(segment: Segment, job: JobFolder, manifest: dict[str, Any]) -> str:

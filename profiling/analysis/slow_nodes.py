@@ -1,0 +1,74 @@
+"""A slow node, not only a slow rank: the run map's slow steps, by node.
+
+On a real cluster the usual straggler is a node (a throttled GPU, a bad link, a noisy
+neighbour): all or most of its ranks are slow in the same steps, while the other nodes' are
+not. A node is slow in a step when at least :data:`MOST` of its ranks are (the run map's slow
+steps, :func:`profiling.analysis.run_map.slow_mask`), and no more than :data:`ELSEWHERE` of the
+other nodes' ranks are (else the job, not a node, was slow); for :data:`run_map.MIN_STEPS`
+steps or more, as a slow rank. A node needs two ranks or more: with one, a slow rank and a slow
+node cannot be told apart, and the rank is what the map names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from profiling.analysis import run_map
+from profiling.analysis.run_map import RunMap
+
+MOST = 0.75
+ELSEWHERE = 0.25
+
+
+@dataclasses.dataclass(frozen=True)
+class SlowNode:
+    """Steps ``first`` to ``last`` in which ``node`` was slow: ``slow_ranks`` of its ``ranks``
+    were, by a median of ``excess_ms`` (``ratio`` times the other ranks' median)."""
+
+    node: str
+    ranks: list[int]
+    slow_ranks: list[int]
+    first: int
+    last: int
+    slow_steps: int
+    excess_ms: float
+    ratio: float
+
+
+def slow_nodes(run: RunMap) -> list[SlowNode]:
+    """Every node persistently slow, in the order of its first rank, then by step."""
+    nodes = np.array(run.nodes)
+    names = list(dict.fromkeys(run.nodes))
+    if len(names) < 2:
+        return []  # one node: no other node to be slower than
+    slow = run_map.slow_mask(run)
+    excess = run.values - run.others
+    found = []
+    for name in names:
+        rows = np.flatnonzero(nodes == name)
+        if len(rows) < 2:
+            continue
+        mine = slow[rows].mean(axis=0) >= MOST
+        others = slow[nodes != name].mean(axis=0) <= ELSEWHERE
+        node_slow = mine & others
+        for start, end in run_map.runs_of(node_slow, run_map.MAX_GAP):
+            columns = np.flatnonzero(node_slow[start : end + 1]) + start
+            slow_steps = int(run.width[columns].sum())
+            if slow_steps < run_map.MIN_STEPS:
+                continue
+            slow_rows = rows[slow[np.ix_(rows, columns)].mean(axis=1) >= 0.5]
+            found.append(
+                SlowNode(
+                    node=name,
+                    ranks=[int(r) for r in run.ranks[rows]],
+                    slow_ranks=[int(r) for r in run.ranks[slow_rows]],
+                    first=int(run.first[start]),
+                    last=run.last_of(end),
+                    slow_steps=slow_steps,
+                    excess_ms=float(np.nanmedian(excess[np.ix_(slow_rows, columns)])),
+                    ratio=float(np.nanmedian(run.ratio[np.ix_(slow_rows, columns)])),
+                )
+            )
+    return found
