@@ -17,6 +17,7 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO
 
+from jobs.exclusion import slow_nodes_of, with_excluded
 from jobs.spec import AUTO_CLUSTER, JobSpec, SpecError
 from profiling.folder.layout import JobFolder
 from slurm.basics import utc_now, write_json_atomically
@@ -38,6 +39,11 @@ def build_parser() -> OneLineParser:
     run = parser.add_argument_group("run")
     run.add_argument("--wait", action="store_true", help="block until the job ends, show rank 0's progress")
     run.add_argument("--dry-run", action="store_true", help="print the sbatch script; submit nothing")
+    run.add_argument(
+        "--exclude-slow-from",
+        metavar="JOB",
+        help="leave out the nodes this earlier job (id under --traces-root, or folder) found slow",
+    )
     return parser
 
 
@@ -66,6 +72,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         spec = job_spec_from_args(args)
         check_factory(spec.task.workload.factory)  # importable where the tasks start, not imported here
+        if args.exclude_slow_from:
+            nodes, said = slow_nodes_of(args.exclude_slow_from, spec.task.traces_root)
+            spec = with_excluded(spec, nodes)
+            print(said, file=sys.stderr if args.dry_run else sys.stdout)
         if not args.dry_run:
             check_writable(spec.task.traces_root)
             if spec.cluster.queued and not shutil.which("sbatch"):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 import time
@@ -291,3 +292,32 @@ def test_a_balanced_job_shows_no_segment(traces_root: Path) -> None:
 
 def load_manifest_ranks(folder: JobFolder) -> list[dict]:
     return json.loads(folder.manifest.read_text())["ranks"]
+
+
+def test_exclude_slow_from_a_job_adds_its_slow_node_to_sbatch_exclude(tmp_path: Path) -> None:
+    slow, balanced = JobFolder(tmp_path, "41"), JobFolder(tmp_path, "42")
+    write_logs(
+        slow,
+        lambda rank, step: 130.0 + (60.0 if rank >= 4 and 30 <= step <= 60 else 0.0),
+        ranks=8,
+        per_node=4,
+    )
+    write_logs(balanced, lambda rank, step: 130.0, ranks=8, per_node=4)
+    options = ["--dry-run", "--nodes", "2", "--gpus", "4", "--traces-root", str(tmp_path)]
+    result = run_submit(*options, "--exclude-slow-from", "41", "--sbatch", "exclude=node9", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert "#SBATCH --exclude=node9,node2\n" in result.stdout
+    assert re.fullmatch(
+        r"excluding node2, slow in job 41: node2 \(steps \d+-\d+, rank\(s\) 4, 5, 6, 7 at ×1\.\d\d\)\n",
+        result.stderr,
+    ), result.stderr
+    result = run_submit(*options, "--exclude-slow-from", str(balanced.path), timeout=60)
+    assert result.returncode == 0 and "--exclude" not in result.stdout
+    assert (
+        result.stderr
+        == f"--exclude-slow-from {balanced.path}: no node was persistently slow in it; nothing excluded\n"
+    )
+    result = run_submit(*options, "--exclude-slow-from", "43", timeout=60)
+    assert result.returncode == 2 and result.stderr.startswith(
+        f"submit.py: error: --exclude-slow-from 43: {tmp_path / '43'} holds no step log (meta/steps/). HINT:"
+    ), result.stderr

@@ -21,7 +21,7 @@ from slurm.resources import SlurmResources
 from slurm.settings import argv_of, at_least, check_fields, from_namespace, options, section, setting
 from workload.config import RankAndMs, RankAndStep, WorkloadConfig
 
-RUN_OPTIONS = {"--wait", "--dry-run", "--help"}  # what submit.py does, not what it submits
+RUN_OPTIONS = {"--wait", "--dry-run", "--exclude-slow-from", "--help"}  # what submit.py does, not what it submits
 
 
 def flags(parser: OneLineParser) -> set[str]:
