@@ -259,6 +259,8 @@ def test_inject_specs(option: str, spec: str) -> None:
     if isinstance(outcome, str):
         return
     fault = getattr(outcome.task.workload, option.removeprefix("--").replace("-", "_"))
+    if option == "--inject-slowdown":
+        (fault,) = fault  # repeatable: one given
     assert 0 <= fault.rank < 4
     if option == "--inject-slowdown":
         assert 0 < fault.ms <= 60_000

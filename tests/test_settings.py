@@ -21,7 +21,12 @@ from slurm.resources import SlurmResources
 from slurm.settings import argv_of, at_least, check_fields, from_namespace, options, section, setting
 from workload.config import RankAndMs, RankAndStep, WorkloadConfig
 
-RUN_OPTIONS = {"--wait", "--dry-run", "--exclude-slow-from", "--help"}  # what submit.py does, not what it submits
+RUN_OPTIONS = {
+    "--wait",
+    "--dry-run",
+    "--exclude-slow-from",
+    "--help",
+}  # what submit.py does, not what it submits
 
 
 def flags(parser: OneLineParser) -> set[str]:
@@ -47,7 +52,7 @@ def test_a_task_config_written_as_options_parses_back_to_itself(tmp_path: Path) 
     config = TaskConfig(
         workload=WorkloadConfig(
             steps=40, image_size=64, dtype="fp32", threads=2,
-            inject_slowdown=RankAndMs(1, 30, 20, 30), inject_failure=RankAndStep(0, 39),
+            inject_slowdown=(RankAndMs(1, 30, 20, 30), RankAndMs(0, 5)), inject_failure=RankAndStep(0, 39),
         ),
         profiler=ProfilerConfig(
             ranks=RankSelection.parse("0-1,slowest"), schedule=ScheduleConfig(wait=2, active=4, repeat=0),

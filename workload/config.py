@@ -176,14 +176,16 @@ class WorkloadConfig:
         metavar="RANK:STEP",
         parse=_rank_and(RankAndStep, "STEP"),
     )
-    inject_slowdown: RankAndMs | None = setting(
-        None,
+    inject_slowdown: tuple[RankAndMs, ...] = setting(
+        (),
         flag="--inject-slowdown",
         help="make RANK do MS ms of extra CPU work every step (or in steps FIRST to LAST), to see a "
-        "straggler in the report",
+        "straggler in the report; repeatable (a slow node: each of its ranks)",
         group=_GROUP,
         metavar="RANK:MS[@FIRST-LAST]",
         parse=parse_slowdown,
+        show=str,
+        repeat=True,
     )
     inject_hang: RankAndStep | None = setting(
         None,
@@ -209,12 +211,15 @@ class WorkloadConfig:
                 raise WorkloadError(
                     f"{{{name}}} {fault} needs a rank >= 0 and a step below {{steps}} {self.steps}"
                 )
-        slowdown = self.inject_slowdown
-        if slowdown is not None and (slowdown.rank < 0 or not 0 < slowdown.ms <= 60_000):
+        for slowdown in self.inject_slowdown:
+            self._check_slowdown(slowdown)
+
+    def _check_slowdown(self, slowdown: RankAndMs) -> None:
+        if slowdown.rank < 0 or not 0 < slowdown.ms <= 60_000:
             raise WorkloadError(
                 f"{{inject_slowdown}} {slowdown} needs a rank >= 0 and 1 to 60000 ms of extra work per step"
             )
-        if slowdown is not None and slowdown.windowed:
+        if slowdown.windowed:
             last = self.steps - 1 if slowdown.last is None else slowdown.last
             if not 0 <= slowdown.first <= last < self.steps:
                 raise WorkloadError(
@@ -225,8 +230,9 @@ class WorkloadConfig:
 
     def check_ranks(self, world_size: int) -> None:
         """Refuse an injected fault on a rank the job does not have."""
-        for name in ("inject_failure", "inject_slowdown", "inject_hang"):
-            fault = getattr(self, name)
+        faults = [("inject_failure", self.inject_failure), ("inject_hang", self.inject_hang)]
+        faults += [("inject_slowdown", slowdown) for slowdown in self.inject_slowdown]
+        for name, fault in faults:
             if fault is not None and fault.rank >= world_size:
                 raise WorkloadError(
                     f"{{{name}}} {fault} names rank {fault.rank}, but the job has {world_size} ranks "

@@ -67,7 +67,7 @@ def run_steps(
     failure, slowdown, hang = settings.inject_failure, settings.inject_slowdown, settings.inject_hang
     fail_at = failure.step if failure is not None and failure.rank == rank else -1
     hang_at = hang.step if hang is not None and hang.rank == rank else -1
-    slow = slowdown if slowdown is not None and slowdown.rank == rank else None
+    slow = [s for s in slowdown if s.rank == rank]
     log_progress = rank == 0
     for step in range(start_step, settings.steps):
         if stop.should_stop(step):
@@ -77,8 +77,8 @@ def run_steps(
             raise InjectedFailure(f"rank {rank} failed at step {step} (--inject-failure)")
         if step == hang_at:
             _hang_forever()
-        if slow is not None and slow.applies(step):
-            _burn_cpu(slow.ms / 1e3)
+        if extra_ms := sum(s.ms for s in slow if s.applies(step)):
+            _burn_cpu(extra_ms / 1e3)
         loss = workload.step(step)
         marker.step()
         if log_progress and (step + 1) % settings.log_every == 0:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import os
+import signal
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -79,4 +80,14 @@ def _pool(jobs: int) -> ProcessPoolExecutor:
     # fork is cheap (the imports are done), but rank 0 calls this at the end of a job, with
     # torch's threads around: forking those is unsafe, spawn then
     method = "spawn" if "torch" in sys.modules else "fork"
-    return ProcessPoolExecutor(max_workers=jobs, mp_context=multiprocessing.get_context(method))
+    return ProcessPoolExecutor(
+        max_workers=jobs, mp_context=multiprocessing.get_context(method), initializer=_deaf_to_warnings
+    )
+
+
+def _deaf_to_warnings() -> None:
+    """A worker ignores the scheduler's warning signals: SLURM sends them to every process of a
+    job step (a preemption's USR2 at the end of a job would kill rank 0's report workers, and
+    the report with them); the rank that started them handles the signal."""
+    for name in ("SIGUSR1", "SIGUSR2"):
+        signal.signal(getattr(signal, name), signal.SIG_IGN)
