@@ -321,3 +321,25 @@ def test_exclude_slow_from_a_job_adds_its_slow_node_to_sbatch_exclude(tmp_path: 
     assert result.returncode == 2 and result.stderr.startswith(
         f"submit.py: error: --exclude-slow-from 43: {tmp_path / '43'} holds no step log (meta/steps/). HINT:"
     ), result.stderr
+
+
+@pytest.mark.full_cluster
+def test_on_the_test_cluster_a_slow_node_is_named_and_a_slow_rank_alone_is_not(
+    slurm_cluster, traces_root: Path
+) -> None:
+    """3 nodes x 2 ranks: both ranks of node2 slowed in steps 30-60, and one of node3's."""
+    slowed = [arg for rank in (2, 3, 4) for arg in ("--inject-slowdown", f"{rank}:120@30-60")]
+    result = run_submit(
+        "--cluster", "slurm", "--nodes", "3", "--gpus", "0", "--tasks-per-node", "2", "--steps", "100",
+        "--profile-ranks", "none", *slowed, "--traces-root", str(traces_root), "--wait", *SMALL_WORKLOAD,
+        timeout=600,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = JobFolder(traces_root, submitted_job_id(result.stdout))
+    run = json.loads(folder.report.json.read_text())["run"]
+    assert {s["rank"] for s in run["segments"]} == {2, 3, 4}, run["segments"]
+    [node] = run["slow_nodes"]
+    assert (node["node"], node["slow_ranks"], node["ranks"]) == ("node2", [2, 3], [2, 3]), node
+    assert abs(node["first"] - 30) <= 3 and abs(node["last"] - 60) <= 3, node
+    assert "the run: node node2 slow in steps" in result.stdout
+    assert "**Slow node: node2**" in folder.report.markdown.read_text()

@@ -3,7 +3,7 @@
 On a real cluster the usual straggler is a node (a throttled GPU, a bad link, a noisy
 neighbour): all or most of its ranks are slow in the same steps, while the other nodes' are
 not. A node is slow in a step when at least :data:`MOST` of its ranks are (the run map's slow
-steps, :func:`profiling.analysis.run_map.slow_mask`), and no more than :data:`ELSEWHERE` of the
+steps, :func:`profiling.analysis.run_map.slow_mask`), and fewer than :data:`ELSEWHERE` of the
 other nodes' ranks are (else the job, not a node, was slow); for :data:`run_map.MIN_STEPS`
 steps or more, as a slow rank. A node needs two ranks or more: with one, a slow rank and a slow
 node cannot be told apart, and the rank is what the map names.
@@ -19,7 +19,7 @@ from profiling.analysis import run_map
 from profiling.analysis.run_map import RunMap
 
 MOST = 0.75
-ELSEWHERE = 0.25
+ELSEWHERE = 1 / 3
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,7 +51,7 @@ def slow_nodes(run: RunMap) -> list[SlowNode]:
         if len(rows) < 2:
             continue
         mine = slow[rows].mean(axis=0) >= MOST
-        others = slow[nodes != name].mean(axis=0) <= ELSEWHERE
+        others = slow[nodes != name].mean(axis=0) < ELSEWHERE
         node_slow = mine & others
         for start, end in run_map.runs_of(node_slow, run_map.MAX_GAP):
             columns = np.flatnonzero(node_slow[start : end + 1]) + start
