@@ -198,7 +198,7 @@ def test_hung_rank_is_named_with_its_node_collective_and_line(slurm_cluster, tra
 def test_live_capture_of_a_plain_sbatch_job(slurm_cluster, traces_root: Path, tmp_path: Path) -> None:
     _, job_id = sbatch_script(
         ["--nodes=2", "--ntasks-per-node=2", "--gpus-per-node=2"],
-        ["--traces-root", str(traces_root), "--steps", "150", *SMALL_JOB[2:]],
+        ["--traces-root", str(traces_root), "--steps", "80", *SMALL_JOB[2:]],
         tmp_path / "slurm-%j.out",
         wait=False,
         timeout=60,

@@ -1,0 +1,160 @@
+"""Lay out a job folder as a job of thousands of ranks would leave it, without running one.
+
+    .venv/bin/python tests/bench/simulate_job.py OUT --ranks 4096 --steps 100000 [--per-node 8]
+
+What a real job leaves, made by the toolkit's own writers from a real template:
+
+- a manifest (:func:`profiling.folder.manifest.build_manifest`) whose rank records are a real
+  job's (a 2-rank tiny-MLP job run here on the local executor), one per rank with its rank,
+  node and local rank;
+- a step log per rank (:class:`profiling.folder.step_log.StepLogWriter` writes one of
+  ``--steps`` steps; every other rank's is that file with its own header and times), the ranks
+  of one node (``--slow-node``) 1.5 times slower in the middle fifth of the run;
+- a trace per rank and its analysis record: every trace a hard link to one real GPU trace
+  (tests/data, ``nccl_data``: it costs its size once), every record the real analysis of it
+  (:func:`profiling.analysis.record.analyse_trace`) with the rank's own rank, host and file,
+  saved where a rank would save it: the report combines them and reads no trace.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import msgspec
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(REPO))
+
+from profiling.analysis import record as records  # noqa: E402
+from profiling.folder import manifest  # noqa: E402
+from profiling.folder.layout import JobFolder  # noqa: E402
+from profiling.folder.step_log import BUCKET, EXACT, HEADER_BYTES, StepLogHeader, StepLogWriter  # noqa: E402
+from profiling.folder.traces import TraceSource  # noqa: E402
+
+TRACE = REPO / "tests" / "data" / "gpu_traces" / "nccl_data.json.gz"  # ProfilerStep#4-6
+TRACE_NAME = "rank{rank}_iter4_6.json.gz"
+
+
+def template_ranks(scratch: Path) -> list[dict]:
+    """The rank records of a real 2-rank job's manifest (run here, on the local executor)."""
+    result = subprocess.run(
+        [sys.executable, str(REPO / "submit.py"), "--cluster", "local", "--gpus", "0",
+         "--tasks-per-node", "2", "--workload", "tests.user_code.tiny_mlp:build", "--steps", "20",
+         "--dtype", "fp32",
+         "--threads-per-rank", "1", "--profile-ranks", "none", "--traces-root", str(scratch), "--wait"],
+        cwd=REPO, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    if result.returncode:
+        sys.exit(result.stdout + result.stderr)
+    (job,) = scratch.iterdir()
+    return json.loads((job / "meta" / "manifest.json").read_text())["ranks"]
+
+
+def write_step_logs(job: JobFolder, ranks: int, per_node: int, steps: int, slow_node: int) -> None:
+    template = job.path / "template-step-log"
+    writer = StepLogWriter(
+        template, StepLogHeader(rank=0, world_size=ranks, restart=0, node="node1", gpu=False)
+    )
+    rng = np.random.default_rng(0)
+    cpu = 130.0 + rng.normal(0, 3.0, steps)
+    for step in range(steps):
+        writer.add(step, 400.0, float(cpu[step]))
+    writer.close()
+    data = template.read_bytes()
+    template.unlink()
+    exact_rows = min(steps, 10_000)
+    body = np.frombuffer(data, dtype=np.uint8, offset=HEADER_BYTES)
+    exact = body[: exact_rows * EXACT.itemsize].view(EXACT)
+    buckets = body[exact_rows * EXACT.itemsize :].view(BUCKET)
+    slow_first, slow_last = int(steps * 0.4), int(steps * 0.6)
+    for rank in range(ranks):
+        node = rank // per_node
+        scale = rng.normal(1.0, 0.01)
+        e, b = exact.copy(), buckets.copy()
+        e["cpu"] *= scale
+        b["cpu"] *= scale
+        if node == slow_node:
+            e["cpu"][(e["step"] >= slow_first) & (e["step"] <= slow_last)] *= 1.5
+            b["cpu"][(b["first"] >= slow_first) & (b["first"] <= slow_last)] *= 1.5
+        header = StepLogHeader(rank=rank, world_size=ranks, restart=0, node=f"node{node + 1}", gpu=False)
+        path = job.step_log(rank)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(header.encode() + e.tobytes() + b.tobytes())
+
+
+def write_traces_and_records(job: JobFolder, ranks: int, per_node: int) -> None:
+    original = job.path / TRACE_NAME.format(rank=0)
+    shutil.copy(TRACE, original)
+    template = records.analyse_trace(TraceSource(job.path, original.name), "rank 0 on node1 (simulated)")
+    for rank in range(ranks):
+        name = TRACE_NAME.format(rank=rank)
+        if rank:
+            os.link(original, job.path / name)
+        node = f"node{rank // per_node + 1}"
+        mine = msgspec.structs.replace(
+            template, rank=rank, world_size=ranks, host=node, trace=name, analysed_by=f"rank {rank} on {node}"
+        )
+        records.save(mine, TraceSource(job.path, name))
+
+
+def write_manifest(job: JobFolder, template: list[dict], ranks: int, per_node: int, steps: int) -> None:
+    base = template[-1]
+    rank_records = []
+    for rank in range(ranks):
+        node = f"node{rank // per_node + 1}"
+        rank_records.append(
+            {
+                **base,
+                "rank": rank,
+                "local_rank": rank % per_node,
+                "node_rank": rank // per_node,
+                "node": node,
+                "hostname": node,
+                "profiled": True,
+                "trace_files": [TRACE_NAME.format(rank=rank)],
+            }
+        )
+    written = manifest.build_manifest(
+        facts={"job_id": job.job_id, "launcher": "slurm", "restart_count": 0},
+        ranks=rank_records,
+        attempts=[],
+        profiler={},
+        workload={"name": "simulated", "steps": steps},
+        started_at=base["started_at"],
+        ended_at=base["started_at"],
+    )
+    manifest.write_manifest(job, written)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path, help="the traces root; the job folder is OUT/<ranks>")
+    parser.add_argument("--ranks", type=int, default=4096)
+    parser.add_argument("--steps", type=int, default=100_000)
+    parser.add_argument("--per-node", type=int, default=8)
+    parser.add_argument("--slow-node", type=int, default=37, help="this node's ranks slow mid-run (0-based)")
+    args = parser.parse_args()
+    job = JobFolder(args.out, str(args.ranks))
+    if job.path.exists():
+        shutil.rmtree(job.path)
+    job.path.mkdir(parents=True)
+    started = time.perf_counter()
+    with tempfile.TemporaryDirectory() as scratch:
+        template = template_ranks(Path(scratch))
+    write_manifest(job, template, args.ranks, args.per_node, args.steps)
+    write_step_logs(job, args.ranks, args.per_node, args.steps, args.slow_node)
+    write_traces_and_records(job, args.ranks, args.per_node)
+    print(f"{job.path}: {args.ranks} ranks, {args.steps} steps, in {time.perf_counter() - started:.1f}s")
+
+
+if __name__ == "__main__":
+    main()
