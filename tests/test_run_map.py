@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jobs.list_ranks import rank_scores
-from profiling.analysis import run_map
+from profiling.analysis import run_map, step_ratios
 from profiling.analysis.slow_nodes import slow_nodes
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
@@ -57,7 +57,7 @@ def test_the_median_of_the_others_is_each_cells_own() -> None:
     rng = np.random.default_rng(3)
     values = rng.normal(size=(7, 40))
     values[rng.random(values.shape) < 0.2] = np.nan
-    got = run_map.others_median(values)
+    got = step_ratios.others_median(values)
     for row in range(7):
         for column in range(40):
             others = np.delete(values[:, column], row)

@@ -36,6 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from profiling.analysis import step_ratios
+from profiling.analysis.step_ratios import others_median, runs_of
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import TIMES, StepLog, StepLogError, read_step_log
 
@@ -46,7 +48,6 @@ SMOOTHING = 5
 MAX_GAP = 2
 MIN_STEPS = 10
 INTERVALS = 10
-_MAD_TO_SIGMA = 1.4826
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,6 +83,16 @@ class RunMap:
         """Each rank's time over the other ranks' median in its column."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return self.values / self.others
+
+    @functools.cached_property
+    def threshold(self) -> tuple[float, float]:
+        """See :func:`threshold`."""
+        return step_ratios.threshold_of(self.ratio, MIN_EXCESS, NOISE_SIGMAS)
+
+    @functools.cached_property
+    def slow(self) -> np.ndarray:
+        """See :func:`slow_mask`."""
+        return np.nan_to_num(step_ratios.smoothed(self.ratio, SMOOTHING), nan=0.0) > 1.0 + self.threshold[0]
 
     def last_of(self, column: int) -> int:
         return int(self.first[column] + self.width[column] - 1)
@@ -140,11 +151,20 @@ def combine_logs(logs: Sequence[StepLog]) -> RunMap | None:
             resumed = int(log.first[0])
             kept = [_before(part, resumed) for part in kept]
             kept.append({"first": log.first, "steps": log.steps, **log.median})
-        rows[rank] = {key: np.concatenate([part[key] for part in kept]) for key in kept[0]}
-    columns = np.unique(np.concatenate([row["first"] for row in rows.values()]))
+        rows[rank] = (
+            kept[0]
+            if len(kept) == 1
+            else {key: np.concatenate([part[key] for part in kept]) for key in kept[0]}
+        )
+    firsts = [row["first"] for row in rows.values()]
+    if all(np.array_equal(first, firsts[0]) for first in firsts):  # the usual case: one sort saved
+        columns = firsts[0].astype(np.int64)
+    else:
+        columns = np.unique(np.concatenate(firsts)).astype(np.int64)
     width = np.ones(len(columns), dtype=np.int64)
     ranks = np.array(sorted(rows))
-    times = {name: np.full((len(ranks), len(columns)), np.nan) for name in TIMES}
+    # float32, as the logs store them: 4096 ranks x 10 900 columns x 3 times is 0.5 GB so
+    times = {name: np.full((len(ranks), len(columns)), np.nan, dtype=np.float32) for name in TIMES}
     last = np.zeros(len(ranks), dtype=np.int64)
     for index, rank in enumerate(ranks):
         row = rows[int(rank)]
@@ -161,26 +181,12 @@ def combine_logs(logs: Sequence[StepLog]) -> RunMap | None:
 def threshold(run: RunMap) -> tuple[float, float]:
     """``(threshold, noise)``: how far above 1 a smoothed ratio makes a step slow, and the
     run's noise: a robust standard deviation of a ratio from one step to the next."""
-    change = np.abs(np.diff(run.ratio, axis=1))
-    finite = change[np.isfinite(change)]
-    noise = float(_MAD_TO_SIGMA * np.median(finite) / np.sqrt(2)) if len(finite) else 0.0
-    return max(MIN_EXCESS, NOISE_SIGMAS * noise), noise
-
-
-def smoothed(ratio: np.ndarray, window: int = SMOOTHING) -> np.ndarray:
-    """Each row's running median over ``window`` columns (NaN where the ratio is)."""
-    if ratio.shape[1] < window:
-        return ratio
-    half = window // 2
-    filled = np.where(np.isnan(ratio), 1.0, ratio)  # a missing step counts as the median rank
-    padded = np.pad(filled, ((0, 0), (half, half)), mode="edge")
-    running = np.median(np.lib.stride_tricks.sliding_window_view(padded, window, axis=1), axis=2)
-    return np.where(np.isnan(ratio), np.nan, running)
+    return run.threshold
 
 
 def slow_mask(run: RunMap) -> np.ndarray:
     """rank x column: where the rank's smoothed ratio is above the run's threshold."""
-    return np.nan_to_num(smoothed(run.ratio), nan=0.0) > 1.0 + threshold(run)[0]
+    return run.slow
 
 
 def segments(run: RunMap) -> list[Segment]:
@@ -281,41 +287,9 @@ def binned(run: RunMap, columns: int) -> Binned:
     )
 
 
-def others_median(values: np.ndarray) -> np.ndarray:
-    """For each cell, the median of its column without it (NaN: no other value), for every
-    cell at once: each column sorted once, the median of the rest read off at the positions
-    it would have without the cell."""
-    rows = values.shape[0]
-    order = np.argsort(values, axis=0)  # NaN last
-    ordered = np.take_along_axis(values, order, axis=0)
-    position = np.empty_like(order)
-    np.put_along_axis(position, order, np.arange(rows)[:, None].repeat(values.shape[1], axis=1), axis=0)
-    rest = np.isfinite(values).sum(axis=0, keepdims=True) - 1  # values besides the cell's
-    lower, upper = (rest - 1) // 2, rest // 2
-
-    def at(index: np.ndarray) -> np.ndarray:
-        # index into the column without the cell: past the cell's position, one further
-        shifted = index + (index >= position)
-        return np.take_along_axis(ordered, np.clip(shifted, 0, rows - 1), axis=0)
-
-    median = (at(np.broadcast_to(lower, values.shape)) + at(np.broadcast_to(upper, values.shape))) / 2
-    return np.where((rest >= 1) & np.isfinite(values), median, np.nan)
-
-
 def _before(part: dict[str, np.ndarray], step: int) -> dict[str, np.ndarray]:
     keep = part["first"] < step
     return {key: value[keep] for key, value in part.items()}
-
-
-def runs_of(mask: np.ndarray, gap: int) -> list[tuple[int, int]]:
-    """``(first, last)`` column of each run of True, runs apart by ``gap`` or fewer joined."""
-    where = np.flatnonzero(mask)
-    if not len(where):
-        return []
-    breaks = np.flatnonzero(np.diff(where) > gap + 1)
-    starts = np.concatenate([[where[0]], where[breaks + 1]])
-    ends = np.concatenate([where[breaks], [where[-1]]])
-    return [(int(a), int(b)) for a, b in zip(starts, ends, strict=True)]
 
 
 def _nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
@@ -335,8 +309,8 @@ def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
     job = JobFolder.of_traces(trace_folder)
     logs, unreadable = [], []
     for path in job.step_logs():
-        try:
-            logs.append(read_step_log(path))
+        try:  # the map needs each step's median only: min and max let go at once
+            logs.append(dataclasses.replace(read_step_log(path), low={}, high={}))
         except (OSError, StepLogError) as error:
             unreadable.append(f"{path.name}: {error}")
     run = combine_logs(logs)

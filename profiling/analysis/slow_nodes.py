@@ -17,6 +17,7 @@ import numpy as np
 
 from profiling.analysis import run_map
 from profiling.analysis.run_map import RunMap
+from profiling.analysis.step_ratios import runs_of
 
 MOST = 0.75
 ELSEWHERE = 1 / 3
@@ -39,21 +40,27 @@ class SlowNode:
 
 def slow_nodes(run: RunMap) -> list[SlowNode]:
     """Every node persistently slow, in the order of its first rank, then by step."""
-    nodes = np.array(run.nodes)
     names = list(dict.fromkeys(run.nodes))
     if len(names) < 2:
         return []  # one node: no other node to be slower than
     slow = run_map.slow_mask(run)
     excess = run.values - run.others
+    index_of = {name: index for index, name in enumerate(names)}
+    code = np.array([index_of[name] for name in run.nodes])
+    # node x column: how many of its ranks are slow (one pass over the map, not one per node)
+    order = np.argsort(code, kind="stable")
+    starts = np.searchsorted(code[order], np.arange(len(names)))
+    by_node = np.add.reduceat(slow[order], starts, axis=0, dtype=np.int32)
+    everyone = by_node.sum(axis=0)
     found = []
-    for name in names:
-        rows = np.flatnonzero(nodes == name)
+    for index, name in enumerate(names):
+        rows = np.flatnonzero(code == index)
         if len(rows) < 2:
             continue
-        mine = slow[rows].mean(axis=0) >= MOST
-        others = slow[nodes != name].mean(axis=0) < ELSEWHERE
+        mine = by_node[index] >= MOST * len(rows)
+        others = (everyone - by_node[index]) < ELSEWHERE * (len(run.nodes) - len(rows))
         node_slow = mine & others
-        for start, end in run_map.runs_of(node_slow, run_map.MAX_GAP):
+        for start, end in runs_of(node_slow, run_map.MAX_GAP):
             columns = np.flatnonzero(node_slow[start : end + 1]) + start
             slow_steps = int(run.width[columns].sum())
             if slow_steps < run_map.MIN_STEPS:

@@ -177,11 +177,12 @@ def read_step_log(path: Path) -> StepLog:
     exact = np.frombuffer(body[: exact_bytes - exact_bytes % EXACT.itemsize], dtype=EXACT)
     rest = body[exact_bytes:] if len(exact) == header.exact_steps else body[:0]
     buckets = np.frombuffer(rest[: len(rest) - len(rest) % BUCKET.itemsize], dtype=BUCKET)
-    first = np.concatenate([exact["step"], buckets["first"]]).astype(np.int64)
-    steps = np.concatenate([np.ones(len(exact), np.int64), buckets["steps"].astype(np.int64)])
+    # as stored (4-byte integers and floats): a 4096-rank run of 100 000 steps holds 4096 of these
+    first = np.concatenate([exact["step"], buckets["first"]])
+    steps = np.concatenate([np.ones(len(exact), np.int32), buckets["steps"]])
     median, low, high = {}, {}, {}
     for name in TIMES:
-        value = exact[name].astype(np.float64)
+        value = exact[name]
         median[name] = np.concatenate([value, buckets[name][:, 1]])
         low[name] = np.concatenate([value, buckets[name][:, 0]])
         high[name] = np.concatenate([value, buckets[name][:, 2]])

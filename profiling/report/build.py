@@ -9,6 +9,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+import msgspec
+
 from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
 from profiling.analysis.record import ReportError, TraceRecord
 from profiling.analysis.run_map import read_run
@@ -26,7 +28,7 @@ from profiling.report.read import read_records
 from profiling.report.render import report_markdown
 from profiling.report.run import map_for_plot, run_section
 from profiling.report.workers import Ahead, Workers
-from slurm.basics import utc_now, write_json_atomically, write_text_atomically
+from slurm.basics import atomic_path, utc_now, write_text_atomically
 
 
 def build_report(
@@ -89,7 +91,7 @@ def build_report(
         if run_plotted is not None:
             run_plotted.result()
     report["seconds"] = round(time.perf_counter() - started, 3)
-    write_json_atomically(files.json, report)
+    write_report_json(files.json, report)
     write_text_atomically(files.markdown, report_markdown(report))
     return report
 
@@ -196,3 +198,18 @@ def _kind_of_reader(analysed_by: str) -> str:
     if analysed_by.startswith("slurm task"):
         return "a --slurm job array"
     return "an earlier report"
+
+
+def write_report_json(path: Path, report: dict[str, Any]) -> None:
+    """report.json, indented as before, by msgspec: the standard library's encoder took 21 s
+    of a 4096-rank report (80 MB of JSON)."""
+    encoded = msgspec.json.format(msgspec.json.encode(report, enc_hook=_plain), indent=2)
+    with atomic_path(path) as temp:
+        temp.write_bytes(encoded + b"\n")
+
+
+def _plain(value: Any) -> Any:
+    """numpy's scalars as Python's (the standard library's encoder took their float subclass)."""
+    if hasattr(value, "item"):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} is not JSON")

@@ -44,8 +44,8 @@ TRACE = REPO / "tests" / "data" / "gpu_traces" / "nccl_data.json.gz"  # Profiler
 TRACE_NAME = "rank{rank}_iter4_6.json.gz"
 
 
-def template_ranks(scratch: Path) -> list[dict]:
-    """The rank records of a real 2-rank job's manifest (run here, on the local executor)."""
+def template_manifest(scratch: Path) -> dict:
+    """A real 2-rank job's manifest (run here, on the local executor)."""
     result = subprocess.run(
         [sys.executable, str(REPO / "submit.py"), "--cluster", "local", "--gpus", "0",
          "--tasks-per-node", "2", "--workload", "tests.user_code.tiny_mlp:build", "--steps", "20",
@@ -56,7 +56,7 @@ def template_ranks(scratch: Path) -> list[dict]:
     if result.returncode:
         sys.exit(result.stdout + result.stderr)
     (job,) = scratch.iterdir()
-    return json.loads((job / "meta" / "manifest.json").read_text())["ranks"]
+    return json.loads((job / "meta" / "manifest.json").read_text())
 
 
 def write_step_logs(job: JobFolder, ranks: int, per_node: int, steps: int, slow_node: int) -> None:
@@ -106,8 +106,8 @@ def write_traces_and_records(job: JobFolder, ranks: int, per_node: int) -> None:
         records.save(mine, TraceSource(job.path, name))
 
 
-def write_manifest(job: JobFolder, template: list[dict], ranks: int, per_node: int, steps: int) -> None:
-    base = template[-1]
+def write_manifest(job: JobFolder, template: dict, ranks: int, per_node: int, steps: int) -> None:
+    base = template["ranks"][-1]
     rank_records = []
     for rank in range(ranks):
         node = f"node{rank // per_node + 1}"
@@ -123,12 +123,13 @@ def write_manifest(job: JobFolder, template: list[dict], ranks: int, per_node: i
                 "trace_files": [TRACE_NAME.format(rank=rank)],
             }
         )
+    attempt = {**template["attempts"][-1], "trace_files": [r["trace_files"][0] for r in rank_records]}
     written = manifest.build_manifest(
         facts={"job_id": job.job_id, "launcher": "slurm", "restart_count": 0},
         ranks=rank_records,
-        attempts=[],
-        profiler={},
-        workload={"name": "simulated", "steps": steps},
+        attempts=[attempt],
+        profiler={"schedule": template["schedule"], **template["profiler"]},
+        workload={**template["workload"], "name": "simulated", "steps": steps},
         started_at=base["started_at"],
         ended_at=base["started_at"],
     )
@@ -149,7 +150,7 @@ def main() -> None:
     job.path.mkdir(parents=True)
     started = time.perf_counter()
     with tempfile.TemporaryDirectory() as scratch:
-        template = template_ranks(Path(scratch))
+        template = template_manifest(Path(scratch))
     write_manifest(job, template, args.ranks, args.per_node, args.steps)
     write_step_logs(job, args.ranks, args.per_node, args.steps, args.slow_node)
     write_traces_and_records(job, args.ranks, args.per_node)
