@@ -343,3 +343,19 @@ def test_on_the_test_cluster_a_slow_node_is_named_and_a_slow_rank_alone_is_not(
     assert abs(node["first"] - 30) <= 3 and abs(node["last"] - 60) <= 3, node
     assert "the run: node node2 slow in steps" in result.stdout
     assert "**Slow node: node2**" in folder.report.markdown.read_text()
+
+
+def test_the_map_of_more_ranks_than_it_has_rows_draws_a_row_per_node(tmp_path: Path) -> None:
+    from profiling.report.run import MAP_ROWS, map_for_plot, run_section
+
+    folder = JobFolder(tmp_path, "1")
+    slowed = lambda rank, step: 130.0 + (60.0 if rank == 530 and 30 <= step <= 60 else 0.0)  # noqa: E731
+    write_logs(folder, slowed, ranks=MAP_ROWS + 64, per_node=8)
+    run = combined(folder)
+    drawn = map_for_plot(run, run_section(folder.path, run, []))
+    assert drawn["by_node"] and drawn["ratio"].shape == ((MAP_ROWS + 64) // 8, 100)
+    assert list(drawn["ranks"][:2]) == ["node1", "node2"]
+    row = list(drawn["ranks"]).index("node67")  # rank 530's node: its slowest rank shows
+    assert np.nanmax(drawn["ratio"][row, 35:55]) > 1.3 and np.nanmax(drawn["ratio"][row - 1, 35:55]) < 1.2
+    report = build_report(folder.path, archive=False)
+    assert report["run_plot"] == "run.png" and folder.report.folder.joinpath("run.png").stat().st_size > 0

@@ -173,8 +173,9 @@ def plot_run(drawn: dict[str, Any], path: Path) -> None:
     )
     heat.invert_yaxis()
     fig.colorbar(image, ax=[pace, heat], label="× the other ranks' median", fraction=0.03, pad=0.01)
+    by_node = bool(drawn.get("by_node"))  # thousands of ranks: a row per node, its slowest rank
     for row in range(1, len(ranks)):
-        if nodes[row] != nodes[row - 1]:  # a band per node
+        if not by_node and nodes[row] != nodes[row - 1]:  # a band per node
             heat.axhline(row - 0.5, color="0.2", linewidth=0.6)
     if len(ranks) <= 32:
         heat.set_yticks(
@@ -184,7 +185,7 @@ def plot_run(drawn: dict[str, Any], path: Path) -> None:
         ticks = np.linspace(0, len(ranks) - 1, 12).round().astype(int)
         heat.set_yticks(ticks, [str(ranks[row]) for row in ticks])
     for segment in drawn["segments"]:
-        row = int(np.searchsorted(ranks, segment["rank"]))
+        row = list(ranks).index(segment["node"]) if by_node else int(np.searchsorted(ranks, segment["rank"]))
         heat.add_patch(
             Rectangle(
                 (segment["first"] - 0.5, row - 0.5),
@@ -195,5 +196,5 @@ def plot_run(drawn: dict[str, Any], path: Path) -> None:
                 linewidth=1.5,
             )
         )
-    heat.set(xlabel="step", ylabel="rank (node)")
+    heat.set(xlabel="step", ylabel="node (its slowest rank)" if by_node else "rank (node)")
     fig.savefig(path, dpi=100, bbox_inches="tight")

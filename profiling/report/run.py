@@ -26,6 +26,7 @@ from profiling.recording.schedule import ScheduleConfig
 from slurm.settings import argv_of
 
 MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
+MAP_ROWS = 512  # at most this many rows of ranks in run.png; beyond, a row per node
 
 
 def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> dict[str, Any]:
@@ -73,6 +74,14 @@ def map_for_plot(run: RunMap, section: dict[str, Any]) -> dict[str, Any]:
     """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns (small enough to send to the
     plot's process)."""
     binned = run_map.binned(run, MAP_COLUMNS)
+    rows, labels, nodes = binned.ratio, run.ranks, run.nodes
+    if len(run.ranks) > MAP_ROWS:  # a row per node: the slowest of its ranks in each column
+        names = list(dict.fromkeys(run.nodes))
+        code = _codes(run.nodes, names)
+        order = np.argsort(code, kind="stable")
+        starts = np.searchsorted(code[order], np.arange(len(names)))
+        filled = np.nan_to_num(binned.ratio[order], nan=0.0)
+        rows, labels, nodes = np.maximum.reduceat(filled, starts, axis=0), np.array(names), names
     segments = section["segments"]
     found = "; ".join(
         f"rank {s['rank']} slow in steps {s['first']}-{s['last']} (+{s['excess_ms']:.1f} ms)"
@@ -80,11 +89,12 @@ def map_for_plot(run: RunMap, section: dict[str, Any]) -> dict[str, Any]:
     )
     more = f" and {len(segments) - 4} more" if len(segments) > 4 else ""
     return {
-        "ratio": binned.ratio.astype(np.float32),
+        "ratio": rows.astype(np.float32),
         "first": binned.first,
         "last": binned.last,
-        "ranks": run.ranks,
-        "nodes": run.nodes,
+        "ranks": labels,
+        "nodes": nodes,
+        "by_node": len(run.ranks) > MAP_ROWS,
         "step_median_ms": binned.step_median,
         "segments": segments,
         "title": (
@@ -179,3 +189,8 @@ def _manifest(job: JobFolder) -> dict[str, Any]:
 def _median(values: np.ndarray) -> float | None:
     finite = values[np.isfinite(values)]
     return float(np.median(finite)) if len(finite) else None
+
+
+def _codes(nodes: list[str], names: list[str]) -> np.ndarray:
+    index_of = {name: index for index, name in enumerate(names)}
+    return np.array([index_of[node] for node in nodes])
