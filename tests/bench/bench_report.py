@@ -106,7 +106,7 @@ def timed(code: str, *args: str) -> Run:
     process = subprocess.Popen(
         [sys.executable, "-c", code, *args],
         cwd=REPO,
-        stdout=subprocess.PIPE,
+        stdout=subprocess.DEVNULL,  # unread: a pipe read only at the end would block a talkative program
         stderr=subprocess.PIPE,
         text=True,
     )
