@@ -101,14 +101,18 @@ def test_a_single_process_stops_on_its_own_flag() -> None:
 
 
 def test_a_rank_that_left_is_an_error_not_a_hang(tmp_path: Path) -> None:
-    """A rank gone mid-run (killed, say) ends the others' agreement with gloo's error, in bounded time."""
+    """A rank gone mid-run (killed, say) ends the others' agreement with an error within the
+    timeout: gloo's, where the closed connection is seen, else the agreement's own."""
+    started = time.monotonic()
     [outcome], _ = _run_ranks(_leaver, 2, tmp_path, answers=1)
-    assert outcome[:2] == ("error", "RuntimeError") and "Connection" in outcome[2], outcome
+    assert outcome[0] == "error", outcome
+    assert "Connection" in outcome[2] or "did not agree within 5s (--dist-timeout)" in outcome[2], outcome
+    assert time.monotonic() - started < 60
 
 
 def _leaver(rank: int, store_path: str, answers: multiprocessing.Queue) -> None:
     _join(rank, 2, store_path)
-    with AgreedStop(Preemption(), timeout_s=20) as stop:
+    with AgreedStop(Preemption(), timeout_s=5) as stop:
         stop.should_stop(0)
         if rank == 1:
             os._exit(0)  # leaves without a word, as a SIGKILLed rank does
