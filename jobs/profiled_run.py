@@ -246,7 +246,7 @@ class ProfiledRun:
                     rank=identity.rank,
                     recording=self.profiled,
                     windows=schedule,
-                    gather=self.group.gather,
+                    gather=self.group.all_gather,
                     timing=self.timing,
                 )
             )

@@ -327,8 +327,10 @@ def test_exclude_slow_from_a_job_adds_its_slow_node_to_sbatch_exclude(tmp_path: 
 def test_on_the_test_cluster_a_slow_node_is_named_and_a_slow_rank_alone_is_not(
     slurm_cluster, traces_root: Path
 ) -> None:
-    """3 nodes x 2 ranks: both ranks of node2 slowed in steps 30-60, and one of node3's."""
-    slowed = [arg for rank in (2, 3, 4) for arg in ("--inject-slowdown", f"{rank}:120@30-60")]
+    """3 nodes x 2 ranks: both ranks of node2 slowed in steps 30-60, and one of node3's. By
+    300 ms: 6 ranks on 2 cores take 270-300 ms of CPU a step and differ by 10 % from step to
+    step, so the run's threshold is 1.3 (120 ms gave 1.28: no segment)."""
+    slowed = [arg for rank in (2, 3, 4) for arg in ("--inject-slowdown", f"{rank}:300@30-60")]
     result = run_submit(
         "--cluster", "slurm", "--nodes", "3", "--gpus", "0", "--tasks-per-node", "2", "--steps", "100",
         "--profile-ranks", "none", *slowed, "--traces-root", str(traces_root), "--wait", *SMALL_WORKLOAD,

@@ -51,6 +51,15 @@ class JobGroup:
         dist.gather_object(value, values, dst=0)
         return values
 
+    def all_gather(self, value: T) -> list[T]:
+        """Every rank's ``value`` (picklable) on every rank, in rank order (a collective): for a
+        choice every rank makes alike from every rank's figure (the slowest rank)."""
+        if not self.distributed:
+            return [value]
+        values: list[Any] = [None] * self.world_size
+        dist.all_gather_object(values, value)
+        return values
+
     def broadcast(self, value: T) -> T:
         """Rank 0's ``value`` on every rank (a collective)."""
         if not self.distributed:
