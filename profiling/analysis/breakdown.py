@@ -123,7 +123,8 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
         warnings.append(f"the trace has no {STEP_PREFIX}N span: nothing to break down")
     gpu = len(trace.gpu_start) > 0
     launched_at = launch_times(trace)
-    breakdowns = _gpu_steps(trace, steps, launched_at) if gpu else _cpu_steps(trace, steps)
+    step_of = steps_of(trace, steps, launched_at)  # -1: not counted (HTA's rule)
+    breakdowns = _gpu_steps(trace, steps, launched_at, step_of) if gpu else _cpu_steps(trace, steps)
     return RankAnalysis(
         rank=rank,
         world_size=info.get("world_size"),
@@ -134,7 +135,7 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
         collectives=_with_steps(trace, steps),
         warnings=tuple(warnings),
         unlaunched=int(np.isnan(launched_at).sum()),
-        idle=idle_of_counted(trace, steps, launched_at) if gpu else None,
+        idle=idle_of_counted(trace, launched_at, step_of >= 0 if steps else None) if gpu else None,
     )
 
 
@@ -229,13 +230,15 @@ def _exclusive(labelled: list[tuple[str, Intervals]]) -> dict[str, float]:
 
 
 def _gpu_steps(
-    trace: TraceEvents, steps: list[tuple[int, float, float, int]], launched_at: np.ndarray
+    trace: TraceEvents,
+    steps: list[tuple[int, float, float, int]],
+    launched_at: np.ndarray,
+    step_of: np.ndarray,
 ) -> list[StepBreakdown]:
     kind_of_name = np.array(
         [KERNEL_TYPES.index(hta_kernel_type(name)) for name in trace.names], dtype=np.int8
     )
     kinds = kind_of_name[trace.gpu_name] if len(trace.names) else np.zeros(0, dtype=np.int8)
-    step_of = steps_of(trace, steps, launched_at)
     tied = step_of >= 0
     by_kind = {
         kind: intervals.union(trace.gpu_start[tied & (kinds == code)], trace.gpu_end[tied & (kinds == code)])

@@ -42,11 +42,10 @@ def launch_times(trace: TraceEvents, correlations: np.ndarray | None = None) -> 
     return found
 
 
-def idle_of_counted(
-    trace: TraceEvents, steps: list[tuple[int, float, float, int]], launched_at: np.ndarray
-) -> IdleCauses:
-    """The streams' idle time by cause, over the activities the breakdown counts (HTA's set)."""
-    counted = steps_of(trace, steps, launched_at) >= 0 if steps else np.ones(len(launched_at), dtype=bool)
+def idle_of_counted(trace: TraceEvents, launched_at: np.ndarray, counted: np.ndarray | None) -> IdleCauses:
+    """The streams' idle time by cause, over the activities the breakdown counts (HTA's set;
+    ``counted`` None: a trace without steps, every activity)."""
+    counted = np.ones(len(launched_at), dtype=bool) if counted is None else counted
     return idle_causes(
         trace.gpu_start[counted], trace.gpu_end[counted], trace.gpu_stream[counted], launched_at[counted]
     )
