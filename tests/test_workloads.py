@@ -179,7 +179,9 @@ def test_a_preempted_workload_of_your_own_resumes_from_its_own_state(
 ) -> None:
     job = SubmittedJob(
         traces_root, "--nodes", "2", "--gpus", "1", "--workload", TINY, "--workload-arg", "hidden=48",
-        "--steps", "300", *SMALL_WORKLOAD, "--profile-ranks", "none",
+        "--steps", "200", *SMALL_WORKLOAD, "--profile-ranks", "none",
+        # the tiny MLP alone runs 300 steps before submit.py has shown step 30 and scancel is sent
+        "--inject-slowdown", "0:40", "--inject-slowdown", "1:40",
     )  # fmt: skip
     out, saved = job.preempt(after=r"^\[rank 0\] step 30/", timeout=240)
     folder = JobFolder(traces_root, job.job_id)
