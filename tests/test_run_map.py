@@ -66,6 +66,33 @@ def test_the_median_of_the_others_is_each_cells_own() -> None:
             assert got[row, column] == pytest.approx(expected, nan_ok=True)
 
 
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 8])
+def test_the_median_of_the_others_holds_for_tied_times_and_float32(rows: int) -> None:
+    rng = np.random.default_rng(rows)
+    values = rng.integers(0, 4, size=(rows, 60)).astype(np.float32)  # many ties
+    values[:, 30:][rng.random((rows, 30)) < 0.25] = np.nan  # columns of different counts
+    got = step_ratios.others_median(values)
+    assert got.dtype == np.float32
+    for row in range(rows):
+        for column in range(60):
+            others = np.delete(values[:, column], row)
+            others = others[np.isfinite(others)]
+            expected = np.median(others) if np.isfinite(values[row, column]) and len(others) else np.nan
+            assert got[row, column] == pytest.approx(expected, nan_ok=True)
+
+
+def test_the_running_median_is_each_windows_median_the_ends_padded() -> None:
+    rng = np.random.default_rng(5)
+    ratio = rng.random((6, 50)).astype(np.float32)
+    ratio[rng.random(ratio.shape) < 0.1] = np.nan
+    got = step_ratios.smoothed(ratio, 5)
+    filled = np.pad(np.where(np.isnan(ratio), 1.0, ratio), ((0, 0), (2, 2)), mode="edge")
+    for row in range(6):
+        for column in range(50):
+            expected = np.nan if np.isnan(ratio[row, column]) else np.median(filled[row, column : column + 5])
+            assert got[row, column] == pytest.approx(expected, nan_ok=True)
+
+
 def test_a_windowed_slowdown_is_one_segment_with_its_steps(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "1")
     write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 2 and 30 <= step <= 60 else 0.0))

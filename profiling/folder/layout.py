@@ -34,6 +34,7 @@ into folders). One job is one folder: to copy, list or delete.
 from __future__ import annotations
 
 import dataclasses
+import re
 from pathlib import Path
 
 from profiling.folder.traces import list_traces
@@ -47,6 +48,7 @@ _MARKERS = "ranks"
 _RESTART = "restart{}"
 _STEPS = "steps"
 _STEP_LOG = "rank{}.steps"  # attempt 0's; attempt k's: rank<r>.restart<k>.steps
+_STEP_LOG_NAME = re.compile(r"rank(\d+)(?:\.restart\d+)?\.steps")
 _PER_RANK = "rank{}.json"  # a rank's marker, a rank's hang dump
 _REQUEST = "request-{}.json"
 _ACCEPTED = "accepted-{}.json"
@@ -215,6 +217,14 @@ class JobFolder:
     def step_logs(self) -> list[Path]:
         """Every rank's step logs, of every attempt."""
         return sorted(self.steps.glob(_STEP_LOG.format("*")))
+
+    def step_logs_by_rank(self) -> dict[int, list[Path]]:
+        """Each rank's step logs, of every attempt, by their names (no other file)."""
+        by_rank: dict[int, list[Path]] = {}
+        for path in self.step_logs():
+            if named := _STEP_LOG_NAME.fullmatch(path.name):
+                by_rank.setdefault(int(named.group(1)), []).append(path)
+        return by_rank
 
     @property
     def checkpoint(self) -> Path:

@@ -23,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import struct
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -168,8 +169,9 @@ class StepLog:
         return len(self.first)
 
 
-def read_step_log(path: Path) -> StepLog:
-    """Read ``path`` (while it is being written too: a row cut short is left out)."""
+def read_step_log(path: Path, times: Sequence[str] = TIMES, *, spread: bool = True) -> StepLog:
+    """Read ``path`` (while it is being written too: a row cut short is left out): the
+    ``times`` named, and their min and max too where ``spread`` (the run map reads a median)."""
     data = path.read_bytes()
     header = StepLogHeader.decode(data, path)
     body = memoryview(data)[HEADER_BYTES:]
@@ -181,9 +183,10 @@ def read_step_log(path: Path) -> StepLog:
     first = np.concatenate([exact["step"], buckets["first"]])
     steps = np.concatenate([np.ones(len(exact), np.int32), buckets["steps"]])
     median, low, high = {}, {}, {}
-    for name in TIMES:
+    for name in times:
         value = exact[name]
         median[name] = np.concatenate([value, buckets[name][:, 1]])
-        low[name] = np.concatenate([value, buckets[name][:, 0]])
-        high[name] = np.concatenate([value, buckets[name][:, 2]])
+        if spread:
+            low[name] = np.concatenate([value, buckets[name][:, 0]])
+            high[name] = np.concatenate([value, buckets[name][:, 2]])
     return StepLog(path, header, first, steps, median, low, high)

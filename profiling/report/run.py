@@ -51,8 +51,8 @@ def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> dict[
                 "rank": s.rank,
                 "node": nodes[s.rank],
                 "median_ms": s.median_ms,
-                "wall_median_ms": _median(run.times["wall"][row]),
-                "gpu_median_ms": _median(run.times["gpu"][row]) if run.gpu else None,
+                "wall_median_ms": _finite(run.row_medians["wall"][row]),
+                "gpu_median_ms": _finite(run.row_medians["gpu"][row]) if run.gpu else None,
                 "relative": s.relative,
                 "individual": s.individual,
                 "last_step": int(run.last_step[row]),
@@ -186,9 +186,8 @@ def _manifest(job: JobFolder) -> dict[str, Any]:
         return {}
 
 
-def _median(values: np.ndarray) -> float | None:
-    finite = values[np.isfinite(values)]
-    return float(np.median(finite)) if len(finite) else None
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
 
 
 def _codes(nodes: list[str], names: list[str]) -> np.ndarray:
