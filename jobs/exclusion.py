@@ -16,7 +16,7 @@ from jobs.spec import JobSpec, SpecError
 def slow_nodes_of(job: str, traces_root: Path) -> tuple[list[str], str]:
     """The nodes ``job`` (an id under ``traces_root``, or a job folder) found slow, and the line
     that says so."""
-    from profiling.analysis.run_map import read_run  # numpy: only when this option is given
+    from profiling.analysis.run_logs import read_run  # numpy: only when this option is given
     from profiling.analysis.slow_nodes import slow_nodes
 
     folder = Path(job) if Path(job).is_dir() else traces_root / job

@@ -24,6 +24,7 @@ from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores, render_ranks
 from jobs.options import TRACES_ROOT_ENV, default_traces_root
 from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import read_manifest, read_running
+from profiling.folder.report_json import read_straggler
 from profiling.folder.traces import list_traces
 from slurm import scheduler
 from slurm.command_line import OneLineParser
@@ -68,8 +69,8 @@ def job_row(folder: JobFolder, queue: scheduler.QueueWatcher) -> dict[str, Any]:
 
 def _straggler(folder: JobFolder) -> str | None:
     try:
-        verdict = json.loads(folder.report.json.read_text())["straggler"]
-    except (OSError, ValueError, KeyError):
+        verdict = read_straggler(folder.report.json)
+    except (OSError, ValueError):
         return None
     if verdict is None:
         return "one rank"

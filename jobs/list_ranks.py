@@ -13,6 +13,7 @@ from typing import Any
 
 from jobs.job_state import job_state
 from profiling.analysis import run_map
+from profiling.analysis.run_logs import read_run
 from profiling.folder.layout import JobFolder
 
 RECENT_STEPS = 50
@@ -25,7 +26,7 @@ class NoStepLogs(ValueError):
 
 def rank_scores(folder: JobFolder, recent_steps: int = RECENT_STEPS) -> dict[str, Any]:
     """What ``--ranks`` prints (``--json``: as it is)."""
-    found = run_map.read_run(folder.path)
+    found = read_run(folder.path)
     if found is None:
         raise NoStepLogs(
             f"job {folder.job_id} has no step log in {folder.steps}. HINT: step logs start with the job's "

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from profiling.folder.layout import ReportFiles
+from profiling.folder.report_json import read_archive_fields
 from profiling.ranks import RankSelection, RankSpecError, format_ranks
 from slurm.basics import atomic_path
 from slurm.command_line import OneLineParser
@@ -199,7 +200,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     files = ReportFiles.of(args.folder)
     try:
-        report = json.loads(files.json.read_text())
+        report = read_archive_fields(files.json)
     except (OSError, ValueError):
         return parser.fail(
             f"{args.folder} has no report ({files.json}). HINT: python -m profiling.report {args.folder}"

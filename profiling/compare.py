@@ -20,10 +20,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
+from profiling.folder.report_json import read_report_json
 from profiling.folder.traces import find_traces
 from profiling.report import ReportError, build_report, mean
 from slurm.basics import utc_now, write_json_atomically, write_text_atomically
@@ -42,7 +41,7 @@ def load_report(folder: Path, argument: str) -> dict[str, Any]:
         )
     path = ReportFiles.of(folder).json
     if path.exists():
-        return msgspec.json.decode(path.read_bytes())
+        return read_report_json(path)
     if not find_traces(folder):
         raise CompareError(
             f"{argument} {folder} holds no trace (*.json, *.json.gz, here or one folder down) and no "

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from jobs.list_ranks import rank_scores
-from profiling.analysis import run_map, step_ratios
+from profiling.analysis import run_logs, run_map, step_ratios
 from profiling.analysis.slow_nodes import slow_nodes
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
@@ -48,7 +48,7 @@ def write_logs(
 
 
 def combined(folder: JobFolder) -> run_map.RunMap:
-    run = run_map.combine_logs([read_step_log(p) for p in folder.step_logs()])
+    run = run_logs.combine_logs([read_step_log(p) for p in folder.step_logs()])
     assert run is not None
     return run
 
@@ -213,7 +213,7 @@ def test_a_segment_links_the_traces_that_cover_it(tmp_path: Path) -> None:
     write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 1 and 30 <= step <= 60 else 0.0))
     for name in ("rank1_iter40_42.json", "rank0_iter40_42.json", "rank1_iter70_72.json"):
         (folder.path / name).write_text('{"traceEvents": []}')
-    from profiling.analysis.run_map import read_run
+    from profiling.analysis.run_logs import read_run
     from profiling.report.run import run_section
 
     run, unreadable = read_run(folder.path)

@@ -27,20 +27,15 @@ step map, a slow node a band of stripes.
 
 from __future__ import annotations
 
-import concurrent.futures
 import dataclasses
 import functools
 import itertools
 import warnings
-from collections.abc import Sequence
-from pathlib import Path
 
 import numpy as np
 
 from profiling.analysis import step_ratios
 from profiling.analysis.step_ratios import others_median, runs_of
-from profiling.folder.layout import JobFolder
-from profiling.folder.step_log import TIMES, StepLog, StepLogError, read_step_log
 
 METRIC = "cpu"
 MIN_EXCESS = 0.2
@@ -49,7 +44,6 @@ SMOOTHING = 5
 MAX_GAP = 2
 MIN_STEPS = 10
 INTERVALS = 10
-_READERS = 8
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,97 +126,6 @@ class Scores:
     relative: float
     individual: float
     intervals: list[tuple[int, int, float, float, float]]
-
-
-@dataclasses.dataclass(frozen=True)
-class RankRow:
-    """One rank's columns over all its attempts: :data:`METRIC` per column, its other times as
-    a median over the row (what the map keeps of them)."""
-
-    rank: int
-    node: str
-    gpu: bool
-    first: np.ndarray
-    steps: np.ndarray
-    values: np.ndarray
-    medians: dict[str, float]
-
-
-def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
-    """One rank's logs as a row (None if none holds a step); a later attempt's steps replace an
-    earlier one's from the step it resumed at."""
-    kept: list[dict[str, np.ndarray]] = []
-    for log in sorted((log for log in attempts if len(log)), key=lambda log: log.header.restart):
-        resumed = int(log.first[0])
-        kept = [_before(part, resumed) for part in kept]
-        kept.append({"first": log.first, "steps": log.steps, **log.median})
-    if not kept:
-        return None
-    row = {key: np.concatenate([part[key] for part in kept]) for key in kept[0]} if len(kept) > 1 else kept[0]
-    latest = max(attempts, key=lambda log: log.header.restart).header
-    gpu = any(log.header.gpu for log in attempts)
-    return RankRow(
-        rank=latest.rank,
-        node=latest.node,
-        gpu=gpu,
-        first=row["first"],
-        steps=row["steps"],
-        values=row[METRIC],
-        medians={name: _median_of(row[name]) for name in TIMES if name in row and (name != "gpu" or gpu)},
-    )
-
-
-def combine_logs(logs: Sequence[StepLog]) -> RunMap | None:
-    """The logs of every rank and attempt as one map (None if none holds a step)."""
-    by_rank: dict[int, list[StepLog]] = {}
-    for log in logs:
-        by_rank.setdefault(log.header.rank, []).append(log)
-    return combine_rows([row for attempts in by_rank.values() if (row := rank_row(attempts))])
-
-
-def combine_rows(rows: Sequence[RankRow]) -> RunMap | None:
-    """Every rank's row as one map (None if there is none)."""
-    if not rows:
-        return None
-    rows = sorted(rows, key=lambda row: row.rank)
-    firsts = [row.first for row in rows]
-    if all(_same(first, firsts[0]) for first in firsts):
-        columns = firsts[0].astype(np.int64)  # the usual case: one sort saved
-    else:
-        columns = np.unique(np.concatenate(firsts)).astype(np.int64)
-    width = np.ones(len(columns), dtype=np.int64)
-    # float32, as the logs store them: 4096 ranks x 10 900 columns is 180 MB so
-    values = np.full((len(rows), len(columns)), np.nan, dtype=np.float32)
-    last = np.zeros(len(rows), dtype=np.int64)
-    for index, row in enumerate(rows):
-        # a row's columns are distinct: a plain indexed maximum, not np.maximum.at
-        at = slice(None) if len(row.first) == len(columns) else np.searchsorted(columns, row.first)
-        width[at] = np.maximum(width[at], row.steps)
-        values[index, at] = row.values
-        last[index] = int(row.first[-1] + row.steps[-1] - 1)
-    return RunMap(
-        ranks=np.array([row.rank for row in rows]),
-        nodes=[row.node for row in rows],
-        first=columns,
-        width=width,
-        values=values,
-        row_medians={
-            name: np.array([row.medians.get(name, np.nan) for row in rows], dtype=np.float64)
-            for name in TIMES
-        },
-        last_step=last,
-        gpu=any(row.gpu for row in rows),
-    )
-
-
-def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    # bytes: np.array_equal costs a few times more, 8192 times over at 4096 ranks
-    return a is b or (a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes())
-
-
-def _median_of(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(np.median(finite)) if len(finite) else float("nan")
 
 
 def threshold(run: RunMap) -> tuple[float, float]:
@@ -334,11 +237,6 @@ def binned(run: RunMap, columns: int) -> Binned:
     )
 
 
-def _before(part: dict[str, np.ndarray], step: int) -> dict[str, np.ndarray]:
-    keep = part["first"] < step
-    return {key: value[keep] for key, value in part.items()}
-
-
 def _nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column has no median: NaN
@@ -349,36 +247,3 @@ def _nanmin(values: np.ndarray, axis: int) -> np.ndarray:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         return np.nanmin(values, axis=axis)
-
-
-def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
-    """The job's step logs as one map, and what could not be read (None: the job has none)."""
-    job = JobFolder.of_traces(trace_folder)
-    rows: list[RankRow] = []
-    unreadable: list[str] = []
-    # threads: reading is mostly waiting on the file server (thousands of files on NFS)
-    with concurrent.futures.ThreadPoolExecutor(max_workers=_READERS) as pool:
-        for row, problems in pool.map(_read_rank, job.step_logs_by_rank().values()):
-            unreadable += problems
-            if row is not None:
-                rows.append(_shared(row, rows[0] if rows else None))
-    run = combine_rows(rows)
-    return (run, unreadable) if run is not None else None
-
-
-def _read_rank(paths: list[Path]) -> tuple[RankRow | None, list[str]]:
-    logs, unreadable = [], []
-    for path in paths:
-        try:  # the medians alone: the metric for the map, the other times for each row's median
-            logs.append(read_step_log(path, TIMES, spread=False))
-        except (OSError, StepLogError) as error:
-            unreadable.append(f"{path.name}: {error}")
-    return rank_row(logs), unreadable
-
-
-def _shared(row: RankRow, like: RankRow | None) -> RankRow:
-    """``row``, holding ``like``'s step columns where they are the same (the usual case: 4096
-    ranks keep one copy of them, not 4096)."""
-    if like is None or not (_same(row.first, like.first) and _same(row.steps, like.steps)):
-        return row
-    return dataclasses.replace(row, first=like.first, steps=like.steps)

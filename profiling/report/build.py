@@ -9,15 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-import msgspec
-
 from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
 from profiling.analysis.record import ReportError, TraceRecord
-from profiling.analysis.run_map import read_run
+from profiling.analysis.run_logs import read_run
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import write_archive
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
+from profiling.folder.report_json import write_report_json
 from profiling.folder.traces import TraceSource, find_traces
 from profiling.ranks import RankSelection
 from profiling.report.combine import align_ranks, summarise
@@ -28,7 +27,7 @@ from profiling.report.read import read_records
 from profiling.report.render import report_markdown
 from profiling.report.run import map_for_plot, run_section
 from profiling.report.workers import Ahead, Workers
-from slurm.basics import atomic_path, utc_now, write_text_atomically
+from slurm.basics import utc_now, write_text_atomically
 
 
 def build_report(
@@ -198,18 +197,3 @@ def _kind_of_reader(analysed_by: str) -> str:
     if analysed_by.startswith("slurm task"):
         return "a --slurm job array"
     return "an earlier report"
-
-
-def write_report_json(path: Path, report: dict[str, Any]) -> None:
-    """report.json, indented as before, by msgspec: the standard library's encoder took 21 s
-    of a 4096-rank report (80 MB of JSON)."""
-    encoded = msgspec.json.format(msgspec.json.encode(report, enc_hook=_plain), indent=2)
-    with atomic_path(path) as temp:
-        temp.write_bytes(encoded + b"\n")
-
-
-def _plain(value: Any) -> Any:
-    """numpy's scalars as Python's (the standard library's encoder took their float subclass)."""
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON")

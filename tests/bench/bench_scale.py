@@ -10,7 +10,9 @@ in a fresh process, its wall time and the peak memory of its process tree printe
 - ``report``: the whole report from every rank's record (json, md, png, run.png, the archive);
 - ``list --ranks``: ``python -m jobs.list ROOT --ranks JOB``, the live table of every rank;
 - the run map alone: the step logs read and combined, slow ranks and slow nodes found;
-- the archive's choice of ranks (:func:`profiling.archive.default_ranks` on the report);
+- the archive's choice of ranks: what it reads of report.json
+  (:func:`profiling.folder.report_json.read_archive_fields`), then
+  :func:`profiling.archive.default_ranks`;
 
 and the sizes: what rank 0 gathers at the job's end (every rank's manifest record, pickled as
 ``gather_object`` sends it), the manifest, report.json and report.md. Not a test: it asserts
@@ -35,20 +37,21 @@ RUN_MAP = (
     "import sys, time\n"
     "from pathlib import Path\n"
     "started = time.perf_counter()\n"
-    "from profiling.analysis import run_map\n"
+    "from profiling.analysis import run_logs, run_map\n"
     "from profiling.analysis.slow_nodes import slow_nodes\n"
-    "run, _ = run_map.read_run(Path(sys.argv[1]))\n"
+    "run, _ = run_logs.read_run(Path(sys.argv[1]))\n"
     "found, nodes = run_map.segments(run), slow_nodes(run)\n"
     "print(len(found), [n.node for n in nodes], round(time.perf_counter() - started, 2))\n"
 )
 REPORT = "import sys\nfrom profiling.report import main\nsys.exit(main(sys.argv[1:]))\n"
 LIST_RANKS = "import sys\nfrom jobs.list import main\nsys.exit(main(sys.argv[1:]))\n"
 ARCHIVE_CHOICE = (
-    "import json, sys, time\n"
-    "report = json.loads(open(sys.argv[1]).read())\n"
+    "import sys, time\n"
+    "from pathlib import Path\n"
     "started = time.perf_counter()\n"
     "from profiling.archive import default_ranks\n"
-    "ranks = default_ranks(report)\n"
+    "from profiling.folder.report_json import read_archive_fields\n"
+    "ranks = default_ranks(read_archive_fields(Path(sys.argv[1])))\n"
     "print(len(ranks), round(time.perf_counter() - started, 3))\n"
 )
 
