@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 import time
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -79,6 +80,18 @@ def test_the_median_of_the_others_holds_for_tied_times_and_float32(rows: int) ->
             others = others[np.isfinite(others)]
             expected = np.median(others) if np.isfinite(values[row, column]) and len(others) else np.nan
             assert got[row, column] == pytest.approx(expected, nan_ok=True)
+
+
+@pytest.mark.parametrize("axis", [0, 1])
+def test_the_fast_nanmedian_is_numpys(axis: int) -> None:
+    rng = np.random.default_rng(axis)
+    values = rng.integers(0, 5, size=(9, 13)).astype(np.float32)
+    values[rng.random(values.shape) < 0.3] = np.nan
+    values[2] = np.nan  # a row, and so columns, of every count
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)
+        expected = np.nanmedian(values, axis=axis)
+    np.testing.assert_allclose(step_ratios.nanmedian(values, axis), expected, equal_nan=True)
 
 
 def test_the_running_median_is_each_windows_median_the_ends_padded() -> None:

@@ -238,6 +238,8 @@ def binned(run: RunMap, columns: int) -> Binned:
 
 
 def _nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
+    if values.ndim == 2:
+        return step_ratios.nanmedian(values, axis)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column has no median: NaN
         return np.nanmedian(values, axis=axis)

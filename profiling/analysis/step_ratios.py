@@ -99,6 +99,25 @@ def _order_statistics(values: np.ndarray, first: int, n: int) -> list[np.ndarray
     return [by_column[:, first], *following.T]
 
 
+def nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
+    """``np.nanmedian`` of a 2-D array along ``axis`` (NaN where all are), fast: rows of equal
+    finite counts at once, a partition each (NaN sorts last). numpy's own goes row by row in
+    Python once an array has NaN, a thousand times slower on a 4096-rank map."""
+    rows = np.asarray(values).T if axis == 0 else np.asarray(values)
+    counts = np.isfinite(rows).sum(axis=1)
+    median = np.full(len(rows), np.nan, dtype=np.result_type(rows.dtype, np.float32))
+    for count in np.unique(counts).tolist():
+        if count == 0:
+            continue
+        where = slice(None) if counts[0] == count and (counts == count).all() else counts == count
+        upper = count // 2
+        ordered = np.partition(rows[where], upper, axis=1)
+        # an even count's lower middle: the largest of those partitioned before the upper one
+        lower = ordered[:, upper] if count % 2 else ordered[:, :upper].max(axis=1)
+        median[where] = (lower + ordered[:, upper]) / 2
+    return median
+
+
 def runs_of(mask: np.ndarray, gap: int) -> list[tuple[int, int]]:
     """``(first, last)`` column of each run of True, runs apart by ``gap`` or fewer joined."""
     where = np.flatnonzero(mask)
