@@ -30,9 +30,9 @@ def rank_kernels(summaries: Sequence[KernelSummary | None], steps: int) -> dict[
     for summary in found:
         for row in summary.top:
             rows.setdefault(row.name, []).append(row)
-    merged = [_merged_kernel(name, same, steps) for name, same in rows.items()]
-    merged.sort(key=lambda row: -row["total_us"])
-    del merged[2 * SHOWN_KERNELS :]  # report.json stays small at thousands of ranks; records keep more
+    # the largest alone, merged: report.json stays small at thousands of ranks; records keep more
+    kept = sorted(rows.items(), key=lambda item: -sum(r.total_us for r in item[1]))[: 2 * SHOWN_KERNELS]
+    merged = [_merged_kernel(name, same, steps) for name, same in kept]
     total = sum(s.total_us for s in found)
     return {
         "total_us": total,
@@ -52,7 +52,7 @@ def _merged_kernel(name: str, rows: list[KernelRow], steps: int) -> dict[str, An
         "per_step_us": total / max(steps, 1),
         "mean_us": total / count,
         # one window: exact; several: the median of their p50s and the largest p99
-        "p50_us": statistics.median(r.p50_us for r in rows),
+        "p50_us": rows[0].p50_us if len(rows) == 1 else statistics.median(r.p50_us for r in rows),
         "p99_us": max(r.p99_us for r in rows),
     }
 
