@@ -37,12 +37,12 @@ class OneLineParser(argparse.ArgumentParser):
         return _ROLE.sub(r"\1", _LITERAL.sub(r"\1", text))
 
     def error(self, message: str) -> NoReturn:
-        self.exit(2, f"{self.prog}: error: {message}. HINT: {self.prog} --help\n")
+        self.exit(2, f"{self.prog}: error: {one_line(message)}. HINT: {self.prog} --help\n")
 
     def fail(self, message: str | ValueError) -> int:
         """Print a mistake found after parsing as the same one line; returns the exit status."""
         text = self.describe(message) if isinstance(message, ValueError) else message
-        print(f"{self.prog}: error: {text}", file=sys.stderr)
+        print(f"{self.prog}: error: {one_line(text)}", file=sys.stderr)
         return 2
 
     def describe(self, error: ValueError) -> str:
@@ -144,3 +144,9 @@ def _is_number(arg: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def one_line(text: str) -> str:
+    """``text`` with its line breaks shown as ``\\n`` (argparse quotes an argument as given: a
+    value with a newline in it would break the error's one line)."""
+    return text.replace("\r", "\\r").replace("\n", "\\n")

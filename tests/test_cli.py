@@ -87,6 +87,8 @@ from tests.common import REPO, run_submit
         (["--repeat", "0", "--steps", "10000000"], "would record 555555 windows in --steps 10000000"),
         (["--inject-hang", "1:3"], "--inject-hang 1:3 names rank 1, but the job has 1 ranks"),
         (["--inject-hang", "x"], "argument --inject-hang: 'x' is not RANK:STEP"),
+        # argparse takes "-\n" for an option it does not know, and quotes it as given
+        (["--inject-failure", "-\n"], r"unrecognized arguments: -\\n\. HINT: submit.py --help$"),
     ],
 )
 def test_bad_input_is_one_line_and_submits_nothing(args: list[str], message: str, traces_root: Path) -> None:
