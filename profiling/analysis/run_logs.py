@@ -19,9 +19,10 @@ import numpy as np
 
 from profiling.analysis.run_map import METRIC, RunMap
 from profiling.folder.layout import JobFolder
-from profiling.folder.step_log import TIMES, StepLog, StepLogError, read_step_log
+from profiling.folder.step_log import TIMES, StepLog, StepLogError, decode_step_log
 
-_READERS = 8
+_READERS = 4  # on NFS, reads wait; here, from the page cache, more only contend
+_OTHERS = tuple(name for name in TIMES if name != METRIC)  # kept as a median per row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -58,7 +59,7 @@ def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
         first=row["first"],
         steps=row["steps"],
         values=row[METRIC],
-        medians={name: _median_of(row[name]) for name in TIMES if name in row and (name != "gpu" or gpu)},
+        medians={name: _median_of(row[name]) for name in _OTHERS if name in row and (name != "gpu" or gpu)},
     )
 
 
@@ -98,7 +99,7 @@ def combine_rows(rows: Sequence[RankRow]) -> RunMap | None:
         values=values,
         row_medians={
             name: np.array([row.medians.get(name, np.nan) for row in rows], dtype=np.float64)
-            for name in TIMES
+            for name in _OTHERS
         },
         last_step=last,
         gpu=any(row.gpu for row in rows),
@@ -120,9 +121,11 @@ def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
     job = JobFolder.of_traces(trace_folder)
     rows: list[RankRow] = []
     unreadable: list[str] = []
-    # threads: reading is mostly waiting on the file server (thousands of files on NFS)
+    # the files are read in threads (on NFS, reading is mostly waiting), decoded here: numpy's
+    # small steps hold the GIL, and threads decoding side by side were slower than one
     with concurrent.futures.ThreadPoolExecutor(max_workers=_READERS) as pool:
-        for row, problems in pool.map(_read_rank, job.step_logs_by_rank().values()):
+        for read in pool.map(_contents, job.step_logs_by_rank().values()):
+            row, problems = _rank_of(read)
             unreadable += problems
             if row is not None:
                 rows.append(_shared(row, rows[0] if rows else None))
@@ -130,11 +133,23 @@ def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
     return (run, unreadable) if run is not None else None
 
 
-def _read_rank(paths: list[Path]) -> tuple[RankRow | None, list[str]]:
-    logs, unreadable = [], []
+def _contents(paths: list[Path]) -> list[tuple[Path, bytes | OSError]]:
+    read: list[tuple[Path, bytes | OSError]] = []
     for path in paths:
+        try:
+            read.append((path, path.read_bytes()))
+        except OSError as error:
+            read.append((path, error))
+    return read
+
+
+def _rank_of(read: list[tuple[Path, bytes | OSError]]) -> tuple[RankRow | None, list[str]]:
+    logs, unreadable = [], []
+    for path, data in read:
         try:  # the medians alone: the metric for the map, the other times for each row's median
-            logs.append(read_step_log(path, TIMES, spread=False))
+            if isinstance(data, OSError):
+                raise data
+            logs.append(decode_step_log(data, path, TIMES, spread=False))
         except (OSError, StepLogError) as error:
             unreadable.append(f"{path.name}: {error}")
     return rank_row(logs), unreadable

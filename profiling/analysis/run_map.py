@@ -56,7 +56,7 @@ class RunMap:
     first: np.ndarray  # each column's first step
     width: np.ndarray  # each column's steps
     values: np.ndarray  # (rows, columns) median ms of METRIC; NaN: not recorded
-    row_medians: dict[str, np.ndarray]  # time name -> each row's median ms over its columns
+    row_medians: dict[str, np.ndarray]  # each other time's name -> each row's median ms
     last_step: np.ndarray  # each row's last step recorded
     gpu: bool  # GPU times were measured
 

@@ -172,7 +172,11 @@ class StepLog:
 def read_step_log(path: Path, times: Sequence[str] = TIMES, *, spread: bool = True) -> StepLog:
     """Read ``path`` (while it is being written too: a row cut short is left out): the
     ``times`` named, and their min and max too where ``spread`` (the run map reads a median)."""
-    data = path.read_bytes()
+    return decode_step_log(path.read_bytes(), path, times, spread=spread)
+
+
+def decode_step_log(data: bytes, path: Path, times: Sequence[str] = TIMES, *, spread: bool = True) -> StepLog:
+    """:func:`read_step_log` of the bytes ``data`` read from ``path``."""
     header = StepLogHeader.decode(data, path)
     body = memoryview(data)[HEADER_BYTES:]
     exact_bytes = min(len(body), header.exact_steps * EXACT.itemsize)
