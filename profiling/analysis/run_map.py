@@ -65,18 +65,23 @@ class RunMap:
         """Each column's median rank."""
         return _nanmedian(self.values, axis=0)
 
-    # cached: every analysis of the map reads them (segments, threshold, binned, last_compared),
-    # and each is a sort of every column; the map is frozen, and nothing writes into them
-    @functools.cached_property
-    def others(self) -> np.ndarray:
-        """Each rank's reference: the median of the other ranks in its column."""
-        return others_median(self.values)
-
+    # cached: every analysis of the map reads it (segments, threshold, binned, last_compared),
+    # and it is a pass over every column; the map is frozen, and nothing writes into it
     @functools.cached_property
     def ratio(self) -> np.ndarray:
-        """Each rank's time over the other ranks' median in its column."""
+        """Each rank's time over the median of the other ranks in its column. The others' median
+        is not kept (``values / ratio`` gives it back): at 4096 ranks each map is 180 MB."""
+        ratio = others_median(self.values)
         with np.errstate(invalid="ignore", divide="ignore"):
-            return self.values / self.others
+            np.divide(self.values, ratio, out=ratio)
+        return ratio
+
+    def excess_ms(self, cells: tuple) -> np.ndarray:
+        """How much longer than the other ranks' median the rank took, at ``cells`` (an index
+        of the map, e.g. ``(row, columns)``; where the rank took no time, NaN)."""
+        values = self.values[cells]
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return values - values / self.ratio[cells]
 
     @functools.cached_property
     def threshold(self) -> tuple[float, float]:
@@ -86,7 +91,7 @@ class RunMap:
     @functools.cached_property
     def slow(self) -> np.ndarray:
         """See :func:`slow_mask`."""
-        return step_ratios.smoothed(self.ratio, SMOOTHING) > 1.0 + self.threshold[0]  # NaN: False
+        return step_ratios.smoothed_above(self.ratio, SMOOTHING, 1.0 + self.threshold[0])
 
     def last_of(self, column: int) -> int:
         return int(self.first[column] + self.width[column] - 1)
@@ -144,7 +149,6 @@ def segments(run: RunMap) -> list[Segment]:
     if len(run.ranks) < 2:
         return []  # no other rank to be slower than
     ratio = run.ratio
-    excess = run.values - run.others
     slow_steps_of = slow_mask(run)
     found = []
     for row, rank in enumerate(run.ranks):
@@ -161,7 +165,7 @@ def segments(run: RunMap) -> list[Segment]:
                     first=int(run.first[start]),
                     last=run.last_of(end),
                     slow_steps=slow_steps,
-                    excess_ms=float(np.median(excess[row, columns])),
+                    excess_ms=float(np.median(run.excess_ms((row, columns)))),
                     ratio=float(np.median(ratio[row, columns])),
                 )
             )

@@ -44,7 +44,6 @@ def slow_nodes(run: RunMap) -> list[SlowNode]:
     if len(names) < 2:
         return []  # one node: no other node to be slower than
     slow = run_map.slow_mask(run)
-    excess = run.values - run.others
     index_of = {name: index for index, name in enumerate(names)}
     code = np.array([index_of[name] for name in run.nodes])
     # node x column: how many of its ranks are slow (one pass over the map, not one per node)
@@ -74,7 +73,7 @@ def slow_nodes(run: RunMap) -> list[SlowNode]:
                     first=int(run.first[start]),
                     last=run.last_of(end),
                     slow_steps=slow_steps,
-                    excess_ms=float(np.nanmedian(excess[np.ix_(slow_rows, columns)])),
+                    excess_ms=float(np.nanmedian(run.excess_ms(np.ix_(slow_rows, columns)))),
                     ratio=float(np.nanmedian(run.ratio[np.ix_(slow_rows, columns)])),
                 )
             )

@@ -3,6 +3,8 @@ each cell against the other ranks' median, a row's running median, runs of flagg
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 _MAD_TO_SIGMA = 1.4826
@@ -12,28 +14,51 @@ def threshold_of(ratio: np.ndarray, min_excess: float, sigmas: float) -> tuple[f
     """``(threshold, noise)``: how far above 1 a smoothed ratio is slow (at least ``min_excess``,
     or ``sigmas`` times the noise), and the noise: a robust standard deviation of a ratio from one
     step to the next."""
-    change = np.abs(np.diff(ratio, axis=1))
-    finite = change[np.isfinite(change)]
-    noise = float(_MAD_TO_SIGMA * np.median(finite) / np.sqrt(2)) if len(finite) else 0.0
+    change = np.subtract(ratio[:, 1:], ratio[:, :-1], dtype=np.float32)
+    np.abs(change, out=change)
+    flat = change.reshape(-1)  # a view: the median is found in place, missing steps last
+    finite = len(flat) - int(np.count_nonzero(np.isnan(flat)))
+    if not finite:
+        return max(min_excess, 0.0), 0.0
+    middle = sorted({(finite - 1) // 2, finite // 2})
+    flat.partition(middle)  # NaN sorts last
+    median = float(flat[middle].mean())
+    noise = _MAD_TO_SIGMA * median / np.sqrt(2)
     return max(min_excess, sigmas * noise), noise
 
 
+_COLUMNS_AT_ONCE = 2048
 _CHUNK_CELLS = 1 << 18  # cells of rows smoothed at a time: a chunk's lanes stay in the cache
 
 
 def smoothed(ratio: np.ndarray, window: int) -> np.ndarray:
     """Each row's running median over ``window`` columns (NaN where the ratio is)."""
-    if ratio.shape[1] < window:
-        return ratio
     running = np.empty_like(ratio)
+    for rows, median in _smoothed_chunks(ratio, window):
+        running[rows] = median
+    return running
+
+
+def smoothed_above(ratio: np.ndarray, window: int, level: float) -> np.ndarray:
+    """Where :func:`smoothed` is above ``level`` (NaN: not), without keeping it: at 4096 ranks
+    a map of floats is 180 MB, of booleans 45."""
+    above = np.empty(ratio.shape, dtype=bool)
+    for rows, median in _smoothed_chunks(ratio, window):
+        above[rows] = median > level
+    return above
+
+
+def _smoothed_chunks(ratio: np.ndarray, window: int) -> Iterator[tuple[slice, np.ndarray]]:
+    if ratio.shape[1] < window:
+        yield slice(None), ratio
+        return
     rows = max(1, _CHUNK_CELLS // ratio.shape[1])
     for first in range(0, ratio.shape[0], rows):
         part = ratio[first : first + rows]
         missing = np.isnan(part)
         median = _running_median(np.where(missing, 1.0, part), window)  # missing: a median rank
         median[missing] = np.nan
-        running[first : first + rows] = median
-    return running
+        yield slice(first, first + rows), median
 
 
 def _running_median(values: np.ndarray, window: int) -> np.ndarray:
@@ -70,24 +95,34 @@ def others_median(values: np.ndarray) -> np.ndarray:
     for count in np.unique(counts).tolist():
         if count < 2:
             continue  # no other value
-        every = np.count_nonzero(counts == count) == len(counts)
-        columns = slice(None) if every else np.flatnonzero(counts == count)
-        part = values[:, columns]
-        lower, upper = (count - 2) // 2, (count - 1) // 2
-        s = _order_statistics(part, lower, upper + 2 - lower)  # s[lower] .. s[upper + 1]
-        low, up = s[0], s[upper - lower]
-        # arithmetic on masks, not np.where: its broadcasting is several times slower
-        found = (part <= low).astype(dtype)
-        found *= s[1] - low
-        shift = (part <= up).astype(dtype)
-        shift *= s[upper + 1 - lower] - up
-        found += shift
-        found += low + up
-        found /= 2
-        if count < len(values):
-            found[~np.isfinite(part)] = np.nan
-        median[:, columns] = found
+        group = np.flatnonzero(counts == count)
+        # a few thousand columns at a time: the temporaries stay tens of MB at 4096 ranks
+        for start in range(0, len(group), _COLUMNS_AT_ONCE):
+            columns = group[start : start + _COLUMNS_AT_ONCE]
+            contiguous = slice(int(columns[0]), int(columns[-1]) + 1)
+            if contiguous.stop - contiguous.start == len(columns):
+                columns = contiguous  # a view, not a copy
+            median[:, columns] = _others_median_of(values[:, columns], count)
     return median
+
+
+def _others_median_of(part: np.ndarray, count: int) -> np.ndarray:
+    """:func:`others_median` of columns that hold ``count`` finite values each."""
+    dtype = np.result_type(part.dtype, np.float32)
+    lower, upper = (count - 2) // 2, (count - 1) // 2
+    s = _order_statistics(part, lower, upper + 2 - lower)  # s[lower] .. s[upper + 1]
+    low, up = s[0], s[upper - lower]
+    # arithmetic on masks, not np.where: its broadcasting is several times slower
+    found = (part <= low).astype(dtype)
+    found *= s[1] - low
+    shift = (part <= up).astype(dtype)
+    shift *= s[upper + 1 - lower] - up
+    found += shift
+    found += low + up
+    found /= 2
+    if count < len(part):
+        found[~np.isfinite(part)] = np.nan
+    return found
 
 
 def _order_statistics(values: np.ndarray, first: int, n: int) -> list[np.ndarray]:
