@@ -317,19 +317,6 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     assert f"the run: rank 2 slow in steps {segment['first']}-{segment['last']}" in job.output()
 
 
-def test_a_balanced_job_shows_no_segment(traces_root: Path) -> None:
-    result = run_submit(
-        "--cluster", "local", "--gpus", "4", "--steps", "100", "--traces-root", str(traces_root),
-        "--wait", *SMALL_WORKLOAD, timeout=400,
-    )  # fmt: skip
-    assert result.returncode == 0, result.stdout + result.stderr
-    folder = JobFolder(traces_root, submitted_job_id(result.stdout))
-    run = json.loads(folder.report.json.read_text())["run"]
-    assert run["segments"] == [], run["segments"]
-    assert [r["rank"] for r in run["ranks"]] == [0, 1, 2, 3] and run["steps"] == [0, 99]
-    assert "the run: no rank persistently slow" in result.stdout
-
-
 def load_manifest_ranks(folder: JobFolder) -> list[dict]:
     return json.loads(folder.manifest.read_text())["ranks"]
 

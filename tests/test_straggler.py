@@ -112,10 +112,15 @@ STRAGGLER_JOB = [
 
 
 def report_of(traces_root, *args: str) -> dict:
+    return job_report(traces_root, *args)[0]
+
+
+def job_report(traces_root, *args: str) -> tuple[dict, str]:
+    """The job's report.json, and what submit.py printed."""
     result = run_submit("--traces-root", str(traces_root), *STRAGGLER_JOB, *args, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
     job_dir = traces_root / submitted_job_id(result.stdout)
-    return json.loads((meta_of(job_dir) / "report.json").read_text())
+    return json.loads((meta_of(job_dir) / "report.json").read_text()), result.stdout
 
 
 def test_injected_slowdown_is_named(traces_root) -> None:
@@ -123,6 +128,11 @@ def test_injected_slowdown_is_named(traces_root) -> None:
     assert (straggler["verdict"], straggler["rank"]) == ("straggler", 2), straggler["text"]
 
 
-def test_balanced_job_has_no_significant_straggler(traces_root) -> None:
-    straggler = report_of(traces_root)["straggler"]
-    assert straggler["verdict"] == "none", straggler["text"]
+def test_balanced_job_has_no_significant_straggler_and_no_slow_rank_in_its_run(traces_root) -> None:
+    # 60 steps: the run map of a balanced job, long enough for bursts, shows no slow segment
+    report, printed = job_report(traces_root, "--steps", "60")
+    assert report["straggler"]["verdict"] == "none", report["straggler"]["text"]
+    assert "the run: no rank persistently slow" in printed
+    run = report["run"]
+    assert run["segments"] == [], run["segments"]
+    assert [r["rank"] for r in run["ranks"]] == [0, 1, 2, 3] and run["steps"] == [0, 59]
