@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import itertools
 import warnings
 
 import numpy as np
@@ -232,13 +231,30 @@ def binned(run: RunMap, columns: int) -> Binned:
     if len(run.first) <= columns:
         return Binned(ratio, step_median, run.first, run.first + run.width - 1)
     edges = np.linspace(0, len(run.first), columns + 1).astype(int)
-    pairs = list(itertools.pairwise(edges.tolist()))
     return Binned(
-        ratio=np.column_stack([_nanmedian(ratio[:, a:b], axis=1) for a, b in pairs]),
-        step_median=np.array([_nanmedian(step_median[a:b], axis=0) for a, b in pairs]),
+        ratio=_binned_medians(ratio, edges),
+        step_median=_binned_medians(step_median[None, :], edges)[0],
         first=run.first[edges[:-1]],
         last=np.array([run.last_of(b - 1) for b in edges[1:]]),
     )
+
+
+_BINNED_ROWS = 256  # rows binned at a time: the gathered bins stay a few MB
+
+
+def _binned_medians(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """Each row's median over the columns of each bin ``edges[i]:edges[i + 1]``, every bin at
+    once: the bins gathered as rows of one array (a short bin padded with NaN)."""
+    widths = np.diff(edges)
+    at = edges[:-1, None] + np.arange(widths.max())
+    at = np.where(at < edges[1:, None], at, values.shape[1])  # past its bin: the NaN column
+    binned = np.empty((len(values), len(widths)), dtype=np.result_type(values.dtype, np.float32))
+    for first in range(0, len(values), _BINNED_ROWS):
+        part = values[first : first + _BINNED_ROWS]
+        padded = np.concatenate([part, np.full((len(part), 1), np.nan, dtype=part.dtype)], axis=1)
+        gathered = padded[:, at].reshape(-1, at.shape[1])  # (rows x bins, widest bin)
+        binned[first : first + _BINNED_ROWS] = step_ratios.nanmedian(gathered, 1).reshape(len(part), -1)
+    return binned
 
 
 def _nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
