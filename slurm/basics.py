@@ -51,13 +51,15 @@ def temporary_path(path: Path) -> Path:
 
 
 @contextlib.contextmanager
-def atomic_path(path: Path) -> Iterator[Path]:
+def atomic_path(path: Path, *, durable: bool = True) -> Iterator[Path]:
     """Yield a temporary path; once the block has written it, it becomes ``path``: flushed to
-    disk, then renamed, which is atomic within one folder, on NFS too."""
+    disk (unless not ``durable``: a copy that can be made again), then renamed, which is atomic
+    within one folder, on NFS too."""
     temp = temporary_path(path)
     try:
         yield temp
-        _fsync(temp)
+        if durable:
+            _fsync(temp)
         os.replace(temp, path)
     finally:
         temp.unlink(missing_ok=True)

@@ -121,6 +121,25 @@ def test_default_ranks_and_the_budget(job: Path, tmp_path: Path) -> None:
     assert "Merged timeline: `merged_trace.zip`" in markdown and report["archive"]["ranks"] in markdown
 
 
+def test_an_archive_of_the_same_traces_and_clocks_is_kept_and_a_changed_one_made_again(
+    job: Path, tmp_path: Path
+) -> None:
+    report = json.loads(ReportFiles.of(job).json.read_text())
+    path = tmp_path / "kept.zip"
+    archive.write_archive(job, report, path, ranks=[0, 1])
+    written = path.stat().st_mtime_ns
+    archive.write_archive(job, report, path, ranks=[0, 1])  # a warm report: nothing changed
+    assert path.stat().st_mtime_ns == written
+    archive.write_archive(job, report, path, ranks=[0, 2])  # other ranks: made again
+    with zipfile.ZipFile(path) as packed:
+        assert sorted(packed.namelist())[1:] == ["rank0_iter4_6.json", "rank2_iter4_6.json"]
+    moved = {**report, "ranks": [{**r, "trace_clocks": [{**c, "shift_us": c["shift_us"] + 1.0} for c in
+             r["trace_clocks"]]} for r in report["ranks"]]}  # fmt: skip
+    before = path.stat().st_mtime_ns
+    archive.write_archive(job, moved, path, ranks=[0, 2])  # other clocks: made again
+    assert path.stat().st_mtime_ns != before
+
+
 def test_an_archive_of_any_ranks_later_reads_no_trace(
     job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
