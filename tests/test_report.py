@@ -125,6 +125,22 @@ def test_straggler_named_with_its_evidence_and_clocks_aligned(tmp_path: Path) ->
     assert merged["baseTimeNanoseconds"] == BASE_NS and not flows
 
 
+def test_a_warm_report_keeps_the_picture_of_the_same_data_and_draws_a_changed_one(tmp_path: Path) -> None:
+    write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
+    first = build_report(tmp_path, archive=False)
+    picture = meta_of(tmp_path) / "report.png"
+    drawn = picture.stat().st_mtime_ns
+    again = build_report(tmp_path, archive=False)  # every record fresh, the same figures
+    assert again["drawn"] == first["drawn"] and set(first["drawn"]) == {"report.png"}
+    assert picture.stat().st_mtime_ns == drawn
+    write_job(tmp_path, cpu_job(8, lambda step: {0: 30.0}), 8)  # another straggler
+    changed = build_report(tmp_path, archive=False)
+    assert changed["drawn"] != first["drawn"] and picture.stat().st_mtime_ns != drawn
+    picture.unlink()
+    build_report(tmp_path, archive=False)  # the same data, but no picture: drawn again
+    assert picture.exists()
+
+
 def test_no_significant_straggler_when_the_late_rank_changes(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {step % 2: 30.0}), 8)  # rank 0, then 1, then 0...
     verdict = build_report(tmp_path, archive=False, plot=False)["straggler"]

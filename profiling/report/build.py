@@ -21,6 +21,7 @@ from profiling.folder.traces import TraceSource, find_traces
 from profiling.ranks import RankSelection
 from profiling.report.combine import align_ranks, summarise
 from profiling.report.merged_json import write_merged_json
+from profiling.report.pictures import Pictures, read_drawn
 from profiling.report.plot import plot_report, plot_run
 from profiling.report.plot import prepare as prepare_plot
 from profiling.report.read import read_records
@@ -76,19 +77,21 @@ def build_report(
     with Workers(jobs) as workers, Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
         # the run needs only the step logs: its map is drawn while the traces are read
         section = run_section(folder, *run) if run else None
+        pictures = Pictures(plotter, read_drawn(files.json)) if plot else None
         run_plotted = None
-        if plot and run and section:
-            run_plotted = plotter.submit(plot_run, map_for_plot(run[0], section), files.run_plot)
+        if pictures and run and section:
+            run_plotted = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
         if sources:
             report = _traces_report(
-                folder, sources, run is not None, files, workers, plotter, started, **options
+                folder, sources, run is not None, files, workers, pictures, started, **options
             )
         else:
             report = _empty_report(folder)
         report["run"] = section
-        report["run_plot"] = files.run_plot.name if run_plotted is not None else None
+        report["run_plot"] = files.run_plot.name if pictures and run and section else None
         if run_plotted is not None:
             run_plotted.result()
+        report["drawn"] = pictures.drawn if pictures else {}
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_report_json(files.json, report)
     write_text_atomically(files.markdown, report_markdown(report))
@@ -101,7 +104,7 @@ def _traces_report(
     has_run: bool,
     files: ReportFiles,
     workers: Workers,
-    plotter: Ahead,
+    pictures: Pictures | None,
     started: float,
     *,
     plot: bool,
@@ -128,7 +131,7 @@ def _traces_report(
     report["warnings"] = read.skipped + report["warnings"]
     report["reading"] = _reading(read.records, read.read_here, reading_s)
     # drawn while this process packs the archive
-    plotted = plotter.submit(plot_report, report, files.plot) if plot else None
+    plotted = pictures.draw(plot_report, report, files.plot) if pictures else None
     report["archive"] = (
         write_archive(
             folder,

@@ -1,0 +1,55 @@
+"""The report's pictures, drawn in the plot's process, and drawn again only when what they
+show has changed: a warm report (every record fresh) is done in about a second, and drawing
+report.png (matplotlib's import, then the figure) took two and a half of its four.
+
+What a picture shows is known by a fingerprint of the data it is drawn from, kept in
+``report.json`` (``drawn``: file name -> fingerprint); the time a report took, when it was
+made, and how its traces were read are not drawn and do not count.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import pickle
+from collections.abc import Callable
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
+
+import msgspec
+
+from profiling.report.workers import Ahead
+
+# report.json's keys that no picture draws, and that change from one run to the next
+_NOT_DRAWN = frozenset(
+    ("generated_at", "seconds", "reading", "archive", "merge", "merged_trace", "alignment_seconds", "drawn")
+)
+
+
+class _Drawn(msgspec.Struct):
+    drawn: dict[str, str] = {}
+
+
+def read_drawn(report_json: Path) -> dict[str, str]:
+    """The fingerprints of the pictures the last report drew (none where it cannot be read)."""
+    try:
+        return msgspec.json.decode(report_json.read_bytes(), type=_Drawn).drawn
+    except (OSError, ValueError):
+        return {}
+
+
+class Pictures:
+    """Draws each picture through ``plotter`` unless the one on disk shows the same data."""
+
+    def __init__(self, plotter: Ahead, previous: dict[str, str]) -> None:
+        self._plotter, self._previous = plotter, previous
+        self.drawn: dict[str, str] = {}
+
+    def draw(self, function: Callable[[Any, Path], Any], data: Any, path: Path) -> Future | None:
+        """``function(data, path)`` in the plot's process; None where ``path`` is current."""
+        shown = data if not isinstance(data, dict) else {k: v for k, v in data.items() if k not in _NOT_DRAWN}
+        key = hashlib.blake2b(pickle.dumps(shown, protocol=5), digest_size=16).hexdigest()
+        self.drawn[path.name] = key
+        if self._previous.get(path.name) == key and path.exists():
+            return None
+        return self._plotter.submit(function, data, path)
