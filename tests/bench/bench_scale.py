@@ -86,6 +86,8 @@ def main() -> None:
     rows = []
     for ranks in args.ranks:
         folder = simulated(args.root, ranks, args.steps)
+        for made in ("report.json", "report.png", "run.png"):  # the job's end draws them anew
+            (folder / "meta" / made).unlink(missing_ok=True)
         report = timed(REPORT, str(folder))
         listed = timed(LIST_RANKS, str(args.root), "--ranks", folder.name, "--json")
         run = timed(RUN_MAP, str(folder))
