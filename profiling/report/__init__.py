@@ -62,6 +62,8 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
     ``archive_bytes``, ``budget_bytes``, ``left_out``, ``seconds`` (null with
     ``--no-archive``). ``merged_trace`` and ``merge`` (``--merged-json``, else null).
     ``warnings``, ``generated_at``, ``seconds`` (time this report took), ``alignment_seconds``.
+    ``drawn``: each picture's file name -> a fingerprint of the data it shows (a later report
+    on the same data keeps the picture: :mod:`.pictures`).
 
     ``run`` (null without step logs; :mod:`.run`, :mod:`profiling.analysis.run_map`): the whole
     run from every rank's step log. ``metric`` (``cpu``), ``steps`` (first, last), ``columns``,
