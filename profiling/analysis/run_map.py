@@ -62,7 +62,7 @@ class RunMap:
     @property
     def step_median(self) -> np.ndarray:
         """Each column's median rank."""
-        return _nanmedian(self.values, axis=0)
+        return step_ratios.nanmedian(self.values, axis=0)
 
     # cached: every analysis of the map reads it (segments, threshold, binned, last_compared),
     # and it is a pass over every column; the map is frozen, and nothing writes into it
@@ -174,13 +174,13 @@ def segments(run: RunMap) -> list[Segment]:
 def scores(run: RunMap, intervals: int = INTERVALS) -> list[Scores]:
     """Every rank's relative and individual scores, over the run and per interval."""
     values = run.values
-    median = _nanmedian(values, axis=1)
+    median = step_ratios.nanmedian(values, axis=1)
     first, last = int(run.first[0]), run.last_of(len(run.first) - 1)
     edges = np.linspace(first, last + 1, min(intervals, len(run.first)) + 1)
     interval_of = np.clip(np.searchsorted(edges, run.first, side="right") - 1, 0, len(edges) - 2)
     spans = [np.flatnonzero(interval_of == i) for i in range(len(edges) - 1)]
     spans = [columns for columns in spans if len(columns)]
-    by_interval = np.column_stack([_nanmedian(values[:, columns], axis=1) for columns in spans])
+    by_interval = np.column_stack([step_ratios.nanmedian(values[:, columns], axis=1) for columns in spans])
     with np.errstate(invalid="ignore", divide="ignore"):
         relative = _nanmin(median, axis=0) / median
         best = _nanmin(by_interval, axis=1)
@@ -255,14 +255,6 @@ def _binned_medians(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
         gathered = padded[:, at].reshape(-1, at.shape[1])  # (rows x bins, widest bin)
         binned[first : first + _BINNED_ROWS] = step_ratios.nanmedian(gathered, 1).reshape(len(part), -1)
     return binned
-
-
-def _nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
-    if values.ndim == 2:
-        return step_ratios.nanmedian(values, axis)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", RuntimeWarning)  # an all-NaN column has no median: NaN
-        return np.nanmedian(values, axis=axis)
 
 
 def _nanmin(values: np.ndarray, axis: int) -> np.ndarray:
