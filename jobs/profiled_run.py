@@ -22,16 +22,20 @@ from __future__ import annotations
 import dataclasses
 import os
 import socket
+import sys
 from pathlib import Path
 from types import TracebackType
 from typing import Any
 
 import torch
+import torch.distributed as dist
 
 from jobs.runtime.group import JobGroup
 from jobs.runtime.records import Attempt, gather_and_write_manifest, log, rank_record, write_running
 from jobs.runtime.report_step import analyse_own_traces, report_on
+from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TRACES_ROOT_ENV
+from profiling.analysis import hang
 from profiling.folder.layout import JobFolder
 from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
 from profiling.folder.step_log import StepLogHeader
@@ -46,6 +50,9 @@ from slurm.basics import SettingError, utc_now
 from slurm.env import DistributedIdentity, from_environment
 
 OPEN_ENDED = 2**31 - 1  # the steps of a loop that did not say how many it runs
+# A rank the watchdog ends (where it may) has had no step for timeout_s plus this long: by then
+# the others' collectives have timed out, and nothing but this rank keeps the job alive.
+WATCHDOG_GRACE_S = 30.0
 # the keyword that sets a field, where it is not the field's name, for errors the configs raise
 _KEYWORDS = {"ranks": "profile_ranks"}
 
@@ -62,6 +69,9 @@ class RunSettings:
     traces_root: Path
     steps: int = OPEN_ENDED  # the loop's steps, where known: windows past them are not recorded
     timeout_s: float = 300.0  # how long a rank may wait for the others to start and end
+    # the watchdog ends a rank with no step for timeout_s plus a grace: the toolkit's task, where
+    # nothing else would end it under submitit's local executor; a loop of your own is only dumped
+    end_stuck_rank: bool = False
     report: bool = True  # rank 0 writes the cross-rank report when the run ends
     workload: dict[str, Any] = dataclasses.field(default_factory=lambda: {"name": "your own loop"})
     about: dict[str, Any] = dataclasses.field(default_factory=dict)  # each rank's record adds it
@@ -152,8 +162,11 @@ class ProfiledRun:
             cuda=self.cuda,
         )
         self.profiler, self.hooks = self._profiler()
+        self.watchdog = self._watchdog()
         self.profiler.__enter__()
         self.next_step = self.start_step
+        self.watchdog.__enter__()
+        self.watchdog.progress(self.next_step)
         self._ended = False
         self._recording = True
         return self
@@ -166,6 +179,7 @@ class ProfiledRun:
         """The step has ended: the profiler's schedule moves on, the step log keeps its time."""
         self.profiler.step()
         self.next_step += 1
+        self.watchdog.progress(self.next_step)
 
     # --- leaving: the manifest and the report --------------------------------------------------
 
@@ -176,8 +190,8 @@ class ProfiledRun:
         if self._ended:
             return
         if kind is not None:
-            if self.identity.is_main and isinstance(error, Exception):
-                self.attempt.ended("failed", -1, f"{type(error).__name__}: {error}")
+            if isinstance(error, Exception):
+                self._on_failure(error)
             return
         self.finish(analyse=self.settings.report)
         if self.settings.report and self.identity.is_main:
@@ -216,8 +230,23 @@ class ProfiledRun:
     ) -> None:
         if self._recording:
             self._recording = False
+            self.watchdog.__exit__(kind, error, tb)
             self.profiler.__exit__(kind, error, tb)
             self.timing.close(failed=kind is not None)
+
+    def _on_failure(self, error: Exception) -> None:
+        """The run failed: rank 0 lists the attempt so. After a collective timed out, every rank
+        says where it was, and rank 0 prints why the job hung (a batch job has no ``--wait`` to)."""
+        if self.identity.is_main:
+            self.attempt.ended("failed", -1, f"{type(error).__name__}: {error}")
+        if not (isinstance(error, dist.DistError) or "timed out" in str(error).lower()):
+            return
+        first_line = next(iter(str(error).strip().splitlines()), "")
+        self.watchdog.dump(f"{type(error).__name__}: {first_line}", error)
+        # the ranks' first dumps, at half the timeout, are there by now
+        verdict = hang.verdict_lines(self.attempt.folder) if self.identity.is_main else None
+        if verdict:
+            print("\n".join(verdict), file=sys.stderr, flush=True)
 
     def preempted(self, next_step: int) -> None:
         """The run stops here to be requeued: rank 0 lists this attempt so, and no manifest follows."""
@@ -261,6 +290,17 @@ class ProfiledRun:
             hooks=[self.timing, *hooks],
         )
         return profiler, hooks  # the job-wide ones, for the manifest (the step log is per rank)
+
+    def _watchdog(self) -> Watchdog:
+        """Dumps at half the timeout, before the others give up waiting for this rank."""
+        identity, timeout_s = self.identity, self.settings.timeout_s
+        return Watchdog(
+            rank=identity.rank,
+            node=identity.node_name,
+            dump_path=self.attempt.folder.hang_dump(identity.rank),
+            dump_after_s=max(5.0, timeout_s / 2),
+            exit_after_s=timeout_s + WATCHDOG_GRACE_S if self.settings.end_stuck_rank else None,
+        )
 
     def _check_shared_folder(self) -> None:
         """Stop every rank at once, with one line, if some cannot see the job folder rank 0 sees."""

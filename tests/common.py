@@ -37,6 +37,13 @@ def run_submit(
     )
 
 
+def run_module(module: str, *args: str, timeout: float = 200) -> subprocess.CompletedProcess:
+    """One of the toolkit's commands, ``python -m MODULE ARGS``, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args], cwd=REPO, capture_output=True, text=True, timeout=timeout
+    )
+
+
 def submitted_job_id(stdout: str) -> str:
     match = _SUBMITTED.search(stdout)
     assert match, f"no job id in output:\n{stdout}"

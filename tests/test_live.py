@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -25,12 +24,12 @@ from profiling.recording.schedule import ScheduleConfig
 from profiling.recording.slowest import SlowestRank
 from profiling.recording.step_timing import StepTiming
 from tests.common import (
-    REPO,
     SMALL_WORKLOAD,
     check_job_folder,
     load_manifest,
     load_trace,
     profiler_steps,
+    run_module,
     run_submit,
     submitted_job_id,
 )
@@ -212,13 +211,7 @@ def test_slowest_rank_is_profiled_on_the_local_executor(traces_root: Path) -> No
 
 
 def capture(*args: str, timeout: float = 200) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "jobs.capture", *args],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_module("jobs.capture", *args, timeout=timeout)
 
 
 def test_live_capture_of_a_running_local_job(traces_root: Path) -> None:

@@ -10,8 +10,10 @@ import re
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from contextlib import redirect_stderr
 from pathlib import Path
+from typing import TypeVar
 
 import pytest
 
@@ -19,10 +21,20 @@ from jobs import cli
 from jobs import list as job_list
 from profiling.folder.layout import JobFolder
 from profiling.report import build_report
-from tests.common import REPO, SMALL_WORKLOAD, load_manifest, load_trace, run_submit, submitted_job_id
+from tests.common import (
+    REPO,
+    SMALL_WORKLOAD,
+    load_manifest,
+    load_trace,
+    profiler_steps,
+    run_module,
+    run_submit,
+    submitted_job_id,
+)
 from tests.slurm_helpers import SubmittedJob, sbatch_script
 
 TINY = "tests.user_code.tiny_mlp:build"
+T = TypeVar("T")
 OWN_LOOP = REPO / "tests" / "user_code" / "own_loop.py"
 RESNET_OPS = ("aten::conv2d", "aten::batch_norm", "aten::max_pool2d")
 
@@ -131,6 +143,69 @@ def test_the_api_under_torchrun_writes_a_job_folder(tmp_path: Path) -> None:
         assert job_list.main([str(tmp_path / "traces"), "--json"]) == 0
     [row] = json.loads(listed.getvalue())
     assert (row["launcher"], row["outcome"], row["traces"]) == ("torchrun", "completed", 2)
+
+
+def _torchrun_own_loop(tmp_path: Path, *args: str) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+         str(OWN_LOOP), str(tmp_path / "traces"), *args],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=tmp_path, start_new_session=True,
+        # the flight recorder is the user's to switch on, before their process group is made
+        env={**os.environ, "PYTHONPATH": str(REPO), "OMP_NUM_THREADS": "1", "TORCH_FR_BUFFER_SIZE": "2000"},
+    )  # fmt: skip
+
+
+def _wait_for(what: str, found: Callable[[], T], timeout: float) -> T:
+    deadline = time.monotonic() + timeout
+    while not (result := found()):
+        assert time.monotonic() < deadline, f"no {what} after {timeout} s"
+        time.sleep(0.5)
+    return result
+
+
+def _running_job(root: Path) -> JobFolder | None:
+    folders = [JobFolder.at(path) for path in root.glob("*/")]
+    return next((folder for folder in folders if folder.running.exists()), None)
+
+
+def test_live_capture_and_hang_forensics_on_a_loop_of_your_own(tmp_path: Path) -> None:
+    """A torchrun job of the user's own: captured while it runs, then rank 1 stops making
+    progress; the dumps name it while the job still runs, and the job ends by its own timeout."""
+    hang_when = tmp_path / "hang-now"
+    job = _torchrun_own_loop(
+        tmp_path, "--steps", "3000", "--step-ms", "20", "--timeout", "16", "--hang-when", str(hang_when)
+    )
+    try:
+        folder = _wait_for("running job", lambda: _running_job(tmp_path / "traces"), timeout=120)
+        captured = run_module("jobs.capture", str(folder.path), "--ranks", "all", "--active", "2", "--wait",
+                              "--timeout", "120")  # fmt: skip
+        assert captured.returncode == 0, captured.stdout + captured.stderr
+        first_line, *paths = captured.stdout.splitlines()
+        assert first_line == f"capture 1 of job {folder.job_id}: ranks [0, 1], 2 steps"
+        steps = [profiler_steps(load_trace(Path(p))) for p in paths]
+        assert steps[0] == steps[1] and len(steps[0]) == 2
+
+        hang_when.touch()
+        _wait_for("hang dumps", lambda: len(folder.hang_dumps()) == 2, timeout=60)
+        hung = run_module("jobs.hang", str(folder.path), timeout=60)
+        assert hung.returncode == 0, hung.stdout + hung.stderr
+        lines = hung.stdout.splitlines()
+        assert lines[0].endswith(": the verdict is from the dumps so far"), lines
+        assert lines[1].startswith("hang: rank 1 on ") and "rank(s) 0 waited for it" in lines[1], lines
+        assert re.match(r"  rank 1 was stuck at .*own_loop\.py:\d+ in main", lines[2]), lines
+        output, _ = job.communicate(timeout=120)  # rank 0's all-reduce times out, torchrun ends rank 1
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, 9)
+            job.wait(timeout=30)
+    assert job.returncode != 0
+    assert "hang: rank 1 on " in output  # rank 0, as its collective timed out
+    listed = io.StringIO()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "stdout", listed)
+        assert job_list.main([str(tmp_path / "traces"), "--json"]) == 0
+    [row] = json.loads(listed.getvalue())
+    assert (row["launcher"], row["outcome"]) == ("torchrun", "failed")
 
 
 def test_the_api_refuses_a_job_without_its_process_group(tmp_path: Path) -> None:

@@ -57,12 +57,9 @@ def run_steps(
     start_step: int = 0,
     stop: StopRequest | None = None,
     log: Callable[[str], None] = print,
-    progress: Callable[[int], None] = lambda step: None,
 ) -> RunResult:
     """Run steps ``start_step`` .. ``steps - 1`` of ``workload``, ``marker`` told as each ends, or
-    until ``stop`` is requested; the faults ``settings`` inject happen here, whatever the workload.
-
-    ``progress(step)`` is told when each step starts (the watchdog's clock)."""
+    until ``stop`` is requested; the faults ``settings`` inject happen here, whatever the workload."""
     stop = stop or NeverStop()
     failure, slowdown, hang = settings.inject_failure, settings.inject_slowdown, settings.inject_hang
     fail_at = failure.step if failure is not None and failure.rank == rank else -1
@@ -72,7 +69,6 @@ def run_steps(
     for step in range(start_step, settings.steps):
         if stop.should_stop(step):
             return RunResult(step, stopped=True)
-        progress(step)
         if step == fail_at:
             raise InjectedFailure(f"rank {rank} failed at step {step} (--inject-failure)")
         if step == hang_at:

@@ -4,15 +4,14 @@ a :class:`~jobs.profiled_run.ProfiledRun` -> traces -> manifest -> report.
 An *attempt* is one run of the job (``SLURM_RESTART_COUNT`` = k): the first, or one requeued
 after a preemption, which resumes from the saved step and writes to a folder of its own.
 :func:`run_task` is what :mod:`jobs.task` calls in every task, under submitit or ``srun``.
-Around the run it adds what only a loop of the toolkit's own can: the watchdog, the stop every
-rank agrees on, the checkpoint, the injected faults.
+Around the run it adds what only a loop of the toolkit's own can: the stop every rank agrees
+on, the checkpoint, the injected faults, and a watchdog that ends a stuck rank.
 """
 
 from __future__ import annotations
 
 import contextlib
 import dataclasses
-import sys
 from typing import Any
 
 import torch.distributed as dist
@@ -23,18 +22,12 @@ from jobs.runtime.distributed import DistributedContext, distributed, enable_fli
 from jobs.runtime.preemption import Preemption
 from jobs.runtime.records import log
 from jobs.runtime.report_step import report_on
-from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TaskConfig
-from profiling.analysis import hang
 from profiling.folder.layout import JobFolder
 from slurm.env import DistributedIdentity
 from workload import checkpoint
 from workload.contract import Workload, WorkloadContext, make_workload
 from workload.loop import choose_dtype, run_steps
-
-# A rank with no progress for --dist-timeout plus this long is ended by its watchdog: by then
-# the others' collectives have timed out, and nothing but this rank keeps the job alive.
-WATCHDOG_GRACE_S = 30.0
 
 
 def run_task(
@@ -56,23 +49,17 @@ def run_task(
         with run:
             if identity.is_main:
                 _log_start(run, ctx, dtype)
-            watchdog = _watchdog(run, config.dist_timeout_s)
             stop = AgreedStop(preemption, timeout_s=config.dist_timeout_s) if preemption else None
-            try:
-                with watchdog, stop or contextlib.nullcontext():
-                    result = run_steps(
-                        workload,
-                        run,
-                        config.workload,
-                        rank=identity.rank,
-                        start_step=start_step,
-                        stop=stop,
-                        log=log,
-                        progress=watchdog.progress,
-                    )
-            except Exception as error:
-                _on_failure(run, watchdog, error)
-                raise
+            with stop or contextlib.nullcontext():
+                result = run_steps(
+                    workload,
+                    run,
+                    config.workload,
+                    rank=identity.rank,
+                    start_step=start_step,
+                    stop=stop,
+                    log=log,
+                )
             if result.stopped:
                 assert preemption is not None
                 _stop_for_requeue(run, workload, ctx, result.next_step)
@@ -104,6 +91,7 @@ def _settings(config: TaskConfig, dtype: tuple[str, str]) -> RunSettings:
         steps=config.workload.steps,
         timeout_s=config.dist_timeout_s,
         report=False,  # run_task writes it once the group is left
+        end_stuck_rank=True,  # under submitit's local executor nothing else would end it
         workload={"name": config.workload.factory, **dataclasses.asdict(config.workload)},
         about={"dtype": {"chosen": dtype[0], "why": dtype[1]}},
     )
@@ -120,32 +108,6 @@ def _restore(
         device=ctx.device,
     )
     return resumed or 0
-
-
-def _watchdog(run: ProfiledRun, timeout_s: float) -> Watchdog:
-    """Dumps at half the collective timeout, before the others give up; ends the rank a grace after it."""
-    identity, folder = run.attempt.identity, run.attempt.folder
-    return Watchdog(
-        rank=identity.rank,
-        node=identity.node_name,
-        dump_path=folder.hang_dump(identity.rank),
-        dump_after_s=max(5.0, timeout_s / 2),
-        exit_after_s=timeout_s + WATCHDOG_GRACE_S,
-    )
-
-
-def _on_failure(run: ProfiledRun, watchdog: Watchdog, error: Exception) -> None:
-    """After a collective timed out, say where this rank was (the run lists the attempt as failed)."""
-    timed_out = isinstance(error, dist.DistError) or "timed out" in str(error).lower()
-    if not timed_out:
-        return
-    first_line = next(iter(str(error).strip().splitlines()), "")
-    watchdog.dump(f"{type(error).__name__}: {first_line}", error)
-    # The ranks' first dumps, at half the timeout, are there by now; a batch job has no
-    # ``--wait`` to print the verdict, so rank 0 puts it in its own error log.
-    verdict = hang.verdict_lines(run.attempt.folder) if run.attempt.identity.is_main else None
-    if verdict:
-        print("\n".join(verdict), file=sys.stderr, flush=True)
 
 
 def _log_start(run: ProfiledRun, ctx: DistributedContext, dtype: tuple[str, str]) -> None:

@@ -3,11 +3,12 @@
 The training loop reports each step (:meth:`Watchdog.progress`: a clock read). A daemon thread
 looks once a second: after ``dump_after_s`` without progress (half of ``--dist-timeout``, so
 before the other ranks' collectives time out and srun kills everyone) it writes the rank's hang
-dump (``JobFolder.hang_dump``, read by :mod:`profiling.analysis.hang`): the step, the node, the Python
-stack of every thread and torch's flight recorder. After ``exit_after_s`` (``--dist-timeout``
-plus a grace) it ends the process, so that a rank stuck outside any collective (a hung data
-loader, a ``sleep``) cannot keep a job alive once the others have given up: under srun the
-others' failure kills it sooner; under submitit's local executor nothing else would.
+dump (``JobFolder.hang_dump``, read by :mod:`profiling.analysis.hang`): the step, the node, the
+Python stack of every thread and torch's flight recorder. After ``exit_after_s``
+(``--dist-timeout`` plus a grace) it ends the process, so that a rank stuck outside any
+collective (a hung data loader, a ``sleep``) cannot keep a job alive once the others have given
+up: under srun the others' failure kills it sooner; under submitit's local executor nothing else
+would. In a loop of the user's own (``exit_after_s`` None) it only dumps: ending is theirs.
 
 A Python thread, not a C-level one (faulthandler): the stacks come out as data, with file,
 line and code, and every blocking call torch or gloo makes releases the GIL.
@@ -79,7 +80,13 @@ def _short(path: str) -> str:
 
 class Watchdog:
     def __init__(
-        self, *, rank: int, node: str | None, dump_path: Path, dump_after_s: float, exit_after_s: float
+        self,
+        *,
+        rank: int,
+        node: str | None,
+        dump_path: Path,
+        dump_after_s: float,
+        exit_after_s: float | None,
     ) -> None:
         self.rank, self.node, self.dump_path = rank, node or socket.gethostname(), dump_path
         self.dump_after_s, self.exit_after_s = dump_after_s, exit_after_s
@@ -132,7 +139,7 @@ class Watchdog:
     def _watch(self) -> None:
         while not self._stop.wait(1.0):
             idle = time.monotonic() - self._since
-            if idle > self.exit_after_s:
+            if self.exit_after_s is not None and idle > self.exit_after_s:
                 self.dump(f"no progress for {idle:.0f} s at step {self._step}: ended by the watchdog")
                 print(
                     f"rank {self.rank}: no progress for {idle:.0f} s at step {self._step}; ending this rank "
