@@ -3,8 +3,10 @@
 Perfetto (ui.perfetto.dev and trace_processor, since v58.2) opens a ZIP or TAR of several traces
 as one merged trace, configured by a ``perfetto_manifest.json`` inside it (format version 1,
 Perfetto's ``docs/reference/perfetto-manifest.md``; the model: ``docs/concepts/merging-traces.md``).
-The archive holds the traces unchanged, byte for byte: nothing is decoded or dropped. Its
-manifest gives each file
+The archive is a plain TAR, as Perfetto's own ``trace_processor util merge`` writes: it holds
+the traces unchanged, byte for byte (copied by the kernel, ``copy_file_range``: a TAR, unlike a
+ZIP, needs no checksum of the data, so no byte passes through Python). Its manifest gives each
+file
 
 - a machine, ``rank 8 (node2)``: Kineto numbers its GPU lanes 0-7 on every node, and separate
   machines keep them apart (a rank's windows share its machine);
@@ -23,11 +25,13 @@ per node; this command makes one of any ranks later.
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
+import os
 import shutil
 import sys
+import tarfile
 import time
-import zipfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -40,6 +44,8 @@ from slurm.command_line import OneLineParser
 
 DEFAULT_BUDGET_BYTES = 1000 * 10**6
 _COPY_CHUNK = 1 << 22
+# plain ustar headers: the UI's TAR reader takes no longer names (nor PAX records)
+_TAR_FORMAT = tarfile.USTAR_FORMAT
 MANIFEST_NAME = "perfetto_manifest.json"
 _ATTRIBUTE_PREFIX = "slurm_profiling."
 
@@ -172,11 +178,12 @@ def write_archive(
     document = json.dumps(manifest(folder.name, chosen), separators=(",", ":")).encode()
     if not _is_current(path, document, chosen):
         # not fsynced: a copy of traces that stay beside it (the rename still keeps readers
-        # from a half-written zip); hundreds of MB flushed to disk took longer than the copy
-        with atomic_path(path, durable=False) as temp, zipfile.ZipFile(temp, "w") as archive:
-            archive.writestr(MANIFEST_NAME, document, compress_type=zipfile.ZIP_STORED)
+        # from a half-written archive); hundreds of MB flushed to disk took longer than the copy
+        with atomic_path(path, durable=False) as temp, temp.open("wb", buffering=0) as out:
+            _add(out, tarfile.TarInfo(MANIFEST_NAME), io.BytesIO(document), len(document))
             for member in chosen:
-                _store(archive, member)
+                _add_trace(out, member)
+            out.write(tarfile.NUL * (2 * tarfile.BLOCKSIZE))  # the end-of-archive marker
     return {
         "file": path.name,
         "ranks": format_ranks({m.rank for m in chosen}),
@@ -190,13 +197,41 @@ def write_archive(
     }
 
 
-def _store(archive: zipfile.ZipFile, member: Member) -> None:
+def _add_trace(out: io.RawIOBase, member: Member) -> None:
     """The trace as it is, gzipped or not (copying is a tenth of deflating: --gzip-traces for
-    smaller traces, and archives), in chunks of MBs (``ZipFile.write`` copies 8 KiB at a time)."""
-    info = zipfile.ZipInfo.from_file(member.path, arcname=member.name)
-    info.compress_type = zipfile.ZIP_STORED
-    with member.path.open("rb") as source, archive.open(info, "w") as target:  # zip64 past 2 GiB
-        shutil.copyfileobj(source, target, _COPY_CHUNK)
+    smaller traces, and archives)."""
+    with member.path.open("rb", buffering=0) as source:
+        stat = os.fstat(source.fileno())
+        info = tarfile.TarInfo(member.name)
+        info.mtime, info.mode = int(stat.st_mtime), 0o644
+        _add(out, info, source, stat.st_size)
+
+
+def _add(out: io.RawIOBase, info: tarfile.TarInfo, source: io.RawIOBase | io.BytesIO, size: int) -> None:
+    """One member: its header, ``size`` bytes of ``source``, then zeros to the next block."""
+    info.size = size
+    out.write(info.tobuf(_TAR_FORMAT))
+    if isinstance(source, io.BytesIO):
+        out.write(source.getbuffer())
+    else:
+        _copy(source, out, size)
+    out.write(tarfile.NUL * (-size % tarfile.BLOCKSIZE))
+
+
+def _copy(source: io.RawIOBase, out: io.RawIOBase, size: int) -> None:
+    """``size`` bytes by the kernel, from file to file; by Python where the kernel cannot
+    (another filesystem on an old kernel, a filesystem without it)."""
+    left = size
+    try:
+        while left > 0:
+            copied = os.copy_file_range(source.fileno(), out.fileno(), left)
+            if copied == 0:  # the file is shorter than it was: the archive would be corrupt
+                raise ArchiveError(f"{source.name} shrank while it was archived. HINT: report again")
+            left -= copied
+    except OSError:
+        if left != size:
+            raise
+        shutil.copyfileobj(source, out, _COPY_CHUNK)
 
 
 def _is_current(path: Path, document: bytes, chosen: Sequence[Member]) -> bool:
@@ -205,11 +240,15 @@ def _is_current(path: Path, document: bytes, chosen: Sequence[Member]) -> bool:
     try:
         if path.stat().st_mtime < max(m.path.stat().st_mtime for m in chosen):
             return False
-        with zipfile.ZipFile(path) as archive:
-            return archive.read(MANIFEST_NAME) == document and sorted(archive.namelist()) == sorted(
-                [MANIFEST_NAME, *(m.name for m in chosen)]
+        with tarfile.open(path, "r:") as archive:
+            names = archive.getnames()
+            manifest = archive.extractfile(MANIFEST_NAME)
+            return (
+                manifest is not None
+                and manifest.read() == document
+                and sorted(names) == sorted([MANIFEST_NAME, *(m.name for m in chosen)])
             )
-    except (OSError, KeyError, zipfile.BadZipFile):
+    except (OSError, KeyError, tarfile.TarError):
         return False
 
 
@@ -222,7 +261,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         metavar="SPEC",
         help="'all', '0,3', '0-3,8' (default: the ranks that matter)",
     )
-    parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta/merged_trace.zip)")
+    parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta/merged_trace.tar)")
     args = parser.parse_args(argv)
     files = ReportFiles.of(args.folder)
     try:

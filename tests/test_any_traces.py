@@ -10,7 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
-import zipfile
+import tarfile
 from pathlib import Path
 
 import pytest
@@ -55,8 +55,8 @@ def test_traces_named_by_torchs_handler_one_folder_per_worker(torch_named: Path)
         assert rank["steps"] == [2, 3, 4] and rank["trace_files"][0].startswith(f"worker{rank['rank']}/")
     assert report["ranks"][1]["clock"]["method"] != "none"
     archive = report["archive"]
-    with zipfile.ZipFile(ReportFiles.of(torch_named).archive) as packed:
-        assert sorted(packed.namelist()) == sorted(
+    with tarfile.open(ReportFiles.of(torch_named).archive) as packed:
+        assert sorted(packed.getnames()) == sorted(
             ["perfetto_manifest.json", *(n.replace("/", "__") for n in archive["traces"])]
         )
 
@@ -155,7 +155,7 @@ def test_compare_and_archive_on_folders_of_foreign_traces(tmp_path: Path) -> Non
     result = compare(a, b)
     assert [row["rank"] for row in result["ranks"]] == [0, 1]
     report = json.loads(ReportFiles.of(a).json.read_text())
-    written = write_archive(a, report, tmp_path / "one.zip", ranks=[1])
+    written = write_archive(a, report, tmp_path / "one.tar", ranks=[1])
     assert written["traces"] == ["worker1_step_5.1697000000001.pt.trace.json"]
     report = build_report(a, plot=False, archive_ranks=RankSelection.parse_named("1"))
     assert report["archive"]["ranks"] == "1"

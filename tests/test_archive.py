@@ -4,8 +4,11 @@ trace_processor can be fetched here, so the rules are checked one by one."""
 
 from __future__ import annotations
 
+import errno
 import json
-import zipfile
+import os
+import subprocess
+import tarfile
 from pathlib import Path
 from typing import Any
 
@@ -20,14 +23,23 @@ CLOCK_NAMES = {"REALTIME", "REALTIME_COARSE", "MONOTONIC", "MONOTONIC_COARSE", "
 INT64 = (-(2**63), 2**63 - 1)
 
 
-def check_manifest(archive_file: zipfile.ZipFile) -> dict[str, Any]:
+def unpacked(path: Path) -> dict[str, bytes]:
+    """Every member of a TAR archive, by name, in order; checked as plain ustar, which is what
+    the UI's TAR reader takes."""
+    with tarfile.open(path, "r:") as packed:
+        members = packed.getmembers()
+        assert all(m.isfile() and not m.pax_headers for m in members)
+        return {m.name: packed.extractfile(m).read() for m in members}
+
+
+def check_manifest(archive_file: dict[str, bytes]) -> dict[str, Any]:
     """The manifest of an archive, after checking it as trace_processor would; fails on any rule."""
-    names = archive_file.namelist()
-    manifests = [n for n in names if archive_file.read(n).lstrip().startswith(b'{"perfetto_manifest"')]
+    names = list(archive_file)
+    manifests = [n for n in names if archive_file[n].lstrip().startswith(b'{"perfetto_manifest"')]
     assert len(manifests) == 1, f"exactly one manifest per archive: {manifests}"
     assert all(len(n) <= 99 for n in names), "the UI's TAR limits member names to 99 characters"
-    assert all(i.file_size < 8 * 10**9 for i in archive_file.infolist()), "files of 8 GB or more"
-    document = json.loads(archive_file.read(manifests[0]))
+    assert all(len(data) < 8 * 10**9 for data in archive_file.values()), "files of 8 GB or more"
+    document = json.loads(archive_file[manifests[0]])
     assert list(document) == ["perfetto_manifest"]
     manifest = document["perfetto_manifest"]
     assert manifest["version"] == 1 and type(manifest["version"]) is int
@@ -79,10 +91,10 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def test_the_archive_follows_the_manifest_format_and_holds_the_traces_as_they_are(job: Path) -> None:
     files = ReportFiles.of(job)
     report = json.loads(files.json.read_text())
-    with zipfile.ZipFile(files.archive) as packed:
-        manifest = check_manifest(packed)
-        for entry in manifest["files"]:
-            assert packed.read(entry["path"]) == (job / entry["path"]).read_bytes()  # byte for byte
+    packed = unpacked(files.archive)
+    manifest = check_manifest(packed)
+    for entry in manifest["files"]:
+        assert packed[entry["path"]] == (job / entry["path"]).read_bytes()  # byte for byte
     assert [entry["path"] for entry in manifest["files"]] == report["archive"]["traces"]
     for entry in manifest["files"]:  # a machine per rank, named by rank and node
         rank = int(entry["path"].removeprefix("rank").split("_")[0])
@@ -93,8 +105,7 @@ def test_the_archive_follows_the_manifest_format_and_holds_the_traces_as_they_ar
 def test_offsets_are_the_reports_and_none_moves_an_event_earlier(job: Path) -> None:
     report = json.loads(ReportFiles.of(job).json.read_text())
     shifts = {c["trace"]: c["shift_us"] for r in report["ranks"] for c in r["trace_clocks"]}
-    with zipfile.ZipFile(ReportFiles.of(job).archive) as packed:
-        manifest = check_manifest(packed)
+    manifest = check_manifest(unpacked(ReportFiles.of(job).archive))
     pinned = {e["path"]: e["clocks"] for e in manifest["files"] if "clocks" in e}
     (reference,) = {e["path"] for e in manifest["files"]} - set(pinned)
     for path, clocks in pinned.items():
@@ -111,28 +122,27 @@ def test_default_ranks_and_the_budget(job: Path, tmp_path: Path) -> None:
     # the first rank, the straggler's candidate (if any), the rank computing least, one rank per node
     order = archive.default_ranks(report)
     assert order[0] == 0 and {0, 2} <= set(order)
-    small = archive.write_archive(job, report, tmp_path / "small.zip", budget_bytes=1)
+    small = archive.write_archive(job, report, tmp_path / "small.tar", budget_bytes=1)
     assert small["ranks"] == "0" and small["left_out"]  # the first rank always, then nothing fits
-    every = archive.write_archive(job, report, tmp_path / "every.zip", budget_bytes=1e12)
+    every = archive.write_archive(job, report, tmp_path / "every.tar", budget_bytes=1e12)
     assert every["ranks"] == f"0-{len(report['ranks']) - 1}" and not every["left_out"]  # all fit: all in
     undetermined = {**report, "straggler": {"rank": None, "candidate": 3, "verdict": "none"}}
     assert archive.default_ranks(undetermined)[:2] == [0, 3]  # the candidate, not the key's None
     markdown = ReportFiles.of(job).markdown.read_text()
-    assert "Merged timeline: `merged_trace.zip`" in markdown and report["archive"]["ranks"] in markdown
+    assert "Merged timeline: `merged_trace.tar`" in markdown and report["archive"]["ranks"] in markdown
 
 
 def test_an_archive_of_the_same_traces_and_clocks_is_kept_and_a_changed_one_made_again(
     job: Path, tmp_path: Path
 ) -> None:
     report = json.loads(ReportFiles.of(job).json.read_text())
-    path = tmp_path / "kept.zip"
+    path = tmp_path / "kept.tar"
     archive.write_archive(job, report, path, ranks=[0, 1])
     written = path.stat().st_mtime_ns
     archive.write_archive(job, report, path, ranks=[0, 1])  # a warm report: nothing changed
     assert path.stat().st_mtime_ns == written
     archive.write_archive(job, report, path, ranks=[0, 2])  # other ranks: made again
-    with zipfile.ZipFile(path) as packed:
-        assert sorted(packed.namelist())[1:] == ["rank0_iter4_6.json", "rank2_iter4_6.json"]
+    assert sorted(unpacked(path))[1:] == ["rank0_iter4_6.json", "rank2_iter4_6.json"]
     moved = {**report, "ranks": [{**r, "trace_clocks": [{**c, "shift_us": c["shift_us"] + 1.0} for c in
              r["trace_clocks"]]} for r in report["ranks"]]}  # fmt: skip
     before = path.stat().st_mtime_ns
@@ -146,11 +156,10 @@ def test_an_archive_of_any_ranks_later_reads_no_trace(
     import profiling.analysis.trace_events as trace_events
 
     monkeypatch.setattr(trace_events, "read", lambda path: pytest.fail(f"read {path} again"))
-    out = tmp_path / "1-3.zip"
+    out = tmp_path / "1-3.tar"
     assert archive.main([str(job), "--ranks", "1,3", "--out", str(out)]) == 0
     assert capsys.readouterr().out.startswith("rank(s) 1,3 in ")
-    with zipfile.ZipFile(out) as packed:
-        manifest = check_manifest(packed)
+    manifest = check_manifest(unpacked(out))
     assert [e["machine"]["name"] for e in manifest["files"]] == ["rank 1 (node1)", "rank 3 (node2)"]
     assert archive.main([str(job), "--ranks", "7"]) == 2
     assert "--ranks '7' selects rank 7, but the job has 4 ranks" in capsys.readouterr().err
@@ -167,11 +176,33 @@ def test_ranks_of_one_host_that_pair_no_collective_are_archived_at_their_hosts_s
     report = build_report(folder, plot=False)
     clock = report["ranks"][1]["clock"]
     assert (clock["method"], clock["pairs"], clock["residual_us"]) == ("one host", 0, None)
-    with zipfile.ZipFile(ReportFiles.of(folder).archive) as packed:
-        manifest = check_manifest(packed)
+    manifest = check_manifest(unpacked(ReportFiles.of(folder).archive))
     (pinned,) = [e for e in manifest["files"] if "clocks" in e]
     assert pinned["clocks"]["offset_ns"] == round(clock["shift_us"] * 1000) - round(
         report["ranks"][0]["clock"]["shift_us"] * 1000
     )
     described = manifest["attributes"][f"slurm_profiling.clock.{pinned['path']}"]
     assert described.startswith("one host: 0 pairs") and "residual" not in described
+
+
+def test_the_archive_is_a_tar_that_tar_itself_reads_and_is_the_same_where_the_kernel_cannot_copy(
+    job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    report = json.loads(ReportFiles.of(job).json.read_text())
+    by_kernel = tmp_path / "kernel.tar"
+    archive.write_archive(job, report, by_kernel, ranks=[0, 3])
+    listed = subprocess.run(["tar", "tvf", str(by_kernel)], capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 0 and listed.stderr == "", listed.stderr
+    assert [line.split()[-1] for line in listed.stdout.splitlines()] == [
+        archive.MANIFEST_NAME,
+        "rank0_iter4_6.json",
+        "rank3_iter4_6.json",
+    ]
+
+    def no_copy_file_range(*args: object) -> int:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    monkeypatch.setattr(os, "copy_file_range", no_copy_file_range)
+    by_python = tmp_path / "python.tar"
+    archive.write_archive(job, report, by_python, ranks=[0, 3])
+    assert by_python.read_bytes() == by_kernel.read_bytes()

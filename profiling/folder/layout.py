@@ -13,7 +13,7 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   ├── submitted.json          .submitted: its size, from the moment it was submitted
         │   ├── running.json            .running: while the job runs, its size and rank 0's process
         │   ├── report.json, .md, .png  ReportFiles.of(.path): the cross-rank report
-        │   ├── merged_trace.zip        ReportFiles.archive: ranks' traces as one Perfetto timeline
+        │   ├── merged_trace.tar        ReportFiles.archive: ranks' traces as one Perfetto timeline
         │   ├── merged_trace.json.gz    ReportFiles.merged: the same, re-encoded (--merged-json)
         │   ├── analysis/               analysis_record(trace): what the report keeps of each trace
         │   ├── steps/                  .step_log(r, k): every rank's time for every step
@@ -92,7 +92,7 @@ class ReportFiles:
     @property
     def archive(self) -> Path:
         """Several ranks' traces as one Perfetto timeline (:mod:`profiling.archive`)."""
-        return self.folder / "merged_trace.zip"
+        return self.folder / "merged_trace.tar"
 
     def compare(self, other: str) -> ComparisonFiles:
         """Where this job's comparison with job ``other`` goes (``python -m profiling.compare``)."""

@@ -84,7 +84,7 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
     The run map: every rank's CPU time per step against the other ranks' median, rank x step
     (a slow rank is a stripe, a slow node a band), its slow segments boxed, and the median
     step time above.
-``merged_trace.zip``
+``merged_trace.tar``
     The traces of the ranks that matter, as one Perfetto timeline (:mod:`profiling.archive`).
 """
 

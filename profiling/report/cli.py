@@ -35,13 +35,13 @@ def build_parser() -> OneLineParser:
         "--jobs", type=int, help="processes reading traces (default: CPUs available, at most 8)"
     )
     merged = parser.add_argument_group("the merged timeline")
-    merged.add_argument("--no-merged-trace", action="store_true", help="skip merged_trace.zip (and the JSON)")
+    merged.add_argument("--no-merged-trace", action="store_true", help="skip merged_trace.tar (and the JSON)")
     merged.add_argument(
         "--merge-ranks",
         dest="ranks",  # the field of RankSelection's errors
         type=RankSelection.parse_named,
         metavar="SPEC",
-        help="ranks in merged_trace.zip (default: the ranks that matter)",
+        help="ranks in merged_trace.tar (default: the ranks that matter)",
     )
     merged.add_argument(
         "--archive-budget-mb",
