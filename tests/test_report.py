@@ -14,6 +14,7 @@ from profiling.analysis.breakdown import analyse
 from profiling.analysis.trace_events import from_document
 from profiling.folder.layout import JobFolder, analysis_record, meta_of
 from profiling.report import ReportError, build_report, main
+from tests import trace_variants as tv
 from tests.common import SMALL_JOB, run_submit, submitted_job_id
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
 
@@ -139,6 +140,20 @@ def test_a_warm_report_keeps_the_picture_of_the_same_data_and_draws_a_changed_on
     picture.unlink()
     build_report(tmp_path, archive=False)  # the same data, but no picture: drawn again
     assert picture.exists()
+
+
+def test_the_warm_report_after_a_cold_one_keeps_its_gpu_picture(tmp_path: Path) -> None:
+    """A cold report's numbers come from its readers, a warm one's from the records on disk:
+    the same numbers, held otherwise (numpy scalars, tuples), draw the same picture."""
+    base = tv.load("nccl_data.json.gz")
+    traces = [tv.as_rank(base, rank, 2, shift_us=rank * 37.0) for rank in range(2)]
+    folder = tv.write(tmp_path / "gpu", traces)
+    cold = build_report(folder, archive=False, jobs=2)  # read by worker processes
+    picture = meta_of(folder) / "report.png"
+    drawn = picture.stat().st_mtime_ns
+    warm = build_report(folder, archive=False, jobs=2)
+    assert warm["reading"]["from_records"] == 2 and warm["drawn"] == cold["drawn"]
+    assert picture.stat().st_mtime_ns == drawn
 
 
 def test_no_significant_straggler_when_the_late_rank_changes(tmp_path: Path) -> None:

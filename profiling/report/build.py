@@ -117,6 +117,8 @@ def _traces_report(
     link_gbps: float | None,
 ) -> dict[str, Any]:
     read = read_records(sources, workers, progress)
+    if pictures:  # a core is free from here: this process aligns the clocks alone
+        pictures.warm()
     if not read.traces and not has_run:
         raise ReportError(f"{folder} holds no trace the report can read: {'; '.join(read.skipped)}")
     if not read.traces:

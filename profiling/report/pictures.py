@@ -10,13 +10,13 @@ made, and how its traces were read are not drawn and do not count.
 from __future__ import annotations
 
 import hashlib
-import pickle
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import msgspec
+import numpy as np
 
 from profiling.report.workers import Ahead
 
@@ -38,6 +38,22 @@ def read_drawn(report_json: Path) -> dict[str, str]:
         return {}
 
 
+def fingerprint(data: Any) -> str:
+    """Of the values, not of how they are held: a cold report's numbers come from its readers
+    (numpy scalars, tuples), a warm one's from records on disk (floats, lists), and a picture
+    of the same numbers is the same picture."""
+    encoded = msgspec.json.encode(data, enc_hook=_array, order="deterministic")
+    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
+
+
+def _array(value: Any) -> Any:
+    if isinstance(value, np.ndarray):
+        return [str(value.dtype), value.shape, value.tobytes()]
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"{type(value).__name__} cannot be fingerprinted")
+
+
 class Pictures:
     """Draws each picture through ``plotter`` unless the one on disk shows the same data."""
 
@@ -45,10 +61,16 @@ class Pictures:
         self._plotter, self._previous = plotter, previous
         self.drawn: dict[str, str] = {}
 
+    def warm(self) -> None:
+        """Ready the plot's process for pictures to come: where none was drawn before (a cold
+        report); a warm one likely draws nothing, and imports only if it does."""
+        if not self._previous:
+            self._plotter.warm()
+
     def draw(self, function: Callable[[Any, Path], Any], data: Any, path: Path) -> Future | None:
         """``function(data, path)`` in the plot's process; None where ``path`` is current."""
         shown = data if not isinstance(data, dict) else {k: v for k, v in data.items() if k not in _NOT_DRAWN}
-        key = hashlib.blake2b(pickle.dumps(shown, protocol=5), digest_size=16).hexdigest()
+        key = fingerprint(shown)
         self.drawn[path.name] = key
         if self._previous.get(path.name) == key and path.exists():
             return None

@@ -53,13 +53,14 @@ class Workers:
 
 
 class Ahead:
-    """One process that starts work now for a call made later (the plot: matplotlib's import
-    overlaps the alignment); with ``enabled`` False, the call runs here when it is made."""
+    """One process for calls made later (the plot), which :meth:`warm` readies when a core is
+    free (matplotlib's import then overlaps the alignment, not the reading); with ``enabled``
+    False, a call runs here when it is made."""
 
     def __init__(self, prepare: Callable[[], None], *, enabled: bool = True) -> None:
+        self._prepare = prepare
         self._pool = _pool(1) if enabled else None
-        if self._pool is not None:
-            self._pool.submit(prepare)
+        self._warm = False
 
     def __enter__(self) -> Ahead:
         return self
@@ -68,8 +69,15 @@ class Ahead:
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
 
+    def warm(self) -> None:
+        """Start the process's preparation now, for calls to come."""
+        if self._pool is not None and not self._warm:
+            self._warm = True
+            self._pool.submit(self._prepare)
+
     def submit(self, function: Callable[..., Any], *arguments: Any) -> Future:
         if self._pool is not None:
+            self._warm = True
             return self._pool.submit(function, *arguments)
         done: Future = Future()
         done.set_result(function(*arguments))
