@@ -112,8 +112,17 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 
 
 def _median_of(values: np.ndarray) -> float:
-    finite = values[np.isfinite(values)]
-    return float(np.median(finite)) if len(finite) else float("nan")
+    """np.median's value at half its cost: a call per rank, 4096 times at 4096 ranks."""
+    finite = values[np.isfinite(values)]  # a copy: partitioned in place
+    count = len(finite)
+    if not count:
+        return float("nan")
+    middle = (count - 1) // 2
+    if count % 2:
+        finite.partition(middle)
+        return float(finite[middle])
+    finite.partition((middle, middle + 1))
+    return float(finite[middle : middle + 2].mean())
 
 
 def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:

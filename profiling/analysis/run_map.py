@@ -188,18 +188,18 @@ def scores(run: RunMap, intervals: int = INTERVALS) -> list[Scores]:
         relative_by = _nanmin(by_interval, axis=0) / by_interval
         individual_by = best[:, None] / by_interval
     bounds = [(int(run.first[c[0]]), run.last_of(int(c[-1]))) for c in spans]
+    # plain floats by the row at once: float() of numpy scalars 40 000 times cost a second
+    per_interval = zip(by_interval.tolist(), relative_by.tolist(), individual_by.tolist(), strict=True)
+    per_rank = (run.ranks.tolist(), median.tolist(), relative.tolist(), individual.tolist(), per_interval)
     return [
         Scores(
-            rank=int(rank),
-            median_ms=float(median[row]),
-            relative=float(relative[row]),
-            individual=float(individual[row]),
-            intervals=[
-                (a, b, float(by_interval[row, i]), float(relative_by[row, i]), float(individual_by[row, i]))
-                for i, (a, b) in enumerate(bounds)
-            ],
+            rank=rank,
+            median_ms=row_median,
+            relative=row_relative,
+            individual=row_individual,
+            intervals=[(a, b, m, r, i) for (a, b), m, r, i in zip(bounds, *intervals, strict=True)],
         )
-        for row, rank in enumerate(run.ranks)
+        for rank, row_median, row_relative, row_individual, intervals in zip(*per_rank, strict=True)
     ]
 
 
