@@ -61,6 +61,10 @@ class Ahead:
         self._prepare = prepare
         self._pool = _pool(1) if enabled else None
         self._warm = False
+        if self._pool is not None:
+            # the process starts now, forked from this one while it is small: forked later, it
+            # would share (and count, and copy as it touches them) every record read by then
+            self._pool.submit(_nothing)
 
     def __enter__(self) -> Ahead:
         return self
@@ -82,6 +86,10 @@ class Ahead:
         done: Future = Future()
         done.set_result(function(*arguments))
         return done
+
+
+def _nothing() -> None:
+    pass
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor:
