@@ -3,11 +3,29 @@ each cell against the other ranks' median, a row's running median, runs of flagg
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import os
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 import numpy as np
 
 _MAD_TO_SIGMA = 1.4826
+# numpy's partitions, sorts and ufuncs release the GIL: a map's parts go to a few threads
+_THREADS = min(4, len(os.sched_getaffinity(0)))
+_Part = TypeVar("_Part")
+
+
+def in_threads(function: Callable[[_Part], None], parts: Sequence[_Part]) -> None:
+    """``function(part)`` for every part, in a few threads; each writes its own part of an
+    output (disjoint slices of one array). The first error is raised."""
+    if _THREADS < 2 or len(parts) < 2:
+        for part in parts:
+            function(part)
+        return
+    with ThreadPoolExecutor(min(_THREADS, len(parts))) as pool:
+        for _ in pool.map(function, parts):
+            pass
 
 
 def threshold_of(ratio: np.ndarray, min_excess: float, sigmas: float) -> tuple[float, float]:
@@ -33,32 +51,42 @@ _CHUNK_CELLS = 1 << 18  # cells of rows smoothed at a time: a chunk's lanes stay
 
 def smoothed(ratio: np.ndarray, window: int) -> np.ndarray:
     """Each row's running median over ``window`` columns (NaN where the ratio is)."""
+    if ratio.shape[1] < window:
+        return ratio.copy()
+
+    def fill(rows: slice) -> None:
+        running[rows] = _smoothed_rows(ratio[rows], window)
+
     running = np.empty_like(ratio)
-    for rows, median in _smoothed_chunks(ratio, window):
-        running[rows] = median
+    in_threads(fill, _row_parts(ratio))
     return running
 
 
 def smoothed_above(ratio: np.ndarray, window: int, level: float) -> np.ndarray:
     """Where :func:`smoothed` is above ``level`` (NaN: not), without keeping it: at 4096 ranks
     a map of floats is 180 MB, of booleans 45."""
+    if ratio.shape[1] < window:
+        return ratio > level
+
+    def fill(rows: slice) -> None:
+        above[rows] = _smoothed_rows(ratio[rows], window) > level
+
     above = np.empty(ratio.shape, dtype=bool)
-    for rows, median in _smoothed_chunks(ratio, window):
-        above[rows] = median > level
+    in_threads(fill, _row_parts(ratio))
     return above
 
 
-def _smoothed_chunks(ratio: np.ndarray, window: int) -> Iterator[tuple[slice, np.ndarray]]:
-    if ratio.shape[1] < window:
-        yield slice(None), ratio
-        return
-    rows = max(1, _CHUNK_CELLS // ratio.shape[1])
-    for first in range(0, ratio.shape[0], rows):
-        part = ratio[first : first + rows]
-        missing = np.isnan(part)
-        median = _running_median(np.where(missing, 1.0, part), window)  # missing: a median rank
-        median[missing] = np.nan
-        yield slice(first, first + rows), median
+def _row_parts(ratio: np.ndarray) -> list[slice]:
+    """The rows a few at a time: a part's lanes stay in the cache."""
+    rows = max(1, _CHUNK_CELLS // max(1, ratio.shape[1]))
+    return [slice(first, first + rows) for first in range(0, ratio.shape[0], rows)]
+
+
+def _smoothed_rows(part: np.ndarray, window: int) -> np.ndarray:
+    missing = np.isnan(part)
+    median = _running_median(np.where(missing, 1.0, part), window)  # missing: a median rank
+    median[missing] = np.nan
+    return median
 
 
 def _running_median(values: np.ndarray, window: int) -> np.ndarray:
@@ -92,17 +120,23 @@ def others_median(values: np.ndarray) -> np.ndarray:
     dtype = np.result_type(values.dtype, np.float32)  # float32 stays so: 4096 ranks' maps are large
     median = np.full(values.shape, np.nan, dtype=dtype)
     counts = np.isfinite(values).sum(axis=0)
+    parts: list[tuple[np.ndarray | slice, int]] = []
     for count in np.unique(counts).tolist():
         if count < 2:
             continue  # no other value
         group = np.flatnonzero(counts == count)
         # a few thousand columns at a time: the temporaries stay tens of MB at 4096 ranks
         for start in range(0, len(group), _COLUMNS_AT_ONCE):
-            columns = group[start : start + _COLUMNS_AT_ONCE]
-            contiguous = slice(int(columns[0]), int(columns[-1]) + 1)
-            if contiguous.stop - contiguous.start == len(columns):
-                columns = contiguous  # a view, not a copy
-            median[:, columns] = _others_median_of(values[:, columns], count)
+            chunk = group[start : start + _COLUMNS_AT_ONCE]
+            contiguous = slice(int(chunk[0]), int(chunk[-1]) + 1)
+            # a slice where the columns are contiguous: a view, not a copy
+            parts.append((contiguous if contiguous.stop - contiguous.start == len(chunk) else chunk, count))
+
+    def fill(part: tuple[np.ndarray | slice, int]) -> None:
+        columns, count = part
+        median[:, columns] = _others_median_of(values[:, columns], count)
+
+    in_threads(fill, parts)
     return median
 
 
@@ -140,17 +174,33 @@ def nanmedian(values: np.ndarray, axis: int) -> np.ndarray:
     Python once an array has NaN, a thousand times slower on a 4096-rank map."""
     rows = np.asarray(values).T if axis == 0 else np.asarray(values)
     counts = np.isfinite(rows).sum(axis=1)
-    median = np.full(len(rows), np.nan, dtype=np.result_type(rows.dtype, np.float32))
+    dtype = np.result_type(rows.dtype, np.float32)
+    median = np.full(len(rows), np.nan, dtype=dtype)
     for count in np.unique(counts).tolist():
         if count == 0:
             continue
-        where = slice(None) if counts[0] == count and (counts == count).all() else counts == count
-        upper = count // 2
-        ordered = np.partition(rows[where], upper, axis=1)
+        everyone = counts[0] == count and (counts == count).all()
+        if everyone:
+            _middles(rows, count, out=median)
+        else:
+            where = counts == count
+            median[where] = _middles(rows[where], count, out=np.empty(int(where.sum()), dtype=dtype))
+    return median
+
+
+def _middles(rows: np.ndarray, count: int, out: np.ndarray) -> np.ndarray:
+    """Into ``out``, the median of each row's ``count`` finite values (NaN sorts last), a few
+    rows at a time in threads."""
+    upper = count // 2
+
+    def fill(part: slice) -> None:
+        ordered = np.partition(rows[part], upper, axis=1)
         # an even count's lower middle: the largest of those partitioned before the upper one
         lower = ordered[:, upper] if count % 2 else ordered[:, :upper].max(axis=1)
-        median[where] = (lower + ordered[:, upper]) / 2
-    return median
+        out[part] = (lower + ordered[:, upper]) / 2
+
+    in_threads(fill, _row_parts(rows))
+    return out
 
 
 def runs_of(mask: np.ndarray, gap: int) -> list[tuple[int, int]]:
