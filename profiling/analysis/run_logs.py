@@ -5,17 +5,15 @@ At thousands of ranks this is most of a report's reading: 4096 ranks of 100 000 
 4096 files of 200 KB. They are read in threads (on NFS, reading is mostly waiting), each rank
 reduced to what the map keeps at once: its :data:`~profiling.analysis.run_map.METRIC` per
 column and a median of its other times, the step columns shared between the ranks that have
-the same (all, but in a job some ranks of which were requeued apart). Given worker processes
-(the report's, ``jobs.list``'s), each reads a share of the ranks: decoding holds the GIL.
+the same (all, but in a job some ranks of which were requeued apart).
 """
 
 from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -24,9 +22,6 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import TIMES, StepLog, StepLogError, decode_step_log
 
 _READERS = 4  # on NFS, reads wait; here, from the page cache, more only contend
-_RANKS_AT_ONCE = 256  # ranks a worker reads per call: its rows go back pickled, ~11 MB at 100 000 steps
-# how worker processes map a function over arguments, in order (Workers.map)
-MapInWorkers = Callable[..., Iterator[Any]]
 _OTHERS = tuple(name for name in TIMES if name != METRIC)  # kept as a median per row
 
 
@@ -130,34 +125,21 @@ def _median_of(values: np.ndarray) -> float:
     return float(finite[middle : middle + 2].mean())
 
 
-def read_run(trace_folder: Path, in_workers: MapInWorkers | None = None) -> tuple[RunMap, list[str]] | None:
-    """The job's step logs as one map, and what could not be read (None: the job has none).
-    ``in_workers``: worker processes to share the ranks between (else this process reads all)."""
+def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
+    """The job's step logs as one map, and what could not be read (None: the job has none)."""
     job = JobFolder.of_traces(trace_folder)
-    ranks = list(job.step_logs_by_rank().values())
-    shares = [ranks[first : first + _RANKS_AT_ONCE] for first in range(0, len(ranks), _RANKS_AT_ONCE)]
-    rows: list[RankRow] = []
-    unreadable: list[str] = []
-    for share_rows, problems in (in_workers or map)(read_ranks, shares):
-        unreadable += problems
-        rows += (_shared(row, rows[0] if rows else None) for row in share_rows)
-    run = combine_rows(rows)
-    return (run, unreadable) if run is not None else None
-
-
-def read_ranks(ranks: Sequence[list[Path]]) -> tuple[list[RankRow], list[str]]:
-    """Some ranks' logs (each rank's paths) as rows, and what could not be read."""
     rows: list[RankRow] = []
     unreadable: list[str] = []
     # the files are read in threads (on NFS, reading is mostly waiting), decoded here: numpy's
     # small steps hold the GIL, and threads decoding side by side were slower than one
     with concurrent.futures.ThreadPoolExecutor(max_workers=_READERS) as pool:
-        for read in pool.map(_contents, ranks):
+        for read in pool.map(_contents, job.step_logs_by_rank().values()):
             row, problems = _rank_of(read)
             unreadable += problems
             if row is not None:
                 rows.append(_shared(row, rows[0] if rows else None))
-    return rows, unreadable
+    run = combine_rows(rows)
+    return (run, unreadable) if run is not None else None
 
 
 def _contents(paths: list[Path]) -> list[tuple[Path, bytes | OSError]]:

@@ -66,36 +66,32 @@ def build_report(
     }
     started = time.perf_counter()
     sources = find_traces(folder)
-    # the step logs shared between processes that end once they are read: a large job's
-    # traces were mostly analysed by its ranks, and idle readers would hold their memory
-    with Workers(jobs) as log_readers:
-        run = read_run(folder, log_readers.map)
-    with Workers(jobs) as workers:
-        if not sources and run is None:
-            raise ReportError(
-                f"{folder} holds no trace (*.json, *.json.gz, here or one folder down) and its job no step "
-                "log (meta/steps/). HINT: pass a job folder, or a folder of torch.profiler traces"
+    run = read_run(folder)
+    if not sources and run is None:
+        raise ReportError(
+            f"{folder} holds no trace (*.json, *.json.gz, here or one folder down) and its job no step "
+            "log (meta/steps/). HINT: pass a job folder, or a folder of torch.profiler traces"
+        )
+    files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
+    files.folder.mkdir(parents=True, exist_ok=True)
+    with Workers(jobs) as workers, Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
+        # the run needs only the step logs: its map is drawn while the traces are read
+        section = run_section(folder, *run) if run else None
+        pictures = Pictures(plotter, read_drawn(files.json)) if plot else None
+        run_plotted = None
+        if pictures and run and section:
+            run_plotted = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
+        if sources:
+            report = _traces_report(
+                folder, sources, run is not None, files, workers, pictures, started, **options
             )
-        files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
-        files.folder.mkdir(parents=True, exist_ok=True)
-        with Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
-            # the run needs only the step logs: its map is drawn while the traces are read
-            section = run_section(folder, *run) if run else None
-            pictures = Pictures(plotter, read_drawn(files.json)) if plot else None
-            run_plotted = None
-            if pictures and run and section:
-                run_plotted = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
-            if sources:
-                report = _traces_report(
-                    folder, sources, run is not None, files, workers, pictures, started, **options
-                )
-            else:
-                report = _empty_report(folder)
-            report["run"] = section
-            report["run_plot"] = files.run_plot.name if pictures and run and section else None
-            if run_plotted is not None:
-                run_plotted.result()
-            report["drawn"] = pictures.drawn if pictures else {}
+        else:
+            report = _empty_report(folder)
+        report["run"] = section
+        report["run_plot"] = files.run_plot.name if pictures and run and section else None
+        if run_plotted is not None:
+            run_plotted.result()
+        report["drawn"] = pictures.drawn if pictures else {}
     report["seconds"] = round(time.perf_counter() - started, 3)
     write_report_json(files.json, report)
     write_text_atomically(files.markdown, report_markdown(report))
