@@ -53,6 +53,7 @@ OPEN_ENDED = 2**31 - 1  # the steps of a loop that did not say how many it runs
 # A rank the watchdog ends (where it may) has had no step for timeout_s plus this long: by then
 # the others' collectives have timed out, and nothing but this rank keeps the job alive.
 WATCHDOG_GRACE_S = 30.0
+MIN_DUMP_AFTER_S = 5.0  # a rank's hang dump never comes sooner (a short timeout, a slow step)
 # the keyword that sets a field, where it is not the field's name, for errors the configs raise
 _KEYWORDS = {"ranks": "profile_ranks"}
 
@@ -249,8 +250,10 @@ class ProfiledRun:
             print("\n".join(verdict), file=sys.stderr, flush=True)
 
     def preempted(self, next_step: int) -> None:
-        """The run stops here to be requeued: rank 0 lists this attempt so, and no manifest follows."""
+        """The run stops here to be requeued: rank 0 lists this attempt so, and no manifest follows.
+        The watchdog stops too: the ranks now wait, on purpose, to be ended by the requeue."""
         self._ended = True
+        self.watchdog.__exit__(None, None, None)
         if self.identity.is_main:
             self.attempt.ended("preempted", next_step)
 
@@ -298,7 +301,7 @@ class ProfiledRun:
             rank=identity.rank,
             node=identity.node_name,
             dump_path=self.attempt.folder.hang_dump(identity.rank),
-            dump_after_s=max(5.0, timeout_s / 2),
+            dump_after_s=max(MIN_DUMP_AFTER_S, timeout_s / 2),
             exit_after_s=timeout_s + WATCHDOG_GRACE_S if self.settings.end_stuck_rank else None,
         )
 

@@ -4,6 +4,7 @@ real hang on the local executor (the SLURM one is in test_faults)."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -14,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from jobs import profiled_run
 from jobs.hang import main as hang_main
 from jobs.runtime.distributed import enable_flight_recorder
 from jobs.runtime.watchdog import EXIT_STATUS, Watchdog
@@ -144,6 +146,23 @@ def test_watchdog_dumps_after_a_pause_and_not_while_progressing(tmp_path: Path) 
     assert (written["rank"], written["node"], written["step"]) == (3, "n7", 2)
     assert written["reason"].startswith("no progress for ")
     assert "time.sleep(2.2)" in written["stacks"]["MainThread"][-1]
+
+
+def test_a_loop_of_ones_own_leaves_a_hang_dump_but_not_once_it_waits_for_its_requeue(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [n for n in os.environ if n.startswith(("SLURM_", "TORCHELASTIC_"))] + ["RANK", "WORLD_SIZE"]:
+        monkeypatch.delenv(name, raising=False)  # one process
+    monkeypatch.setattr(profiled_run, "MIN_DUMP_AFTER_S", 0.5)
+    with profiled_run.ProfiledRun(traces_root=tmp_path, profile_ranks="none", timeout_s=1.0) as run:
+        run.step()
+        time.sleep(2.2)  # no step for longer than half the timeout: stuck, as far as anyone knows
+        [written] = run.attempt.folder.hang_dumps()
+        assert json.loads(written.read_text())["step"] == 1
+        written.unlink()
+        run.preempted(1)  # stopped on purpose: it waits to be ended by the requeue
+        time.sleep(2.2)
+        assert run.attempt.folder.hang_dumps() == []
 
 
 def test_a_dump_after_an_error_shows_where_the_error_came_from(tmp_path: Path) -> None:
