@@ -160,7 +160,8 @@ def test_a_loop_of_ones_own_leaves_a_hang_dump_but_not_once_it_waits_for_its_req
         [written] = run.attempt.folder.hang_dumps()
         assert json.loads(written.read_text())["step"] == 1
         written.unlink()
-        run.preempted(1)  # stopped on purpose: it waits to be ended by the requeue
+        run.step()  # progress again: a new pause would be dumped again
+        run.preempted(2)  # stopped on purpose: it waits to be ended by the requeue
         time.sleep(2.2)
         assert run.attempt.folder.hang_dumps() == []
 
