@@ -30,6 +30,10 @@ from profiling.report.run import map_for_plot, run_section
 from profiling.report.workers import Ahead, Workers
 from slurm.basics import utc_now, write_text_atomically
 
+# Below this many bytes of traces, the plot's process imports matplotlib (a second) while they are
+# read; above, once they are read, when a core is free (reading keeps both busy).
+_READ_WHILE_IMPORTING = 64 << 20
+
 
 def build_report(
     folder: Path,
@@ -78,6 +82,8 @@ def build_report(
         # the run needs only the step logs: its map is drawn while the traces are read
         section = run_section(folder, *run) if run else None
         pictures = Pictures(plotter, read_drawn(files.json)) if plot else None
+        if pictures and sum(source.path.stat().st_size for source in sources) < _READ_WHILE_IMPORTING:
+            pictures.warm()  # little to read: matplotlib's import overlaps it, not what follows
         run_plotted = None
         if pictures and run and section:
             run_plotted = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
