@@ -6,12 +6,14 @@ from __future__ import annotations
 import collections
 import time
 from collections.abc import Sequence
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any, TextIO
 
 from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
 from profiling.analysis.record import ReportError, TraceRecord
 from profiling.analysis.run_logs import read_run
+from profiling.analysis.run_map import RunMap
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import write_archive
 from profiling.folder.layout import JobFolder, ReportFiles
@@ -70,31 +72,30 @@ def build_report(
     }
     started = time.perf_counter()
     sources = find_traces(folder)
-    run = read_run(folder)
-    if not sources and run is None:
-        raise ReportError(
-            f"{folder} holds no trace (*.json, *.json.gz, here or one folder down) and its job no step "
-            "log (meta/steps/). HINT: pass a job folder, or a folder of torch.profiler traces"
-        )
     files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
-    files.folder.mkdir(parents=True, exist_ok=True)
+    # the plot's process is forked first, while this one is small: forked later, it would count
+    # (and copy, as either writes) what this one holds by then: 370 MB of step logs at 4096 ranks
     with Workers(jobs) as workers, Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
-        # the run needs only the step logs: its map is drawn while the traces are read
-        section = run_section(folder, *run) if run else None
         pictures = Pictures(plotter, read_drawn(files.json)) if plot else None
         if pictures and sum(source.path.stat().st_size for source in sources) < _READ_WHILE_IMPORTING:
             pictures.warm()  # little to read: matplotlib's import overlaps it, not what follows
-        run_plotted = None
-        if pictures and run and section:
-            run_plotted = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
-        if sources:
-            report = _traces_report(
-                folder, sources, run is not None, files, workers, pictures, started, **options
+        run = read_run(folder)
+        if not sources and run is None:
+            raise ReportError(
+                f"{folder} holds no trace (*.json, *.json.gz, here or one folder down) and its job no "
+                "step log (meta/steps/). HINT: pass a job folder, or a folder of torch.profiler traces"
             )
+        has_run = run is not None
+        files.folder.mkdir(parents=True, exist_ok=True)
+        # the run needs only the step logs: its map is drawn while the traces are read
+        section, run_plotted = _run_report(folder, run, pictures, files) if run else (None, None)
+        del run  # the map and its ratios: 400 MB at 4096 ranks, not needed past this point
+        if sources:
+            report = _traces_report(folder, sources, has_run, files, workers, pictures, started, **options)
         else:
             report = _empty_report(folder)
         report["run"] = section
-        report["run_plot"] = files.run_plot.name if pictures and run and section else None
+        report["run_plot"] = files.run_plot.name if pictures and section else None
         if run_plotted is not None:
             run_plotted.result()
         report["drawn"] = pictures.drawn if pictures else {}
@@ -102,6 +103,16 @@ def build_report(
     write_report_json(files.json, report)
     write_text_atomically(files.markdown, report_markdown(report))
     return report
+
+
+def _run_report(
+    folder: Path, run: tuple[RunMap, list[str]], pictures: Pictures | None, files: ReportFiles
+) -> tuple[dict[str, Any] | None, Future | None]:
+    """``report.json``'s ``run``, and run.png being drawn."""
+    section = run_section(folder, *run)
+    if pictures is None or not section:
+        return section, None
+    return section, pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
 
 
 def _traces_report(
