@@ -180,7 +180,9 @@ def write_archive(
         # not fsynced: a copy of traces that stay beside it (the rename still keeps readers
         # from a half-written archive); hundreds of MB flushed to disk took longer than the copy
         with atomic_path(path, durable=False) as temp, temp.open("wb", buffering=0) as out:
-            _add(out, tarfile.TarInfo(MANIFEST_NAME), io.BytesIO(document), len(document))
+            _header(out, tarfile.TarInfo(MANIFEST_NAME), len(document))
+            out.write(document)
+            _pad(out, len(document))
             for member in chosen:
                 _add_trace(out, member)
             out.write(tarfile.NUL * (2 * tarfile.BLOCKSIZE))  # the end-of-archive marker
@@ -204,17 +206,19 @@ def _add_trace(out: io.RawIOBase, member: Member) -> None:
         stat = os.fstat(source.fileno())
         info = tarfile.TarInfo(member.name)
         info.mtime, info.mode = int(stat.st_mtime), 0o644
-        _add(out, info, source, stat.st_size)
+        _header(out, info, stat.st_size)
+        _copy(source, out, stat.st_size)
+        _pad(out, stat.st_size)
 
 
-def _add(out: io.RawIOBase, info: tarfile.TarInfo, source: io.RawIOBase | io.BytesIO, size: int) -> None:
-    """One member: its header, ``size`` bytes of ``source``, then zeros to the next block."""
+def _header(out: io.RawIOBase, info: tarfile.TarInfo, size: int) -> None:
+    """A member's header, for ``size`` bytes that follow it."""
     info.size = size
     out.write(info.tobuf(_TAR_FORMAT))
-    if isinstance(source, io.BytesIO):
-        out.write(source.getbuffer())
-    else:
-        _copy(source, out, size)
+
+
+def _pad(out: io.RawIOBase, size: int) -> None:
+    """Zeros after a member's ``size`` bytes, to the next block."""
     out.write(tarfile.NUL * (-size % tarfile.BLOCKSIZE))
 
 
