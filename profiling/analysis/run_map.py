@@ -178,9 +178,14 @@ def scores(run: RunMap, intervals: int = INTERVALS) -> list[Scores]:
     first, last = int(run.first[0]), run.last_of(len(run.first) - 1)
     edges = np.linspace(first, last + 1, min(intervals, len(run.first)) + 1)
     interval_of = np.clip(np.searchsorted(edges, run.first, side="right") - 1, 0, len(edges) - 2)
-    spans = [np.flatnonzero(interval_of == i) for i in range(len(edges) - 1)]
-    spans = [columns for columns in spans if len(columns)]
-    by_interval = np.column_stack([step_ratios.nanmedian(values[:, columns], axis=1) for columns in spans])
+    # the columns are in step order, so an interval's are a slice: a view of the map, where a
+    # list of columns copied it (180 MB at 4096 ranks, 0.4 s)
+    starts = np.searchsorted(interval_of, np.arange(len(edges) - 1), side="left").tolist()
+    ends = np.searchsorted(interval_of, np.arange(len(edges) - 1), side="right").tolist()
+    spans = [range(start, end) for start, end in zip(starts, ends, strict=True) if end > start]
+    by_interval = np.column_stack(
+        [step_ratios.nanmedian(values[:, c.start : c.stop], axis=1) for c in spans]
+    )
     with np.errstate(invalid="ignore", divide="ignore"):
         relative = _nanmin(median, axis=0) / median
         best = _nanmin(by_interval, axis=1)
