@@ -189,6 +189,23 @@ def test_a_requeued_attempt_replaces_the_steps_it_ran_again(tmp_path: Path) -> N
     assert (run.values[:, 49] == 100).all() and (run.values[:, 50] == 200).all()
 
 
+@pytest.mark.parametrize(
+    "ends", [(99, 99, 99, 99), (99, 99, 80, 99)], ids=["shared columns", "one rank ends early"]
+)
+def test_the_map_read_row_by_row_is_the_map_of_the_logs(tmp_path: Path, ends: tuple[int, ...]) -> None:
+    # read_run writes each row into the map as it is read where its columns are the first
+    # row's, and falls back to combining the rows where one's differ
+    folder = JobFolder(tmp_path, "9")
+    write_logs(folder, lambda rank, step: 100.0 + rank, steps_of=lambda rank: range(ends[rank] + 1))
+    found = run_logs.read_run(folder.path)
+    assert found is not None
+    read, expected = found[0], combined(folder)
+    for field in ("ranks", "first", "width", "values", "last_step"):
+        assert np.array_equal(getattr(read, field), getattr(expected, field), equal_nan=True), field
+    assert read.nodes == expected.nodes and read.values.dtype == np.float32
+    assert np.isnan(read.values[2, 81:]).all() == (ends[2] == 80)
+
+
 def test_a_long_run_is_drawn_in_at_most_a_thousand_columns(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "5")
     write_logs(folder, lambda r, s: 100.0 + (50 if r == 1 and 20_000 <= s < 30_000 else 0), ranks=2,

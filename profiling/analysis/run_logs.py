@@ -26,8 +26,8 @@ from profiling.folder.step_log import TIMES, StepLog, StepLogError, decode_step_
 
 _READERS = 4  # on NFS, reads wait; here, from the page cache, more only contend
 _AHEAD = 4 * _READERS
-T = TypeVar("T")
-R = TypeVar("R")
+_In = TypeVar("_In")
+_Out = TypeVar("_Out")
 _OTHERS = tuple(name for name in TIMES if name != METRIC)  # kept as a median per row
 
 
@@ -189,12 +189,12 @@ class _Matrix:
 
 
 def _ahead(
-    pool: concurrent.futures.Executor, function: Callable[[T], R], items: Iterable[T]
-) -> Iterator[R]:
+    pool: concurrent.futures.Executor, function: Callable[[_In], _Out], items: Iterable[_In]
+) -> Iterator[_Out]:
     """``pool.map``, with at most :data:`_AHEAD` calls done or running ahead of the one used:
     ``map`` starts them all, and the threads read faster than this thread decodes, so that at
     4096 ranks 800 MB of step logs waited in memory."""
-    pending: collections.deque[concurrent.futures.Future[R]] = collections.deque()
+    pending: collections.deque[concurrent.futures.Future[_Out]] = collections.deque()
     for item in items:
         pending.append(pool.submit(function, item))
         if len(pending) > _AHEAD:

@@ -183,9 +183,7 @@ def scores(run: RunMap, intervals: int = INTERVALS) -> list[Scores]:
     starts = np.searchsorted(interval_of, np.arange(len(edges) - 1), side="left").tolist()
     ends = np.searchsorted(interval_of, np.arange(len(edges) - 1), side="right").tolist()
     spans = [range(start, end) for start, end in zip(starts, ends, strict=True) if end > start]
-    by_interval = np.column_stack(
-        [step_ratios.nanmedian(values[:, c.start : c.stop], axis=1) for c in spans]
-    )
+    by_interval = np.column_stack([step_ratios.nanmedian(values[:, c.start : c.stop], axis=1) for c in spans])
     with np.errstate(invalid="ignore", divide="ignore"):
         relative = _nanmin(median, axis=0) / median
         best = _nanmin(by_interval, axis=1)
