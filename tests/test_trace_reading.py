@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import json
 import os
+import signal
 import zlib
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +23,22 @@ from profiling.analysis.merge import (
     write_part,
 )
 from profiling.analysis.trace_events import from_document, read
+
+
+@contextlib.contextmanager
+def seconds_at_most(seconds: int) -> Iterator[None]:
+    """Ends what runs inside (Python code, in this thread) with TimeoutError after ``seconds``."""
+
+    def expire(*_: object) -> None:
+        raise TimeoutError(f"still running after {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
 
 
 def trace_document(events: int) -> dict:
@@ -128,3 +147,16 @@ def test_merged_file_from_parts_is_one_valid_gzip_member(tmp_path: Path) -> None
     spans = [e for e in merged["traceEvents"] if e["ph"] == "X"]
     assert [e["pid"] for e in spans] == [0] * 300 + [1] * 300
     assert spans[300 + 5]["ts"] == 150.0 and spans[5]["ts"] == 50.0
+
+
+def test_an_event_larger_than_a_chunk_is_read_whole(tmp_path: Path) -> None:
+    # the stream found no whole event in a full buffer and looped without reading on (the
+    # header's read takes the first MiB: the large event lies past it)
+    document = trace_document(16000)
+    document["traceEvents"][12000]["args"] = {"big": [{"x": "}, {" * 10} for _ in range(300)]}
+    (tmp_path / "t.json").write_text(json.dumps(document))
+    stream = TraceStream(tmp_path / "t.json", chunk_bytes=4096)
+    with seconds_at_most(30):
+        events = [event for chunk in stream.chunks() for event in chunk]
+    assert [e.name for e in events] == [e["name"] for e in document["traceEvents"]]
+    assert json.loads(bytes(events[12000].args)) == document["traceEvents"][12000]["args"]

@@ -76,8 +76,9 @@ class TraceStream:
         with open_bytes(self.path) as handle:
             buffer = self._read_header(handle)
             at_end = False
+            wanted = self.chunk_bytes
             while True:
-                while not at_end and len(buffer) < self.chunk_bytes:
+                while not at_end and len(buffer) < wanted:
                     block = handle.read(self.chunk_bytes)
                     at_end = not block
                     buffer += block
@@ -89,6 +90,8 @@ class TraceStream:
                     self.header.update(tail)
                     return
                 events, buffer = self._split(buffer)
+                # no whole event in the buffer (one larger than a chunk): read on, or this loops
+                wanted = self.chunk_bytes if events else len(buffer) + 1
                 if events:
                     yield events
 
