@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -52,6 +52,15 @@ class TraceFormatError(ValueError):
     """A file that is not a Chrome trace with a ``traceEvents`` list."""
 
 
+class CutInside(msgspec.DecodeError):
+    """A decoder's word that the chunk was cut inside an event: the one at ``at`` in the chunk
+    (``[`` and the events before it); the chunk is cut again before it."""
+
+    def __init__(self, at: int) -> None:
+        super().__init__(f"the chunk ends inside the event at {at}")
+        self.at = at
+
+
 _EVENTS = msgspec.json.Decoder(list[Event])
 _OBJECT = msgspec.json.Decoder(dict[str, Any])
 
@@ -65,10 +74,20 @@ class TraceStream:
     before the first chunk, and holds the fields after ``traceEvents`` too once the iteration
     ended."""
 
-    def __init__(self, path: Path, event_type: type = Event, chunk_bytes: int = CHUNK_BYTES) -> None:
+    def __init__(
+        self,
+        path: Path,
+        event_type: type = Event,
+        chunk_bytes: int = CHUNK_BYTES,
+        decode: Callable[[bytes], Any] | None = None,
+    ) -> None:
+        """``decode``: what makes a chunk (``[`` events ``]``) into what :meth:`chunks` yields,
+        where not msgspec's list of ``event_type``; it raises msgspec's errors as msgspec would,
+        or :class:`CutInside`."""
         self.path = path
         self.chunk_bytes = chunk_bytes
-        self._events = _EVENTS if event_type is Event else msgspec.json.Decoder(list[event_type])
+        events = _EVENTS if event_type is Event else msgspec.json.Decoder(list[event_type])
+        self._decode = decode or events.decode
         self.header: dict[str, Any] = {}
         self.bytes_read = 0
 
@@ -121,9 +140,11 @@ class TraceStream:
             if cut < 0:
                 return [], buffer  # no complete event yet: read more
             try:
-                return self._events.decode(b"[" + buffer[: cut + 1] + b"]"), buffer[cut + 2 :]
+                return self._decode(b"[" + buffer[: cut + 1] + b"]"), buffer[cut + 2 :]
             except msgspec.ValidationError as error:
                 raise self._unfit(error) from None
+            except CutInside as inside:
+                end = min(cut, inside.at - 1)  # before that event (the chunk's "[" is not in buffer)
             except msgspec.DecodeError:
                 end = cut  # the cut fell inside a string or an event: look further back
 
@@ -146,7 +167,7 @@ class TraceStream:
             except msgspec.DecodeError:
                 continue
             try:
-                return self._events.decode(b"[" + buffer[:close] + b"]"), tail
+                return self._decode(b"[" + buffer[:close] + b"]"), tail
             except msgspec.ValidationError as error:
                 raise self._unfit(error) from None
             except msgspec.DecodeError:

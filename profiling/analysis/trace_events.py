@@ -30,7 +30,7 @@ import msgspec
 import numpy as np
 
 from profiling.analysis.collectives import Collective, is_collective
-from profiling.analysis.json_stream import TraceStream
+from profiling.analysis.json_stream import CHUNK_BYTES, TraceFormatError, TraceStream
 
 STEP_PREFIX = "ProfilerStep#"
 FLOW_PHASES = ("s", "t", "f")
@@ -317,8 +317,23 @@ def _link_args(raw_args: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
 
 def read(path: Path, *, merge: bool = False) -> TraceEvents:
     """The columns of the trace file at ``path`` (``.json`` or ``.json.gz``), streamed; ``merge``:
-    with what the merged JSON needs too (each event's size, the flows' positions)."""
-    stream = TraceStream(path, ReadEvent)
+    with what the merged JSON needs too (each event's size, the flows' positions). Scanned in C
+    where the scanner is built and takes the trace (:mod:`profiling.analysis.trace_scan`), else
+    read in Python: the same columns."""
+    if not merge:  # the merged JSON's positions and sizes come from the Python reader alone
+        from profiling.analysis import trace_scan  # (it builds on this module)
+
+        if trace_scan.AVAILABLE:
+            try:
+                return trace_scan.read_scanned(path)
+            except (trace_scan.NotScannable, TraceFormatError):
+                pass  # read the Python way, which takes it, or says why not as it always has
+    return read_in_python(path, merge=merge)
+
+
+def read_in_python(path: Path, *, merge: bool = False, chunk_bytes: int = CHUNK_BYTES) -> TraceEvents:
+    """:func:`read` by msgspec's structs, a chunk of ``chunk_bytes`` at a time."""
+    stream = TraceStream(path, ReadEvent, chunk_bytes)
     builder = TraceBuilder(merge=merge)
     for chunk in stream.chunks():
         builder.add(chunk)

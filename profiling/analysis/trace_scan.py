@@ -1,0 +1,224 @@
+"""The compiled reader of a trace: :mod:`profiling.analysis.trace_events`' columns, from a scan
+of each chunk in C (``_scan.c``), where the Python reader decodes a struct per event and then
+makes columns of them.
+
+The scanner keeps only complete events (``ph == "X"`` with a ``ts``) and gives each its
+category, name and lane as codes of their JSON text, ``ts``, ``dur``, where its ``args`` lie and
+``args.correlation`` and ``args.stream``; this module turns those into the same
+:class:`~profiling.analysis.trace_events.TraceEvents` as the Python reader, column for column
+(tests/test_trace_reading.py holds them equal). A trace it does not take exactly as msgspec
+would (an escaped name, a pid that is not an int) raises :class:`NotScannable`, and
+:func:`~profiling.analysis.trace_events.read` reads it the Python way. Half the CPU time of the
+Python reader on a dense trace: what a report on many large traces waits for.
+
+Not compiled (no C compiler where the toolkit was installed): :data:`AVAILABLE` is False and
+every trace is read the Python way.
+"""
+
+from __future__ import annotations
+
+import collections
+from pathlib import Path
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from profiling.analysis.collectives import Collective, is_collective
+from profiling.analysis.json_stream import CHUNK_BYTES, CutInside, TraceStream
+from profiling.analysis.trace_events import (
+    _ARGS,
+    _KIND_OF_CATEGORY,
+    ANALYSED,
+    COLLECTIVE_ARGS,
+    GPU,
+    IGNORED,
+    LAUNCH,
+    OTHER_CPU,
+    TraceEvents,
+    _hashable,
+)
+
+try:
+    from profiling.analysis import _scan
+except ImportError:  # built without a C compiler
+    _scan = None
+
+AVAILABLE = _scan is not None
+_LANE_VALUE = msgspec.json.Decoder(int | str | None)
+
+
+class NotScannable(ValueError):
+    """A trace the scanner does not take as msgspec would: read it the Python way."""
+
+
+class _Scanned:
+    """Columns of one trace, a chunk at a time (as :class:`.trace_events.TraceBuilder` makes them)."""
+
+    def __init__(self) -> None:
+        self.categories: dict[bytes, int] = {}
+        self.names: dict[bytes, int] = {}
+        self.lanes: dict[bytes, int] = {}
+        self._kinds = np.zeros(0, dtype=np.int8)  # by category code
+        self._kernel_code = -1
+        self._name_text: list[str] = []
+        self._collective_name = np.zeros(0, dtype=bool)  # by name code
+        self._columns: dict[str, list[np.ndarray]] = collections.defaultdict(list)
+        self._lane_text: dict[int, tuple[Any, Any]] = {}
+        # (name code, start, end, lane code, on the GPU, args) of each collective's event
+        self._found: list[tuple[int, float, float, int, bool, dict[str, Any]]] = []
+        self.event_count = 0
+
+    def decode(self, chunk: bytes) -> int:
+        """Scan ``chunk`` (``[`` events ``]``) into the columns; returns how many events it held."""
+        assert _scan is not None
+        found = _scan.scan(chunk, self.categories, self.names, self.lanes)
+        if len(found) == 2:
+            cut, at = found
+            if cut:
+                raise CutInside(at)
+            raise NotScannable(f"an event at {at} of a chunk is not what the scanner takes")
+        self._add(chunk, *found)
+        return found[0]
+
+    def _add(self, chunk: bytes, events: int, kept: int, *columns: bytes) -> None:
+        self.event_count += events
+        if not kept:
+            return
+        category, name, lane = (np.frombuffer(c, dtype=np.int32) for c in columns[:3])
+        start, duration = (np.frombuffer(c, dtype=np.float64) for c in columns[3:5])
+        args_at, args_length, correlation, stream = (np.frombuffer(c, dtype=np.int64) for c in columns[5:])
+        self._learn_codes()
+        kind = self._kinds[category]
+        end = start + duration
+        ordinal = np.zeros(kept, dtype=np.int32 if self.event_count < 2**31 else np.int64)
+        columns_of = self._columns
+        gpu = kind == GPU
+        for key, values in (
+            ("gpu_start", start),
+            ("gpu_end", end),
+            ("gpu_name", name),
+            ("gpu_ordinal", ordinal),
+            ("gpu_corr", correlation),
+            ("gpu_stream", stream),
+        ):
+            columns_of[key].append(values[gpu])
+        cpu = (kind != GPU) & (kind != IGNORED)
+        for key, values in (
+            ("start", start),
+            ("end", end),
+            ("name", name),
+            ("kind", kind),
+            ("ordinal", ordinal),
+            ("lane", lane),
+        ):
+            columns_of[key].append(values[cpu])
+        launch = kind == LAUNCH
+        found = correlation[launch] >= 0  # a launch without a correlation id cannot be tied to a kernel
+        columns_of["launch_corr"].append(correlation[launch][found])
+        columns_of["launch_ts"].append(start[launch][found])
+        candidates = self._collective_name[name] & ((kind == ANALYSED) | gpu)
+        for i in np.flatnonzero(candidates).tolist():
+            if kind[i] == ANALYSED or category[i] == self._kernel_code:  # NCCL kernels, not their memcpys
+                at, length = int(args_at[i]), int(args_length[i])
+                args = _ARGS.decode(chunk[at : at + length]) if at >= 0 else {}
+                collective = (int(name[i]), float(start[i]), float(end[i]), int(lane[i]), bool(gpu[i]), args)
+                self._found.append(collective)
+
+    def _learn_codes(self) -> None:
+        """Kinds of the new categories, text and collective flags of the new names."""
+        try:
+            if len(self._kinds) < len(self.categories):
+                new = list(self.categories)[len(self._kinds) :]
+                kinds = [_KIND_OF_CATEGORY.get(c.decode(), OTHER_CPU) for c in new]
+                self._kinds = np.concatenate([self._kinds, np.array(kinds, dtype=np.int8)])
+                self._kernel_code = self.categories.get(b"kernel", -1)
+            if len(self._name_text) < len(self.names):
+                new_names = [n.decode() for n in list(self.names)[len(self._name_text) :]]
+                self._name_text += new_names
+                flags = np.array([is_collective(n) for n in new_names], dtype=bool)
+                self._collective_name = np.concatenate([self._collective_name, flags])
+        except UnicodeDecodeError as error:
+            raise NotScannable(f"a category or name is not UTF-8 ({error})") from None
+
+    def build(self, header: dict[str, Any]) -> TraceEvents:
+        def column(key: str, dtype: Any) -> np.ndarray:
+            chunks = self._columns.get(key)
+            if not chunks:
+                return np.zeros(0, dtype=dtype or np.int32)
+            return np.concatenate(chunks).astype(dtype or chunks[-1].dtype, copy=False)
+
+        lanes = column("lane", np.int32)
+        threads, thread_of_lane = self._threads(lanes)
+        base = header.get("baseTimeNanoseconds")
+        return TraceEvents(
+            distributed_info=dict(header.get("distributedInfo") or {}),
+            host=str(header.get("host_name", "")),
+            base_time_ns=int(base) if base is not None else None,
+            names=list(self._name_text),
+            threads=threads,
+            span_start=column("start", np.float64),
+            span_end=column("end", np.float64),
+            span_thread=thread_of_lane[lanes],
+            span_name=column("name", np.int32),
+            span_kind=column("kind", np.int8),
+            span_ordinal=column("ordinal", None),
+            flow_ordinal=np.zeros(0, dtype=np.int32),
+            gpu_ordinal=column("gpu_ordinal", None),
+            launch_corr=column("launch_corr", np.int64),
+            launch_ts=column("launch_ts", np.float64),
+            gpu_start=column("gpu_start", np.float64),
+            gpu_end=column("gpu_end", np.float64),
+            gpu_corr=column("gpu_corr", np.int64),
+            gpu_stream=column("gpu_stream", np.int64),
+            gpu_name=column("gpu_name", np.int32),
+            collectives=sorted(self._collectives(), key=lambda c: (c.start, c.end)),
+            event_bytes=np.zeros(0, dtype=np.int32),
+            event_count=self.event_count,
+        )
+
+    def _threads(self, lanes: np.ndarray) -> tuple[list[tuple[Any, Any]], np.ndarray]:
+        """The CPU spans' threads, coded by first appearance as the Python reader codes them,
+        and each lane code's thread code (lanes whose texts decode alike are one thread)."""
+        keys = list(self.lanes)
+        decoded = []
+        for key in keys:
+            pid, tid = key.split(b"\0", 1)
+            try:
+                decoded.append((_lane_value(pid), _lane_value(tid)))
+            except msgspec.DecodeError as error:
+                raise NotScannable(f"a pid or tid is not one ({error})") from None
+        self._lane_text = dict(enumerate(decoded))
+        thread_of_lane = np.full(max(1, len(keys)), -1, dtype=np.int32)
+        threads: dict[tuple[Any, Any], int] = {}
+        if len(lanes):
+            distinct, first_at = np.unique(lanes, return_index=True)
+            for lane in distinct[np.argsort(first_at)].tolist():
+                thread_of_lane[lane] = threads.setdefault(decoded[lane], len(threads))
+        return list(threads), thread_of_lane
+
+    def _collectives(self) -> list[Collective]:
+        found = []
+        for name, start, end, lane, gpu, args in self._found:
+            kept = tuple((key, _hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
+            correlation = args.get("correlation") if gpu else None
+            tid = self._lane_text[lane][1]
+            found.append(Collective(self._name_text[name], start, end, tid, gpu, kept, correlation))
+        return found
+
+
+def _lane_value(text: bytes) -> Any:
+    """A pid's or tid's JSON text as msgspec's reader has it (absent: None)."""
+    return _LANE_VALUE.decode(text) if text else None
+
+
+def read_scanned(path: Path, chunk_bytes: int = CHUNK_BYTES) -> TraceEvents:
+    """The columns of the trace at ``path``, scanned in C a chunk of ``chunk_bytes`` at a time;
+    :class:`NotScannable` where the scanner does not take it (the caller reads it the Python way)."""
+    if _scan is None:
+        raise NotScannable("the scanner is not built")
+    scanned = _Scanned()
+    stream = TraceStream(path, chunk_bytes=chunk_bytes, decode=scanned.decode)
+    for _ in stream.chunks():
+        pass
+    return scanned.build(stream.header)
