@@ -7,7 +7,8 @@ step's breakdown (:mod:`.breakdown`), the collectives by what identifies them ac
 trace (the rank that wrote it, at the end of a job; a worker of the report; a task of a
 ``--slurm`` job array) to ``meta/analysis/`` beside the traces, and read instead of the trace
 while it is *fresh*: the trace has the name, size and modification time the record was made
-from, and the record the analysis version of the code reading it. Change the analysis and bump
+from, and the record the analysis version of the code reading it. Change the analysis (or the
+clock alignment, whose result a report keeps: :mod:`profiling.report.clocks`) and bump
 :data:`ANALYSIS_VERSION`: every trace is read again.
 """
 

@@ -86,6 +86,11 @@ class ReportFiles:
         return self.folder / "run.png"
 
     @property
+    def clocks(self) -> Path:
+        """The last report's clock alignment, taken again while its inputs are the same."""
+        return self.folder / "clocks.json"
+
+    @property
     def merged(self) -> Path:
         return self.folder / "merged_trace.json.gz"
 

@@ -21,7 +21,8 @@ from profiling.folder.manifest import read_manifest
 from profiling.folder.report_json import write_report_json
 from profiling.folder.traces import TraceSource, find_traces
 from profiling.ranks import RankSelection
-from profiling.report.combine import align_ranks, summarise
+from profiling.report.clocks import kept_alignment
+from profiling.report.combine import summarise
 from profiling.report.merged_json import write_merged_json
 from profiling.report.pictures import Pictures, read_drawn
 from profiling.report.plot import plot_report, plot_run
@@ -144,7 +145,7 @@ def _traces_report(
         return report
     reading_s = time.perf_counter() - started
     aligning = time.perf_counter()
-    per_rank = align_ranks(read.traces, read.records, nodes_of(folder))
+    per_rank = kept_alignment(files.clocks, read.traces, read.records, nodes_of(folder))
     aligning = time.perf_counter() - aligning
     report = summarise(folder, per_rank, link_gbps)
     report["warnings"] = read.skipped + report["warnings"]
