@@ -16,7 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from profiling.analysis import trace_scan
-from profiling.analysis.trace_events import TraceEvents, read, read_in_python
+from profiling.analysis.trace_columns import TraceEvents
+from profiling.analysis.trace_events import read, read_in_python
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"
 

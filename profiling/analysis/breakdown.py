@@ -47,7 +47,7 @@ from profiling.analysis.idle import IdleCauses
 from profiling.analysis.intervals import Intervals
 from profiling.analysis.kernels import KERNEL_TYPES, hta_kernel_type
 from profiling.analysis.launches import idle_of_counted, launch_times, steps_of
-from profiling.analysis.trace_events import STEP_PREFIX, TraceEvents
+from profiling.analysis.trace_columns import STEP_PREFIX, TraceEvents
 
 CPU_PARTS = ("forward", "backward", "optimizer", "communication", "other")
 GPU_PARTS = ("compute", "communication", "memory", "other", "idle")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from profiling.analysis.idle import IdleCauses, idle_causes
-from profiling.analysis.trace_events import TraceEvents
+from profiling.analysis.trace_columns import TraceEvents
 
 
 def steps_of(

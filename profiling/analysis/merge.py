@@ -30,7 +30,7 @@ import numpy as np
 
 from profiling.analysis.collectives import is_collective
 from profiling.analysis.json_stream import UNSET, Event, TraceStream
-from profiling.analysis.trace_events import STEP_PREFIX, TraceEvents
+from profiling.analysis.trace_columns import STEP_PREFIX, TraceEvents
 
 DEFAULT_BUDGET_BYTES = 500 * 10**6
 _METADATA_DROPPED = frozenset({"process_name", "process_labels", "process_sort_index"})

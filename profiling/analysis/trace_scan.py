@@ -5,7 +5,7 @@ makes columns of them.
 The scanner keeps only complete events (``ph == "X"`` with a ``ts``) and gives each its
 category, name and lane as codes of their JSON text, ``ts``, ``dur``, where its ``args`` lie and
 ``args.correlation`` and ``args.stream``; this module turns those into the same
-:class:`~profiling.analysis.trace_events.TraceEvents` as the Python reader, column for column
+:class:`~profiling.analysis.trace_columns.TraceEvents` as the Python reader, column for column
 (tests/test_trace_reading.py holds them equal). A trace it does not take exactly as msgspec
 would (an escaped name, a pid that is not an int) raises :class:`NotScannable`, and
 :func:`~profiling.analysis.trace_events.read` reads it the Python way. Half the CPU time of the
@@ -26,17 +26,17 @@ import numpy as np
 
 from profiling.analysis.collectives import Collective, is_collective
 from profiling.analysis.json_stream import CHUNK_BYTES, CutInside, TraceStream
-from profiling.analysis.trace_events import (
-    _ARGS,
-    _KIND_OF_CATEGORY,
+from profiling.analysis.trace_columns import (
     ANALYSED,
+    ARGS,
     COLLECTIVE_ARGS,
     GPU,
     IGNORED,
+    KIND_OF_CATEGORY,
     LAUNCH,
     OTHER_CPU,
     TraceEvents,
-    _hashable,
+    hashable,
 )
 
 try:
@@ -121,7 +121,7 @@ class _Scanned:
         for i in np.flatnonzero(candidates).tolist():
             if kind[i] == ANALYSED or category[i] == self._kernel_code:  # NCCL kernels, not their memcpys
                 at, length = int(args_at[i]), int(args_length[i])
-                args = _ARGS.decode(chunk[at : at + length]) if at >= 0 else {}
+                args = ARGS.decode(chunk[at : at + length]) if at >= 0 else {}
                 collective = (int(name[i]), float(start[i]), float(end[i]), int(lane[i]), bool(gpu[i]), args)
                 self._found.append(collective)
 
@@ -130,7 +130,7 @@ class _Scanned:
         try:
             if len(self._kinds) < len(self.categories):
                 new = list(self.categories)[len(self._kinds) :]
-                kinds = [_KIND_OF_CATEGORY.get(c.decode(), OTHER_CPU) for c in new]
+                kinds = [KIND_OF_CATEGORY.get(c.decode(), OTHER_CPU) for c in new]
                 self._kinds = np.concatenate([self._kinds, np.array(kinds, dtype=np.int8)])
                 self._kernel_code = self.categories.get(b"kernel", -1)
             if len(self._name_text) < len(self.names):
@@ -200,7 +200,7 @@ class _Scanned:
     def _collectives(self) -> list[Collective]:
         found = []
         for name, start, end, lane, gpu, args in self._found:
-            kept = tuple((key, _hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
+            kept = tuple((key, hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
             correlation = args.get("correlation") if gpu else None
             tid = self._lane_text[lane][1]
             found.append(Collective(self._name_text[name], start, end, tid, gpu, kept, correlation))

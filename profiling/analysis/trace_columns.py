@@ -1,0 +1,139 @@
+"""What both trace readers make of a trace: :class:`TraceEvents`, its columns, and the names
+and kinds of events they are made from (:mod:`profiling.analysis.trace_events` reads a trace in
+Python, :mod:`profiling.analysis.trace_scan` in C; both give these columns)."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import msgspec
+import numpy as np
+
+from profiling.analysis.collectives import Collective
+
+STEP_PREFIX = "ProfilerStep#"
+FLOW_PHASES = ("s", "t", "f")
+ANALYSED_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
+LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
+GPU_ACTIVITY = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
+# What identifies a collective, where the trace records it (NCCL kernels and record_param_comms
+# since torch 2.1; "Seq" since 2.4) and, for gloo, the operator's input shapes.
+COLLECTIVE_ARGS = (
+    "Collective name",
+    "Process Group Name",
+    "Seq",
+    "In msg nelems",
+    "Out msg nelems",
+    "Input Dims",
+    "dtype",  # with the element counts: the message's bytes (profiling.analysis.bandwidth)
+    "Group size",
+    "Process Group Ranks",
+)
+# An event's bytes in the merged trace besides its name, category and args: the keys, ph, pid,
+# tid, ts and dur compactly encoded (``{"ph":"X","cat":"","name":"","pid":0,"tid":281473065648800,
+# "ts":1718000000000000.000,"dur":12.345,"args":}`` is 100)
+ENCODED_FIELD_BYTES = 100
+# span kinds (and what becomes no span: GPU activity, GPU-side annotations)
+ANALYSED, LAUNCH, OTHER_CPU, GPU, IGNORED = 0, 1, 2, 3, 4
+KIND_OF_CATEGORY = {
+    **dict.fromkeys(ANALYSED_CATEGORIES, ANALYSED),
+    **dict.fromkeys(LAUNCH_CATEGORIES, LAUNCH),
+    **dict.fromkeys(GPU_ACTIVITY, GPU),
+    "gpu_user_annotation": IGNORED,
+}
+
+
+ARGS = msgspec.json.Decoder(dict[str, Any])
+
+
+@dataclasses.dataclass
+class TraceEvents:
+    """The columns of one trace (see the module docstring); built by :class:`TraceBuilder`."""
+
+    distributed_info: dict[str, Any]
+    host: str
+    base_time_ns: int | None
+    names: list[str]
+    threads: list[tuple[Any, Any]]  # (pid, tid) of each thread code
+    span_start: np.ndarray
+    span_end: np.ndarray
+    span_thread: np.ndarray  # thread codes: threads[span_thread[i]]
+    span_name: np.ndarray  # name codes: names[span_name[i]]
+    span_kind: np.ndarray  # ANALYSED, LAUNCH or OTHER_CPU
+    span_ordinal: np.ndarray  # the event's position among all events of the file
+    flow_ordinal: np.ndarray  # the positions of flow events (arrows from a launch to its kernel...)
+    gpu_ordinal: np.ndarray  # the positions of the GPU activities
+    launch_corr: np.ndarray
+    launch_ts: np.ndarray
+    gpu_start: np.ndarray
+    gpu_end: np.ndarray
+    gpu_corr: np.ndarray
+    gpu_stream: np.ndarray  # args.stream, -1 where the trace gives none
+    gpu_name: np.ndarray
+    collectives: list[Collective]
+    event_bytes: np.ndarray  # each event's size in the merged trace (estimated), by position
+    event_count: int  # every event of the trace, of any kind
+
+    def _analysed(self) -> np.ndarray:
+        return self.span_kind == ANALYSED
+
+    @property
+    def cpu_start(self) -> np.ndarray:
+        return self.span_start[self._analysed()]
+
+    @property
+    def cpu_end(self) -> np.ndarray:
+        return self.span_end[self._analysed()]
+
+    @property
+    def cpu_tid(self) -> np.ndarray:
+        return self.span_thread[self._analysed()]
+
+    @property
+    def cpu_name(self) -> np.ndarray:
+        return self.span_name[self._analysed()]
+
+    def steps(self) -> list[tuple[int, float, float, int]]:
+        """``(number, start, end, thread code)`` of each ``ProfilerStep#N`` CPU span, by number."""
+        codes = {code: name for code, name in enumerate(self.names) if name.startswith(STEP_PREFIX)}
+        found = []
+        analysed = self._analysed()
+        for index in np.flatnonzero(analysed & np.isin(self.span_name, list(codes))):
+            number = codes[int(self.span_name[index])][len(STEP_PREFIX) :]
+            if number.isdigit():
+                found.append(
+                    (
+                        int(number),
+                        float(self.span_start[index]),
+                        float(self.span_end[index]),
+                        int(self.span_thread[index]),
+                    )
+                )
+        return sorted(found)
+
+    def main_pid(self) -> Any:
+        """The pid of the profiled process itself (its CPU threads), as opposed to device lanes."""
+        steps = self.steps()
+        return self.threads[steps[0][3]][0] if steps else None
+
+    def depths(self) -> np.ndarray:
+        """Each span's nesting depth on its thread: 0 for a span inside no other."""
+        depth = np.zeros(len(self.span_start), dtype=np.int16)
+        for thread in np.unique(self.span_thread):
+            members = np.flatnonzero(self.span_thread == thread)
+            order = members[np.lexsort((-self.span_end[members], self.span_start[members]))]
+            starts, ends = self.span_start[order], self.span_end[order]
+            # spans open when this one starts: those started before it that have not ended
+            ended = np.searchsorted(np.sort(ends), starts, side="right")
+            # (a zero-length span starting with this one could count as ended: never below 0)
+            depth[order] = np.maximum(np.arange(len(order)) - ended, 0)
+        return depth
+
+
+def hashable(value: Any) -> Any:
+    if isinstance(value, list):
+        return tuple(hashable(item) for item in value)
+    if isinstance(value, dict):
+        return tuple(sorted((key, hashable(item)) for key, item in value.items()))
+    return value
