@@ -90,6 +90,23 @@ static int scan_number(Cursor *c, const char **start, Py_ssize_t *length) {
     return 0;
 }
 
+/* After an object's member or a list's item: 1 where another follows (the comma passed), 0
+   where ``close`` ends it (passed), -1 where neither does. */
+static int after_member(Cursor *c, char close) {
+    skip_space(c);
+    if (c->p >= c->end) return -1;
+    if (*c->p == ',') {
+        c->p++;
+        skip_space(c);
+        return 1;
+    }
+    if (*c->p == close) {
+        c->p++;
+        return 0;
+    }
+    return -1;
+}
+
 static int skip_value(Cursor *c, int depth);
 
 static int skip_container(Cursor *c, char close, int depth) {
@@ -110,18 +127,8 @@ static int skip_container(Cursor *c, char close, int depth) {
             c->p++;
         }
         if (skip_value(c, depth + 1)) return -1;
-        skip_space(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') {
-            c->p++;
-            skip_space(c);
-            continue;
-        }
-        if (*c->p == close) {
-            c->p++;
-            return 0;
-        }
-        return -1;
+        int more = after_member(c, close);
+        if (more <= 0) return more;
     }
     return -1;
 }
@@ -242,18 +249,8 @@ static int scan_args(Cursor *c, int64_t *correlation, int64_t *stream) {
         } else if (skip_value(c, 1)) {
             return -1;
         }
-        skip_space(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') {
-            c->p++;
-            skip_space(c);
-            continue;
-        }
-        if (*c->p == '}') {
-            c->p++;
-            return 0;
-        }
-        return -1;
+        int more = after_member(c, '}');
+        if (more <= 0) return more;
     }
     return -1;
 }
@@ -347,16 +344,9 @@ static int scan_event(Cursor *c, const char *chunk, Columns *k, PyObject *catego
             return -1;
         }
 #undef KEY
-        skip_space(c);
-        if (c->p >= c->end) return -1;
-        if (*c->p == ',') {
-            c->p++;
-            skip_space(c);
-            continue;
-        }
-        if (*c->p != '}') return -1;
-        c->p++;
-        break;
+        int more = after_member(c, '}');
+        if (more < 0) return -1;
+        if (!more) break;
     }
     if (!x || !has_ts) return 0;
     /* a lane's key: the pid's text, a 0 byte, the tid's (absent: empty) */

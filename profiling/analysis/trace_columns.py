@@ -137,3 +137,49 @@ def hashable(value: Any) -> Any:
     if isinstance(value, dict):
         return tuple(sorted((key, hashable(item)) for key, item in value.items()))
     return value
+
+
+def from_chunks(
+    header: dict[str, Any],
+    chunks: dict[str, list[np.ndarray]],
+    names: list[str],
+    threads: list[tuple[Any, Any]],
+    collectives: list[Collective],
+    event_count: int,
+) -> TraceEvents:
+    """The columns made of each chunk's parts (by :class:`TraceEvents` field, without ``span_``),
+    with the trace's top-level fields (all but ``traceEvents``)."""
+
+    def column(key: str, dtype: Any) -> np.ndarray:
+        """``dtype`` None: the chunks' own (positions are int64 once they no longer fit int32)."""
+        parts = chunks.get(key)
+        if not parts:
+            return np.zeros(0, dtype=dtype or np.int32)
+        return np.concatenate(parts).astype(dtype or parts[-1].dtype, copy=False)
+
+    base = header.get("baseTimeNanoseconds")
+    return TraceEvents(
+        distributed_info=dict(header.get("distributedInfo") or {}),
+        host=str(header.get("host_name", "")),
+        base_time_ns=int(base) if base is not None else None,
+        names=names,
+        threads=threads,
+        span_start=column("start", np.float64),
+        span_end=column("end", np.float64),
+        span_thread=column("thread", np.int32),
+        span_name=column("name", np.int32),
+        span_kind=column("kind", np.int8),
+        span_ordinal=column("ordinal", None),
+        flow_ordinal=column("flow_ordinal", None),
+        gpu_ordinal=column("gpu_ordinal", None),
+        launch_corr=column("launch_corr", np.int64),
+        launch_ts=column("launch_ts", np.float64),
+        gpu_start=column("gpu_start", np.float64),
+        gpu_end=column("gpu_end", np.float64),
+        gpu_corr=column("gpu_corr", np.int64),
+        gpu_stream=column("gpu_stream", np.int64),
+        gpu_name=column("gpu_name", np.int32),
+        collectives=sorted(collectives, key=lambda c: (c.start, c.end)),
+        event_bytes=column("event_bytes", np.int32),
+        event_count=event_count,
+    )

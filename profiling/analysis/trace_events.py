@@ -43,6 +43,7 @@ from profiling.analysis.trace_columns import (
     LAUNCH,
     OTHER_CPU,
     TraceEvents,
+    from_chunks,
     hashable,
 )
 
@@ -165,39 +166,8 @@ class TraceBuilder:
 
     def build(self, header: dict[str, Any]) -> TraceEvents:
         """The columns, with the trace's top-level fields (all but ``traceEvents``)."""
-
-        def column(key: str, dtype: Any) -> np.ndarray:
-            """``dtype`` None: the chunks' own (positions are int64 once they no longer fit int32)."""
-            chunks = self._columns.get(key)
-            if not chunks:
-                return np.zeros(0, dtype=dtype or np.int32)
-            return np.concatenate(chunks).astype(dtype or chunks[-1].dtype, copy=False)
-
-        base = header.get("baseTimeNanoseconds")
-        return TraceEvents(
-            distributed_info=dict(header.get("distributedInfo") or {}),
-            host=str(header.get("host_name", "")),
-            base_time_ns=int(base) if base is not None else None,
-            names=list(self._names),
-            threads=list(self._threads),
-            span_start=column("start", np.float64),
-            span_end=column("end", np.float64),
-            span_thread=column("thread", np.int32),
-            span_name=column("name", np.int32),
-            span_kind=column("kind", np.int8),
-            span_ordinal=column("ordinal", None),
-            flow_ordinal=column("flow_ordinal", None),
-            gpu_ordinal=column("gpu_ordinal", None),
-            launch_corr=column("launch_corr", np.int64),
-            launch_ts=column("launch_ts", np.float64),
-            gpu_start=column("gpu_start", np.float64),
-            gpu_end=column("gpu_end", np.float64),
-            gpu_corr=column("gpu_corr", np.int64),
-            gpu_stream=column("gpu_stream", np.int64),
-            gpu_name=column("gpu_name", np.int32),
-            collectives=sorted(self.collectives, key=lambda c: (c.start, c.end)),
-            event_bytes=column("event_bytes", np.int32),
-            event_count=self.event_count,
+        return from_chunks(
+            header, self._columns, list(self._names), list(self._threads), self.collectives, self.event_count
         )
 
 

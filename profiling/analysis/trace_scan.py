@@ -36,6 +36,7 @@ from profiling.analysis.trace_columns import (
     LAUNCH,
     OTHER_CPU,
     TraceEvents,
+    from_chunks,
     hashable,
 )
 
@@ -142,39 +143,12 @@ class _Scanned:
             raise NotScannable(f"a category or name is not UTF-8 ({error})") from None
 
     def build(self, header: dict[str, Any]) -> TraceEvents:
-        def column(key: str, dtype: Any) -> np.ndarray:
-            chunks = self._columns.get(key)
-            if not chunks:
-                return np.zeros(0, dtype=dtype or np.int32)
-            return np.concatenate(chunks).astype(dtype or chunks[-1].dtype, copy=False)
-
-        lanes = column("lane", np.int32)
-        threads, thread_of_lane = self._threads(lanes)
-        base = header.get("baseTimeNanoseconds")
-        return TraceEvents(
-            distributed_info=dict(header.get("distributedInfo") or {}),
-            host=str(header.get("host_name", "")),
-            base_time_ns=int(base) if base is not None else None,
-            names=list(self._name_text),
-            threads=threads,
-            span_start=column("start", np.float64),
-            span_end=column("end", np.float64),
-            span_thread=thread_of_lane[lanes],
-            span_name=column("name", np.int32),
-            span_kind=column("kind", np.int8),
-            span_ordinal=column("ordinal", None),
-            flow_ordinal=np.zeros(0, dtype=np.int32),
-            gpu_ordinal=column("gpu_ordinal", None),
-            launch_corr=column("launch_corr", np.int64),
-            launch_ts=column("launch_ts", np.float64),
-            gpu_start=column("gpu_start", np.float64),
-            gpu_end=column("gpu_end", np.float64),
-            gpu_corr=column("gpu_corr", np.int64),
-            gpu_stream=column("gpu_stream", np.int64),
-            gpu_name=column("gpu_name", np.int32),
-            collectives=sorted(self._collectives(), key=lambda c: (c.start, c.end)),
-            event_bytes=np.zeros(0, dtype=np.int32),
-            event_count=self.event_count,
+        lanes = self._columns.pop("lane", [])
+        lane = np.concatenate(lanes) if lanes else np.zeros(0, dtype=np.int32)
+        threads, thread_of_lane = self._threads(lane)
+        self._columns["thread"] = [thread_of_lane[lane]]
+        return from_chunks(
+            header, self._columns, list(self._name_text), threads, self._collectives(), self.event_count
         )
 
     def _threads(self, lanes: np.ndarray) -> tuple[list[tuple[Any, Any]], np.ndarray]:
