@@ -107,6 +107,30 @@ static int after_member(Cursor *c, char close) {
     return -1;
 }
 
+/* An object's opening brace at the cursor: 1 where a member follows, 0 where it is empty (its
+   closing brace passed), -1 where no object is there. */
+static int open_object(Cursor *c) {
+    skip_space(c);
+    if (c->p >= c->end || *c->p != '{') return -1;
+    c->p++;
+    skip_space(c);
+    if (c->p < c->end && *c->p == '}') {
+        c->p++;
+        return 0;
+    }
+    return 1;
+}
+
+/* A member's key and its colon, the cursor left at its value. 0, or -1. */
+static int member_key(Cursor *c, const char **key, Py_ssize_t *length, int *escaped) {
+    if (scan_string(c, key, length, escaped)) return -1;
+    skip_space(c);
+    if (c->p >= c->end || *c->p != ':') return -1;
+    c->p++;
+    skip_space(c);
+    return 0;
+}
+
 static int skip_value(Cursor *c, int depth);
 
 static int skip_container(Cursor *c, char close, int depth) {
@@ -121,10 +145,7 @@ static int skip_container(Cursor *c, char close, int depth) {
             const char *s;
             Py_ssize_t n;
             int escaped;
-            if (scan_string(c, &s, &n, &escaped)) return -1;
-            skip_space(c);
-            if (c->p >= c->end || *c->p != ':') return -1;
-            c->p++;
+            if (member_key(c, &s, &n, &escaped)) return -1;
         }
         if (skip_value(c, depth + 1)) return -1;
         int more = after_member(c, close);
@@ -218,23 +239,13 @@ static int32_t code_of(PyObject *codes, const char *s, Py_ssize_t n) {
 static int scan_args(Cursor *c, int64_t *correlation, int64_t *stream) {
     *correlation = -1;
     *stream = -1;
-    skip_space(c);
-    if (c->p >= c->end || *c->p != '{') return -1;
-    c->p++;
-    skip_space(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 0;
-    }
+    int opened = open_object(c);
+    if (opened <= 0) return opened;
     while (c->p < c->end) {
         const char *key, *s;
         Py_ssize_t key_length, n;
         int escaped;
-        if (scan_string(c, &key, &key_length, &escaped)) return -1;
-        skip_space(c);
-        if (c->p >= c->end || *c->p != ':') return -1;
-        c->p++;
-        skip_space(c);
+        if (member_key(c, &key, &key_length, &escaped)) return -1;
         int is_correlation = !escaped && key_length == 11 && !memcmp(key, "correlation", 11);
         int is_stream = !escaped && key_length == 6 && !memcmp(key, "stream", 6);
         if (is_correlation || is_stream) {
@@ -274,22 +285,12 @@ static int scan_event(Cursor *c, const char *chunk, Columns *k, PyObject *catego
     int x = 0, has_ts = 0, escaped;
     double ts = 0.0, dur = 0.0;
     int64_t correlation = -1, stream = -1;
-    skip_space(c);
-    if (c->p >= c->end || *c->p != '{') return -1;
-    c->p++;
-    skip_space(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 0;
-    }
+    int opened = open_object(c);
+    if (opened <= 0) return opened;
     while (c->p < c->end) {
         const char *key;
         Py_ssize_t key_length;
-        if (scan_string(c, &key, &key_length, &escaped) || escaped) return -1;
-        skip_space(c);
-        if (c->p >= c->end || *c->p != ':') return -1;
-        c->p++;
-        skip_space(c);
+        if (member_key(c, &key, &key_length, &escaped) || escaped) return -1;
         if (c->p >= c->end) return -1;
 #define KEY(word) (key_length == (Py_ssize_t)sizeof(word) - 1 && !memcmp(key, word, sizeof(word) - 1))
         if (KEY("ph") || KEY("cat") || KEY("name")) {

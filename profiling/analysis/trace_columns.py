@@ -183,3 +183,9 @@ def from_chunks(
         event_bytes=column("event_bytes", np.int32),
         event_count=event_count,
     )
+
+
+def add_parts(chunks: dict[str, list[np.ndarray]], where: np.ndarray, **columns: np.ndarray) -> None:
+    """Each column's values ``where`` the mask holds, as the next part of its chunks."""
+    for key, values in columns.items():
+        chunks.setdefault(key, []).append(values[where])

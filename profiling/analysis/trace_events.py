@@ -43,6 +43,7 @@ from profiling.analysis.trace_columns import (
     LAUNCH,
     OTHER_CPU,
     TraceEvents,
+    add_parts,
     from_chunks,
     hashable,
 )
@@ -123,25 +124,12 @@ class TraceBuilder:
             return itertools.compress(events, mask.tolist())
 
         gpu = kind == GPU
-        for key, values in (
-            ("gpu_start", start),
-            ("gpu_end", end),
-            ("gpu_name", name),
-            ("gpu_ordinal", ordinal),
-        ):
-            columns[key].append(values[gpu])
+        add_parts(columns, gpu, gpu_start=start, gpu_end=end, gpu_name=name, gpu_ordinal=ordinal)
         correlation, stream = _link_args([e.args for e in where(gpu)])
         columns["gpu_corr"].append(correlation)
         columns["gpu_stream"].append(stream)
         cpu = (kind != GPU) & (kind != IGNORED)
-        for key, values in (
-            ("start", start),
-            ("end", end),
-            ("name", name),
-            ("kind", kind),
-            ("ordinal", ordinal),
-        ):
-            columns[key].append(values[cpu])
+        add_parts(columns, cpu, start=start, end=end, name=name, kind=kind, ordinal=ordinal)
         thread = (threads.setdefault((e.pid, e.tid), len(threads)) for e in where(cpu))
         columns["thread"].append(np.fromiter(thread, np.int32, int(cpu.sum())))
         launch = kind == LAUNCH

@@ -36,6 +36,7 @@ from profiling.analysis.trace_columns import (
     LAUNCH,
     OTHER_CPU,
     TraceEvents,
+    add_parts,
     from_chunks,
     hashable,
 )
@@ -95,25 +96,10 @@ class _Scanned:
         ordinal = np.zeros(kept, dtype=np.int32 if self.event_count < 2**31 else np.int64)
         columns_of = self._columns
         gpu = kind == GPU
-        for key, values in (
-            ("gpu_start", start),
-            ("gpu_end", end),
-            ("gpu_name", name),
-            ("gpu_ordinal", ordinal),
-            ("gpu_corr", correlation),
-            ("gpu_stream", stream),
-        ):
-            columns_of[key].append(values[gpu])
+        add_parts(columns_of, gpu, gpu_start=start, gpu_end=end, gpu_name=name, gpu_ordinal=ordinal)
+        add_parts(columns_of, gpu, gpu_corr=correlation, gpu_stream=stream)
         cpu = (kind != GPU) & (kind != IGNORED)
-        for key, values in (
-            ("start", start),
-            ("end", end),
-            ("name", name),
-            ("kind", kind),
-            ("ordinal", ordinal),
-            ("lane", lane),
-        ):
-            columns_of[key].append(values[cpu])
+        add_parts(columns_of, cpu, start=start, end=end, name=name, kind=kind, ordinal=ordinal, lane=lane)
         launch = kind == LAUNCH
         found = correlation[launch] >= 0  # a launch without a correlation id cannot be tied to a kernel
         columns_of["launch_corr"].append(correlation[launch][found])
