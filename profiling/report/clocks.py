@@ -10,7 +10,6 @@ alignment changes); the same of all of them gives the same clocks.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from profiling.analysis.alignment import Alignment
 from profiling.analysis.record import ANALYSIS_VERSION, TraceRecord
 from profiling.folder.traces import TraceFile
 from profiling.report.combine import Aligned, align_ranks
+from profiling.report.pictures import fingerprint
 from slurm.basics import atomic_path
 
 
@@ -64,4 +64,4 @@ def _key(traces: Sequence[TraceFile], records: Sequence[TraceRecord], nodes: Map
         [(t.rank, t.first_step, r.trace, r.size, r.mtime_ns) for t, r in zip(traces, records, strict=True)],
         sorted(nodes.items()),
     )
-    return hashlib.blake2b(msgspec.json.encode(inputs), digest_size=16).hexdigest()
+    return fingerprint(inputs)
