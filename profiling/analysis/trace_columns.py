@@ -189,3 +189,11 @@ def add_parts(chunks: dict[str, list[np.ndarray]], where: np.ndarray, **columns:
     """Each column's values ``where`` the mask holds, as the next part of its chunks."""
     for key, values in columns.items():
         chunks.setdefault(key, []).append(values[where])
+
+
+def collective_of(
+    name: str, start: float, end: float, tid: Any, gpu: bool, args: dict[str, Any]
+) -> Collective:
+    """A collective's event, with the ``args`` that identify it (and, on the GPU, its correlation)."""
+    kept = tuple((key, hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
+    return Collective(name, start, end, tid, gpu, kept, args.get("correlation") if gpu else None)

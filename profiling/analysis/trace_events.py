@@ -34,7 +34,6 @@ from profiling.analysis.json_stream import CHUNK_BYTES, TraceFormatError, TraceS
 from profiling.analysis.trace_columns import (
     ANALYSED,
     ARGS,
-    COLLECTIVE_ARGS,
     ENCODED_FIELD_BYTES,
     FLOW_PHASES,
     GPU,
@@ -44,8 +43,8 @@ from profiling.analysis.trace_columns import (
     OTHER_CPU,
     TraceEvents,
     add_parts,
+    collective_of,
     from_chunks,
-    hashable,
 )
 
 
@@ -148,9 +147,7 @@ class TraceBuilder:
 
     def _add_collective(self, event: ReadEvent, start: float, end: float, gpu: bool) -> None:
         args = ARGS.decode(event.args) if event.args else {}
-        kept = tuple((key, hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
-        correlation = args.get("correlation") if gpu else None
-        self.collectives.append(Collective(event.name, start, end, event.tid, gpu, kept, correlation))
+        self.collectives.append(collective_of(event.name, start, end, event.tid, gpu, args))
 
     def build(self, header: dict[str, Any]) -> TraceEvents:
         """The columns, with the trace's top-level fields (all but ``traceEvents``)."""

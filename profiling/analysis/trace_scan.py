@@ -6,7 +6,7 @@ The scanner keeps only complete events (``ph == "X"`` with a ``ts``) and gives e
 category, name and lane as codes of their JSON text, ``ts``, ``dur``, where its ``args`` lie and
 ``args.correlation`` and ``args.stream``; this module turns those into the same
 :class:`~profiling.analysis.trace_columns.TraceEvents` as the Python reader, column for column
-(tests/test_trace_reading.py holds them equal). A trace it does not take exactly as msgspec
+(tests/test_trace_scan.py holds them equal). A trace it does not take exactly as msgspec
 would (an escaped name, a pid that is not an int) raises :class:`NotScannable`, and
 :func:`~profiling.analysis.trace_events.read` reads it the Python way. Half the CPU time of the
 Python reader on a dense trace: what a report on many large traces waits for.
@@ -24,12 +24,11 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from profiling.analysis.collectives import Collective, is_collective
+from profiling.analysis.collectives import is_collective
 from profiling.analysis.json_stream import CHUNK_BYTES, CutInside, TraceStream
 from profiling.analysis.trace_columns import (
     ANALYSED,
     ARGS,
-    COLLECTIVE_ARGS,
     GPU,
     IGNORED,
     KIND_OF_CATEGORY,
@@ -37,8 +36,8 @@ from profiling.analysis.trace_columns import (
     OTHER_CPU,
     TraceEvents,
     add_parts,
+    collective_of,
     from_chunks,
-    hashable,
 )
 
 try:
@@ -66,7 +65,6 @@ class _Scanned:
         self._name_text: list[str] = []
         self._collective_name = np.zeros(0, dtype=bool)  # by name code
         self._columns: dict[str, list[np.ndarray]] = collections.defaultdict(list)
-        self._lane_text: dict[int, tuple[Any, Any]] = {}
         # (name code, start, end, lane code, on the GPU, args) of each collective's event
         self._found: list[tuple[int, float, float, int, bool, dict[str, Any]]] = []
         self.event_count = 0
@@ -131,40 +129,41 @@ class _Scanned:
     def build(self, header: dict[str, Any]) -> TraceEvents:
         lanes = self._columns.pop("lane", [])
         lane = np.concatenate(lanes) if lanes else np.zeros(0, dtype=np.int32)
-        threads, thread_of_lane = self._threads(lane)
+        lanes_decoded = self._decoded_lanes()
+        threads, thread_of_lane = self._threads(lane, lanes_decoded)
         self._columns["thread"] = [thread_of_lane[lane]]
+        collectives = [
+            collective_of(self._name_text[name], start, end, lanes_decoded[lane][1], gpu, args)
+            for name, start, end, lane, gpu, args in self._found
+        ]
         return from_chunks(
-            header, self._columns, list(self._name_text), threads, self._collectives(), self.event_count
+            header, self._columns, list(self._name_text), threads, collectives, self.event_count
         )
 
-    def _threads(self, lanes: np.ndarray) -> tuple[list[tuple[Any, Any]], np.ndarray]:
-        """The CPU spans' threads, coded by first appearance as the Python reader codes them,
-        and each lane code's thread code (lanes whose texts decode alike are one thread)."""
-        keys = list(self.lanes)
+    def _decoded_lanes(self) -> list[tuple[Any, Any]]:
+        """Each lane code's (pid, tid), decoded as msgspec decodes them."""
         decoded = []
-        for key in keys:
+        for key in self.lanes:
             pid, tid = key.split(b"\0", 1)
             try:
                 decoded.append((_lane_value(pid), _lane_value(tid)))
             except msgspec.DecodeError as error:
                 raise NotScannable(f"a pid or tid is not one ({error})") from None
-        self._lane_text = dict(enumerate(decoded))
-        thread_of_lane = np.full(max(1, len(keys)), -1, dtype=np.int32)
+        return decoded
+
+    @staticmethod
+    def _threads(
+        lanes: np.ndarray, decoded: list[tuple[Any, Any]]
+    ) -> tuple[list[tuple[Any, Any]], np.ndarray]:
+        """The CPU spans' threads, coded by first appearance as the Python reader codes them,
+        and each lane code's thread code (lanes whose texts decode alike are one thread)."""
+        thread_of_lane = np.full(max(1, len(decoded)), -1, dtype=np.int32)
         threads: dict[tuple[Any, Any], int] = {}
         if len(lanes):
             distinct, first_at = np.unique(lanes, return_index=True)
             for lane in distinct[np.argsort(first_at)].tolist():
                 thread_of_lane[lane] = threads.setdefault(decoded[lane], len(threads))
         return list(threads), thread_of_lane
-
-    def _collectives(self) -> list[Collective]:
-        found = []
-        for name, start, end, lane, gpu, args in self._found:
-            kept = tuple((key, hashable(args[key])) for key in COLLECTIVE_ARGS if key in args)
-            correlation = args.get("correlation") if gpu else None
-            tid = self._lane_text[lane][1]
-            found.append(Collective(self._name_text[name], start, end, tid, gpu, kept, correlation))
-        return found
 
 
 def _lane_value(text: bytes) -> Any:
