@@ -53,12 +53,31 @@ def read_flavours() -> dict[str, Flavour]:
 FLAVOURS = read_flavours()
 
 
+# a build of profiling/analysis/_scan.c of one's own (CI: under AddressSanitizer and UBSan), used
+# by every test in place of the installed scanner (tests/sanitize_scanner.sh)
+SCANNER_BUILD_ENV = "SCANNER_BUILD"
+
+
 def pytest_configure(config: pytest.Config) -> None:
+    if build := os.environ.get(SCANNER_BUILD_ENV):
+        _use_scanner_build(Path(build))
     for flavour in FLAVOURS.values():
         config.addinivalue_line(
             "markers",
             f"{flavour.marker}: runs on the {flavour.name} test cluster ({flavour.about}): `{flavour.start}`",
         )
+
+
+def _use_scanner_build(path: Path) -> None:
+    import importlib.util
+
+    from profiling.analysis import trace_scan
+
+    spec = importlib.util.spec_from_file_location("profiling.analysis._scan", path)
+    assert spec is not None and spec.loader is not None, f"{SCANNER_BUILD_ENV}={path}: not a module"
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    trace_scan._scan, trace_scan.AVAILABLE = module, True
 
 
 def running_flavour() -> Flavour | None:

@@ -100,7 +100,20 @@ def test_streamed_columns_equal_the_in_memory_ones(tmp_path: Path) -> None:
     [
         (b'{"schemaVersion": 1, "nothing": []}', "no traceEvents list"),
         (b'{"traceEvents": [{"ph": "X", "ts": 1}, {"ph": "X", "ts": 2}', "traceEvents is not closed"),
-        (b'{"traceEvents": [{"ph": "X", "ts": "yesterday"}]}', "does not fit the trace format"),
+        (
+            b'{"traceEvents": [{"ph": "X", "ts": "yesterday"}]}',
+            "event 0's `ts` is a string where the trace format has a number$",
+        ),
+        (
+            b'{"traceEvents": [{"ph": "X", "ts": 1}, 7]}',
+            "event 1 is an integer where the trace format has an object",
+        ),
+        (
+            b'{"traceEvents": [{"ph": "X", "ts": 1}, {"ts": 1e400}]}',
+            "event 1's `ts` holds a number out of range",
+        ),
+        (b'{"traceEvents": [{"ph": "X", "ts": 01}]}', r"not valid JSON at byte 36 \(invalid number\)"),
+        (b'{"a": [[[[' + b"[" * 5000 + b'], "traceEvents": []}', "nested deeper than a trace's"),
     ],
 )
 def test_not_a_trace(tmp_path: Path, content: bytes, message: str) -> None:

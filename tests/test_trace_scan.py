@@ -18,10 +18,11 @@ from hypothesis import strategies as st
 from profiling.analysis import trace_scan
 from profiling.analysis.trace_columns import TraceEvents
 from profiling.analysis.trace_events import read, read_in_python
+from tests.common import needs_scanner
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"
 
-pytestmark = pytest.mark.skipif(not trace_scan.AVAILABLE, reason="the scanner is not built (no C compiler)")
+pytestmark = needs_scanner()
 
 
 def assert_same(scanned: TraceEvents, python: TraceEvents) -> None:

@@ -7,7 +7,8 @@
    ``args.correlation`` and ``args.stream``. Anything this scanner does not take exactly as
    msgspec would (an escaped name, a number where a string belongs, a value of another type)
    stops it: the caller then reads the whole trace the Python way, which accepts or refuses it
-   as before. A chunk cut inside an event (inside a string, or inside its args) stops it at that
+   as before. The rule, held by tests/test_trace_fuzz.py on malformed input: for every chunk,
+   the Python reader's columns exactly, or a decline. JSON's grammar is _scan_json.h's. A chunk cut inside an event (inside a string, or inside its args) stops it at that
    event's end, and the caller cuts it before that event.
 
    scan(chunk: bytes, categories: dict, names: dict, lanes: dict) ->
@@ -23,10 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const char *p;
-    const char *end;
-} Cursor;
+#include "_scan_json.h"
 
 typedef struct {
     char *data;
@@ -47,176 +45,9 @@ static int column_push(Column *c, const void *value, Py_ssize_t width) {
     return 0;
 }
 
-static void skip_space(Cursor *c) {
-    while (c->p < c->end && (*c->p == ' ' || *c->p == '\n' || *c->p == '\r' || *c->p == '\t')) c->p++;
-}
-
-/* A string at the cursor (after its opening quote is checked): its bytes between the quotes;
-   *escaped set if it holds a backslash. 0, or -1 where it does not close. */
-static int scan_string(Cursor *c, const char **start, Py_ssize_t *length, int *escaped) {
-    if (c->p >= c->end || *c->p != '"') return -1;
-    const char *s = ++c->p;
-    *escaped = 0;
-    while (c->p < c->end) {
-        char ch = *c->p;
-        if (ch == '"') {
-            *start = s;
-            *length = c->p - s;
-            c->p++;
-            return 0;
-        }
-        if (ch == '\\') {
-            *escaped = 1;
-            c->p += 2;
-            continue;
-        }
-        if ((unsigned char)ch < 0x20) return -1; /* JSON allows no raw control character */
-        c->p++;
-    }
-    return -1;
-}
-
-static int is_number_char(char ch) {
-    return (ch >= '0' && ch <= '9') || ch == '-' || ch == '+' || ch == '.' || ch == 'e' || ch == 'E';
-}
-
-/* A JSON number's text at the cursor. 0, or -1 where none is there. */
-static int scan_number(Cursor *c, const char **start, Py_ssize_t *length) {
-    const char *s = c->p;
-    if (s >= c->end || !(*s == '-' || (*s >= '0' && *s <= '9'))) return -1;
-    while (c->p < c->end && is_number_char(*c->p)) c->p++;
-    *start = s;
-    *length = c->p - s;
-    return 0;
-}
-
-/* After an object's member or a list's item: 1 where another follows (the comma passed), 0
-   where ``close`` ends it (passed), -1 where neither does. */
-static int after_member(Cursor *c, char close) {
-    skip_space(c);
-    if (c->p >= c->end) return -1;
-    if (*c->p == ',') {
-        c->p++;
-        skip_space(c);
-        return 1;
-    }
-    if (*c->p == close) {
-        c->p++;
-        return 0;
-    }
-    return -1;
-}
-
-/* An object's opening brace at the cursor: 1 where a member follows, 0 where it is empty (its
-   closing brace passed), -1 where no object is there. */
-static int open_object(Cursor *c) {
-    skip_space(c);
-    if (c->p >= c->end || *c->p != '{') return -1;
-    c->p++;
-    skip_space(c);
-    if (c->p < c->end && *c->p == '}') {
-        c->p++;
-        return 0;
-    }
-    return 1;
-}
-
-/* A member's key and its colon, the cursor left at its value. 0, or -1. */
-static int member_key(Cursor *c, const char **key, Py_ssize_t *length, int *escaped) {
-    if (scan_string(c, key, length, escaped)) return -1;
-    skip_space(c);
-    if (c->p >= c->end || *c->p != ':') return -1;
-    c->p++;
-    skip_space(c);
-    return 0;
-}
-
-static int skip_value(Cursor *c, int depth);
-
-static int skip_container(Cursor *c, char close, int depth) {
-    c->p++; /* the opening bracket */
-    skip_space(c);
-    if (c->p < c->end && *c->p == close) {
-        c->p++;
-        return 0;
-    }
-    while (c->p < c->end) {
-        if (close == '}') {
-            const char *s;
-            Py_ssize_t n;
-            int escaped;
-            if (member_key(c, &s, &n, &escaped)) return -1;
-        }
-        if (skip_value(c, depth + 1)) return -1;
-        int more = after_member(c, close);
-        if (more <= 0) return more;
-    }
-    return -1;
-}
-
-static int skip_literal(Cursor *c, const char *word) {
-    size_t n = strlen(word);
-    if ((size_t)(c->end - c->p) < n || memcmp(c->p, word, n)) return -1;
-    c->p += n;
-    return 0;
-}
-
-static int skip_value(Cursor *c, int depth) {
-    skip_space(c);
-    if (c->p >= c->end || depth > 64) return -1;
-    const char *s;
-    Py_ssize_t n;
-    int escaped;
-    switch (*c->p) {
-        case '"':
-            return scan_string(c, &s, &n, &escaped);
-        case '{':
-            return skip_container(c, '}', depth);
-        case '[':
-            return skip_container(c, ']', depth);
-        case 't':
-            return skip_literal(c, "true");
-        case 'f':
-            return skip_literal(c, "false");
-        case 'n':
-            return skip_literal(c, "null");
-        default:
-            return scan_number(c, &s, &n);
-    }
-}
-
-/* A number's text as a double, as msgspec reads it (strtod rounds correctly too). */
-static int parse_double(const char *s, Py_ssize_t n, double *out) {
-    char buffer[64];
-    if (n <= 0 || n >= (Py_ssize_t)sizeof buffer) return -1;
-    memcpy(buffer, s, (size_t)n);
-    buffer[n] = 0;
-    char *stop;
-    *out = strtod(buffer, &stop);
-    return stop == buffer + n ? 0 : -1;
-}
-
-/* A number's text as an int64, where it is an integer that fits (else -1: the Python way). */
-static int parse_int(const char *s, Py_ssize_t n, int64_t *out) {
-    Py_ssize_t i = 0;
-    int negative = 0;
-    uint64_t value = 0;
-    if (n > 0 && s[0] == '-') {
-        negative = 1;
-        i = 1;
-    }
-    if (i >= n || n - i > 18) return -1;
-    for (; i < n; i++) {
-        if (s[i] < '0' || s[i] > '9') return -1;
-        value = value * 10 + (uint64_t)(s[i] - '0');
-    }
-    *out = negative ? -(int64_t)value : (int64_t)value;
-    return 0;
-}
-
-/* The code of a key (the bytes s[0:n]) in ``codes``, a new one where it is new. */
-static int32_t code_of(PyObject *codes, const char *s, Py_ssize_t n) {
-    PyObject *key = PyBytes_FromStringAndSize(s, n);
+/* The code of ``key`` (a new reference, taken) in ``codes``, a new one where it is new; -1
+   with a Python error set where one failed. */
+static int32_t code_of_key(PyObject *codes, PyObject *key) {
     if (!key) return -1;
     PyObject *found = PyDict_GetItemWithError(codes, key);
     int32_t code;
@@ -234,8 +65,20 @@ static int32_t code_of(PyObject *codes, const char *s, Py_ssize_t n) {
     return code;
 }
 
+/* A lane's key: the pid's text, a 0 byte, the tid's (absent: empty), of any length. */
+static PyObject *lane_key(const char *pid, Py_ssize_t pid_length, const char *tid, Py_ssize_t tid_length) {
+    PyObject *key = PyBytes_FromStringAndSize(NULL, pid_length + 1 + tid_length);
+    if (!key) return NULL;
+    char *text = PyBytes_AS_STRING(key);
+    if (pid_length) memcpy(text, pid, (size_t)pid_length);
+    text[pid_length] = 0;
+    if (tid_length) memcpy(text + pid_length + 1, tid, (size_t)tid_length);
+    return key;
+}
+
 /* ``args``' correlation and stream, at its top level (-1 where absent; a stream named by a
-   string: -2). 0, or -1 where args is not an object of the kinds msgspec's reader takes. */
+   string: -2). 0, or -1 where args is not an object of the kinds msgspec's reader takes, or
+   has a key written with an escape (it may spell "correlation": the Python reader decides). */
 static int scan_args(Cursor *c, int64_t *correlation, int64_t *stream) {
     *correlation = -1;
     *stream = -1;
@@ -245,9 +88,9 @@ static int scan_args(Cursor *c, int64_t *correlation, int64_t *stream) {
         const char *key, *s;
         Py_ssize_t key_length, n;
         int escaped;
-        if (member_key(c, &key, &key_length, &escaped)) return -1;
-        int is_correlation = !escaped && key_length == 11 && !memcmp(key, "correlation", 11);
-        int is_stream = !escaped && key_length == 6 && !memcmp(key, "stream", 6);
+        if (member_key(c, &key, &key_length, &escaped) || escaped) return -1;
+        int is_correlation = key_length == 11 && !memcmp(key, "correlation", 11);
+        int is_stream = key_length == 6 && !memcmp(key, "stream", 6);
         if (is_correlation || is_stream) {
             if (c->p < c->end && *c->p == '"' && is_stream) {
                 if (scan_string(c, &s, &n, &escaped)) return -1;
@@ -276,99 +119,134 @@ static void columns_free(Columns *k) {
     for (size_t i = 0; i < sizeof all / sizeof *all; i++) free(all[i]->data);
 }
 
+/* What one event says, as its members are read. */
+typedef struct {
+    const char *cat, *name, *pid, *tid, *args, *args_end;
+    Py_ssize_t cat_length, name_length, pid_length, tid_length;
+    int x, has_ts;
+    double ts, dur;
+    int64_t correlation, stream;
+} Event;
+
+/* A pid or tid at the cursor: a string, null, or an integer msgspec reads as one. */
+static int scan_lane(Cursor *c, const char **text, Py_ssize_t *length) {
+    const char *start = c->p, *s;
+    Py_ssize_t n;
+    int64_t number;
+    int escaped;
+    if (*c->p == '"') {
+        if (scan_string(c, &s, &n, &escaped) || escaped) return -1;
+    } else if (*c->p == 'n') {
+        if (skip_literal(c, "null")) return -1;
+    } else if (scan_number(c, &s, &n) || parse_int(s, n, &number)) {
+        return -1;
+    }
+    *text = start;
+    *length = c->p - start;
+    return 0;
+}
+
+/* The value of the member ``key`` (the cursor on it) into ``e``. 0, or -1 where the scanner
+   does not take it. */
+static int scan_member(Cursor *c, const char *key, Py_ssize_t key_length, Event *e) {
+    const char *s;
+    Py_ssize_t n;
+    int escaped;
+#define KEY(word) (key_length == (Py_ssize_t)sizeof(word) - 1 && !memcmp(key, word, sizeof(word) - 1))
+    if (KEY("ph") || KEY("cat") || KEY("name")) {
+        if (scan_string(c, &s, &n, &escaped) || escaped) return -1;
+        if (KEY("ph")) {
+            e->x = n == 1 && s[0] == 'X';
+        } else if (KEY("cat")) {
+            e->cat = s;
+            e->cat_length = n;
+        } else {
+            e->name = s;
+            e->name_length = n;
+        }
+        return 0;
+    }
+    if (KEY("pid")) return scan_lane(c, &e->pid, &e->pid_length);
+    if (KEY("tid")) return scan_lane(c, &e->tid, &e->tid_length);
+    if (KEY("ts") && *c->p == 'n') {
+        e->has_ts = 0;
+        return skip_literal(c, "null");
+    }
+    if (KEY("ts") || KEY("dur")) {
+        double value;
+        if (scan_number(c, &s, &n) || parse_double(s, n, &value)) return -1;
+        if (KEY("ts")) {
+            e->ts = value;
+            e->has_ts = 1;
+        } else {
+            e->dur = value;
+        }
+        return 0;
+    }
+    if (KEY("args")) {
+        e->args = c->p;
+        if (scan_args(c, &e->correlation, &e->stream)) return -1;
+        e->args_end = c->p;
+        return 0;
+    }
+#undef KEY
+    return skip_value(c, 1); /* id, bp, s, cname and the rest: not read here, as msgspec skips them */
+}
+
+/* A complete event's columns pushed. 1, or -2 (a Python error set) or -3 (no memory). */
+static int push_event(const Event *e, const char *chunk, Columns *k, PyObject *categories, PyObject *names,
+                      PyObject *lanes) {
+    int32_t category_code = code_of_key(categories, PyBytes_FromStringAndSize(e->cat, e->cat_length));
+    int32_t name_code = code_of_key(names, PyBytes_FromStringAndSize(e->name, e->name_length));
+    int32_t lane_code = code_of_key(lanes, lane_key(e->pid, e->pid_length, e->tid, e->tid_length));
+    if (category_code < 0 || name_code < 0 || lane_code < 0) return -2;
+    int64_t at = e->args ? (int64_t)(e->args - chunk) : -1;
+    int64_t length = e->args ? (int64_t)(e->args_end - e->args) : 0;
+    if (column_push(&k->category, &category_code, 4) || column_push(&k->name, &name_code, 4) ||
+        column_push(&k->lane, &lane_code, 4) || column_push(&k->ts, &e->ts, 8) ||
+        column_push(&k->dur, &e->dur, 8) || column_push(&k->args_at, &at, 8) ||
+        column_push(&k->args_length, &length, 8) || column_push(&k->correlation, &e->correlation, 8) ||
+        column_push(&k->stream, &e->stream, 8))
+        return -3;
+    return 1;
+}
+
 /* One event at the cursor, its columns pushed if it is complete. 1: pushed, 0: not complete,
-   -1: not what this scanner takes. */
+   -1: not what this scanner takes, -2 and -3 as push_event. */
 static int scan_event(Cursor *c, const char *chunk, Columns *k, PyObject *categories, PyObject *names,
                       PyObject *lanes) {
-    const char *cat = "", *name = "", *pid = NULL, *tid = NULL, *args = NULL, *args_end = NULL, *s;
-    Py_ssize_t cat_length = 0, name_length = 0, pid_length = 0, tid_length = 0, n;
-    int x = 0, has_ts = 0, escaped;
-    double ts = 0.0, dur = 0.0;
-    int64_t correlation = -1, stream = -1;
+    Event e = {.cat = "", .name = "", .correlation = -1, .stream = -1};
     int opened = open_object(c);
     if (opened <= 0) return opened;
     while (c->p < c->end) {
         const char *key;
         Py_ssize_t key_length;
-        if (member_key(c, &key, &key_length, &escaped) || escaped) return -1;
-        if (c->p >= c->end) return -1;
-#define KEY(word) (key_length == (Py_ssize_t)sizeof(word) - 1 && !memcmp(key, word, sizeof(word) - 1))
-        if (KEY("ph") || KEY("cat") || KEY("name")) {
-            if (scan_string(c, &s, &n, &escaped) || escaped) return -1;
-            if (KEY("ph")) {
-                x = n == 1 && s[0] == 'X';
-            } else if (KEY("cat")) {
-                cat = s;
-                cat_length = n;
-            } else {
-                name = s;
-                name_length = n;
-            }
-        } else if (KEY("pid") || KEY("tid")) {
-            const char *start = c->p;
-            int64_t number;
-            if (*c->p == '"') {
-                if (scan_string(c, &s, &n, &escaped) || escaped) return -1;
-            } else if (*c->p == 'n') {
-                if (skip_literal(c, "null")) return -1;
-            } else if (scan_number(c, &s, &n) || parse_int(s, n, &number)) {
-                return -1; /* a pid or tid msgspec reads as an int (or refuses) */
-            }
-            if (KEY("pid")) {
-                pid = start;
-                pid_length = c->p - start;
-            } else {
-                tid = start;
-                tid_length = c->p - start;
-            }
-        } else if (KEY("ts") || KEY("dur")) {
-            double value;
-            if (*c->p == 'n' && KEY("ts")) {
-                if (skip_literal(c, "null")) return -1;
-                has_ts = 0;
-            } else {
-                if (scan_number(c, &s, &n) || parse_double(s, n, &value)) return -1;
-                if (KEY("ts")) {
-                    ts = value;
-                    has_ts = 1;
-                } else {
-                    dur = value;
-                }
-            }
-        } else if (KEY("args")) {
-            args = c->p;
-            if (scan_args(c, &correlation, &stream)) return -1;
-            args_end = c->p;
-        } else if (KEY("id") || KEY("bp") || KEY("s") || KEY("cname")) {
-            if (skip_value(c, 1)) return -1; /* not read here; msgspec skips them too */
-        } else if (skip_value(c, 1)) {
-            return -1;
-        }
-#undef KEY
+        int escaped;
+        if (member_key(c, &key, &key_length, &escaped) || escaped || c->p >= c->end) return -1;
+        if (scan_member(c, key, key_length, &e)) return -1;
         int more = after_member(c, '}');
         if (more < 0) return -1;
         if (!more) break;
     }
-    if (!x || !has_ts) return 0;
-    /* a lane's key: the pid's text, a 0 byte, the tid's (absent: empty) */
-    char lane_key[256];
-    if (pid_length + tid_length + 1 > (Py_ssize_t)sizeof lane_key) return -1;
-    if (pid_length) memcpy(lane_key, pid, (size_t)pid_length);
-    lane_key[pid_length] = 0;
-    if (tid_length) memcpy(lane_key + pid_length + 1, tid, (size_t)tid_length);
-    int32_t category_code = code_of(categories, cat, cat_length);
-    int32_t name_code = code_of(names, name, name_length);
-    int32_t lane_code = code_of(lanes, lane_key, pid_length + 1 + tid_length);
-    if (category_code < 0 || name_code < 0 || lane_code < 0) return -2;
-    int64_t at = args ? (int64_t)(args - chunk) : -1;
-    int64_t length = args ? (int64_t)(args_end - args) : 0;
-    if (column_push(&k->category, &category_code, 4) || column_push(&k->name, &name_code, 4) ||
-        column_push(&k->lane, &lane_code, 4) || column_push(&k->ts, &ts, 8) ||
-        column_push(&k->dur, &dur, 8) || column_push(&k->args_at, &at, 8) ||
-        column_push(&k->args_length, &length, 8) || column_push(&k->correlation, &correlation, 8) ||
-        column_push(&k->stream, &stream, 8))
-        return -3;
-    return 1;
+    if (!e.x || !e.has_ts) return 0;
+    return push_event(&e, chunk, k, categories, names, lanes);
+}
+
+static PyObject *columns_tuple(Py_ssize_t events, Py_ssize_t kept, Columns *k) {
+    Column *all[] = {&k->category, &k->name, &k->lane, &k->ts, &k->dur,
+                     &k->args_at, &k->args_length, &k->correlation, &k->stream};
+    PyObject *result = PyTuple_New(11);
+    if (!result) return NULL;
+    PyTuple_SET_ITEM(result, 0, PyLong_FromSsize_t(events));
+    PyTuple_SET_ITEM(result, 1, PyLong_FromSsize_t(kept));
+    for (int i = 0; i < 9; i++)
+        PyTuple_SET_ITEM(result, 2 + i, PyBytes_FromStringAndSize(all[i]->data ? all[i]->data : "", all[i]->size));
+    for (int i = 0; i < 11; i++)
+        if (!PyTuple_GET_ITEM(result, i)) {
+            Py_DECREF(result);
+            return NULL;
+        }
+    return result;
 }
 
 static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *arguments) {
@@ -400,36 +278,20 @@ static PyObject *scan(PyObject *Py_UNUSED(self), PyObject *arguments) {
             }
             events++;
             kept += outcome;
-            skip_space(&c);
-            if (c.p < c.end && *c.p == ',') {
-                c.p++;
-                continue;
-            }
-            if (c.p < c.end && *c.p == ']') {
-                c.p++;
-                break;
-            }
-            failed = -1;
+            int more = after_member(&c, ']');
+            if (more < 0) failed = -1;
+            else if (!more) break;
         }
     skip_space(&c);
     if (!failed && c.p != c.end) failed = -1;
     /* the chunk ends in the "]" its caller added: a failure there or past it ran into the end */
-    int cut = c.p >= c.end - 1;
+    int cut = view.len > 0 && c.p - chunk >= view.len - 1;
     Py_ssize_t at = event_start - chunk;
     PyBuffer_Release(&view);
-    if (failed) {
-        columns_free(&k);
-        if (failed == -3) return PyErr_NoMemory();
-        if (PyErr_Occurred()) return NULL;
-        return Py_BuildValue("(On)", cut ? Py_True : Py_False, at);
-    }
-    PyObject *result = Py_BuildValue(
-        "(nny#y#y#y#y#y#y#y#y#)", events, kept, k.category.data ? k.category.data : "", k.category.size,
-        k.name.data ? k.name.data : "", k.name.size, k.lane.data ? k.lane.data : "", k.lane.size,
-        k.ts.data ? k.ts.data : "", k.ts.size, k.dur.data ? k.dur.data : "", k.dur.size,
-        k.args_at.data ? k.args_at.data : "", k.args_at.size, k.args_length.data ? k.args_length.data : "",
-        k.args_length.size, k.correlation.data ? k.correlation.data : "", k.correlation.size,
-        k.stream.data ? k.stream.data : "", k.stream.size);
+    PyObject *result = NULL;
+    if (failed == -3) result = PyErr_NoMemory();
+    else if (failed && !PyErr_Occurred()) result = Py_BuildValue("(On)", cut ? Py_True : Py_False, at);
+    else if (!failed) result = columns_tuple(events, kept, &k);
     columns_free(&k);
     return result;
 }

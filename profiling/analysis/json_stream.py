@@ -5,8 +5,11 @@ several times that in memory. Here the file is read in blocks of :data:`CHUNK_BY
 block is cut after the last complete event it holds and that run of events is decoded at
 once by msgspec into :class:`Event` structs with only the fields of the Chrome trace format
 (``args`` kept as raw JSON, decoded only where needed). A cut is found by looking back for
-``},``; one that falls inside a string cannot decode (the string would not close), and the
-previous ``},`` is tried instead, so a cut is right whatever the events contain.
+``},``; where that one falls inside a string (the run does not decode), the structure of the
+buffer is read once (:func:`_structure`: strings skipped whole, brackets counted) to find the
+last event's end, so that a cut is right whatever the events hold, and reading stays linear
+in the file's size: a string full of ``},`` is not tried at each of them. A run that does not
+decode though every event in it is whole is not JSON: the file is refused, naming the byte.
 
 Torch's exporter writes ``traceEvents`` between other top-level fields (``distributedInfo``
 before it, ``baseTimeNanoseconds`` after it); both sides are decoded as small documents.
@@ -22,11 +25,20 @@ from typing import Any, BinaryIO
 
 import msgspec
 
+from profiling.analysis.trace_errors import TraceFormatError, describe, refused
+
+__all__ = ["CHUNK_BYTES", "CutInside", "Event", "TraceFormatError", "TraceStream", "read_header"]
+
 # Decoded events take several times their JSON bytes: with 2 MiB chunks a report on 8 ranks
 # peaked at 217 MiB against 371 MiB with 8 MiB ones, at the same speed.
 CHUNK_BYTES = 2 << 20
 _EVENTS_KEY = re.compile(rb'"traceEvents"\s*:\s*\[')
 _WHITESPACE = frozenset(b" \t\r\n")
+# A string (closed, or running to the end of the buffer), or a bracket: the structure of JSON
+# text, read at the speed of the regex engine however long the strings
+_TOKENS = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*(?:"|\\?\Z)|[][{}]', re.DOTALL)
+# candidates for the list's end tried from the right before the structure is read
+_END_TRIES = 4
 _Unset = msgspec.UnsetType
 UNSET = msgspec.UNSET
 
@@ -46,10 +58,6 @@ class Event(msgspec.Struct, omit_defaults=True):
     s: str | _Unset = UNSET
     cname: str | _Unset = UNSET
     args: msgspec.Raw | _Unset = UNSET
-
-
-class TraceFormatError(ValueError):
-    """A file that is not a Chrome trace with a ``traceEvents`` list."""
 
 
 class CutInside(msgspec.DecodeError):
@@ -81,15 +89,17 @@ class TraceStream:
         chunk_bytes: int = CHUNK_BYTES,
         decode: Callable[[bytes], Any] | None = None,
     ) -> None:
-        """``decode``: what makes a chunk (``[`` events ``]``) into what :meth:`chunks` yields,
-        where not msgspec's list of ``event_type``; it raises msgspec's errors as msgspec would,
-        or :class:`CutInside`."""
+        """``decode``: what makes a chunk (``[`` events ``]``) into what :meth:`chunks` yields (a
+        list of events, or how many it held), where not msgspec's list of ``event_type``; it
+        raises msgspec's errors as msgspec would, or :class:`CutInside`."""
         self.path = path
         self.chunk_bytes = chunk_bytes
         events = _EVENTS if event_type is Event else msgspec.json.Decoder(list[event_type])
         self._decode = decode or events.decode
         self.header: dict[str, Any] = {}
         self.bytes_read = 0
+        self._at_byte = 0  # where the buffer begins in the file's JSON
+        self._events = 0  # events yielded so far
 
     def chunks(self) -> Iterator[list[Any]]:
         with open_bytes(self.path) as handle:
@@ -108,10 +118,14 @@ class TraceStream:
                         yield events
                     self.header.update(tail)
                     return
-                events, buffer = self._split(buffer)
-                # no whole event in the buffer (one larger than a chunk): read on, or this loops
-                wanted = self.chunk_bytes if events else len(buffer) + 1
+                events, rest = self._split(buffer)
+                # no whole event in the buffer (one larger than a chunk): read on, twice as much
+                # each time, so that a huge event costs its size a few times over, not squared
+                wanted = self.chunk_bytes if events else 2 * len(buffer)
+                self._at_byte += len(buffer) - len(rest)
+                buffer = rest
                 if events:
+                    self._events += events if isinstance(events, int) else len(events)
                     yield events
 
     def _read_header(self, handle: BinaryIO) -> bytes:
@@ -128,54 +142,115 @@ class TraceStream:
         before = buffer[: match.start()].rstrip().rstrip(b",")
         try:
             self.header = _OBJECT.decode(before + b"}")
-        except msgspec.DecodeError as error:
-            raise TraceFormatError(f"{self.path}: not a JSON object before traceEvents ({error})") from None
+        except (msgspec.DecodeError, RecursionError) as error:
+            raise TraceFormatError(
+                f"{self.path}: what comes before traceEvents is not JSON's object members ({describe(error)})"
+            ) from None
+        self._at_byte = match.end()
         return buffer[match.end() :]
 
     def _split(self, buffer: bytes) -> tuple[list[Any], bytes]:
         """The complete events at the front of ``buffer``, and what is left after them."""
-        end = len(buffer)
-        while True:
-            cut = buffer.rfind(b"},", 0, end)
-            if cut < 0:
-                return [], buffer  # no complete event yet: read more
-            try:
-                return self._decode(b"[" + buffer[: cut + 1] + b"]"), buffer[cut + 2 :]
-            except msgspec.ValidationError as error:
-                raise self._unfit(error) from None
-            except CutInside as inside:
-                end = min(cut, inside.at - 1)  # before that event (the chunk's "[" is not in buffer)
-            except msgspec.DecodeError:
-                end = cut  # the cut fell inside a string or an event: look further back
+        buffer = _after_comma(buffer)  # the comma after the last event split off, read since
+        cut = buffer.rfind(b"},")
+        if cut < 0:
+            return [], buffer  # no complete event yet: read more
+        try:
+            return self._decode_run(buffer[: cut + 1]), buffer[cut + 2 :]
+        except CutInside as inside:  # the decoder says which event the cut fell in
+            before = buffer[: max(inside.at - 1, 0)].rstrip()  # (the run's "[" is not in buffer)
+            before = before[:-1] if before.endswith(b",") else before
+            if not before:
+                return [], buffer
+            return self._decode_whole(before), _after_comma(buffer[len(before) :])
+        except msgspec.DecodeError:  # the "}," was inside a string, say: read the structure
+            last, _ = _structure(buffer)
+            if not last:
+                return [], buffer
+            return self._decode_whole(buffer[:last]), _after_comma(buffer[last:])
 
     def _split_end(self, buffer: bytes) -> tuple[list[Any], dict[str, Any]]:
         """The last events and the top-level fields after the ``traceEvents`` list.
 
         The list's end is a ``]`` after an event's ``}`` (or the list's ``[``) and before the
         next field's ``,`` (or the document's ``}``); strings in those fields (Kineto's INFO
-        lines) hold ``]`` too, so each candidate is checked from the right, the small tail
-        before the large events.
+        lines) hold ``]`` too, so the last few candidates are checked from the right, the small
+        tail before the large events, and then the structure is read.
         """
-        end = len(buffer)
-        while (close := buffer.rfind(b"]", 0, end)) >= 0:
+        buffer = _after_comma(buffer)
+        end, tries = len(buffer), 0
+        while (close := buffer.rfind(b"]", 0, end)) >= 0 and tries < _END_TRIES:
             end = close
             if not _list_end_at(buffer, close):
                 continue
-            rest = buffer[close + 1 :].strip()
-            try:
-                tail = _OBJECT.decode(b"{" + (rest[1:] if rest.startswith(b",") else rest))
-            except msgspec.DecodeError:
+            tries += 1
+            tail = _tail(buffer, close)
+            if tail is None:
                 continue
             try:
-                return self._decode(b"[" + buffer[:close] + b"]"), tail
-            except msgspec.ValidationError as error:
-                raise self._unfit(error) from None
+                return self._decode_run(buffer[:close]), tail
             except msgspec.DecodeError:
-                continue
-        raise TraceFormatError(f"{self.path}: traceEvents is not closed (a partial file?)")
+                break
+        _, close = _structure(buffer)
+        if close < 0:
+            raise TraceFormatError(f"{self.path}: traceEvents is not closed (a partial file?)")
+        tail = _tail(buffer, close)
+        if tail is None:
+            raise TraceFormatError(f"{self.path}: what follows traceEvents is not JSON's object members")
+        return self._decode_whole(buffer[:close]), tail
 
-    def _unfit(self, error: msgspec.ValidationError) -> TraceFormatError:
-        return TraceFormatError(f"{self.path}: an event does not fit the trace format ({error})")
+    def _decode_run(self, run: bytes) -> list[Any]:
+        """The events of ``run`` (the buffer's front); msgspec's decoding errors but a wrong
+        type, which refuses the file."""
+        try:
+            return self._decode(b"[" + run + b"]")
+        except (msgspec.ValidationError, RecursionError) as error:
+            raise self._refused(error) from None
+
+    def _decode_whole(self, run: bytes) -> list[Any]:
+        """The events of ``run``, every one of them whole: one that does not decode is not JSON."""
+        try:
+            return self._decode_run(run)
+        except msgspec.DecodeError as error:  # CutInside too: a decoder that cannot take it
+            raise self._refused(error) from None
+
+    def _refused(self, error: BaseException) -> TraceFormatError:
+        return refused(self.path, error, first_event=self._events, first_byte=self._at_byte - 1)
+
+
+def _structure(buffer: bytes) -> tuple[int, int]:
+    """Where the last event at the top of the list ends in ``buffer`` (the text of the list's
+    events, from after its ``[``): the offset after its ``}``, 0 where none has ended; and
+    where the ``]`` that closes the list is, -1 where it is not in the buffer."""
+    depth, last = 0, 0
+    for match in _TOKENS.finditer(buffer):
+        token = buffer[match.start()]
+        if token == 0x22:  # a string, whatever it holds
+            continue
+        if token in b"{[":
+            depth += 1
+            continue
+        depth -= 1
+        if depth == 0 and token == 0x7D:
+            last = match.end()
+        elif depth < 0:
+            return last, match.start()
+    return last, -1
+
+
+def _after_comma(buffer: bytes) -> bytes:
+    """``buffer`` past the comma (and spaces) that separate one event from the next."""
+    rest = buffer.lstrip()
+    return rest[1:] if rest.startswith(b",") else buffer
+
+
+def _tail(buffer: bytes, close: int) -> dict[str, Any] | None:
+    """The top-level fields after the list that ends at ``close``; None where they do not decode."""
+    rest = buffer[close + 1 :].strip()
+    try:
+        return _OBJECT.decode(b"{" + (rest[1:] if rest.startswith(b",") else rest))
+    except (msgspec.DecodeError, RecursionError):
+        return None
 
 
 def _list_end_at(buffer: bytes, close: int) -> bool:

@@ -11,6 +11,7 @@ import msgspec
 import numpy as np
 
 from profiling.analysis.collectives import Collective
+from profiling.analysis.trace_errors import Unfit
 
 STEP_PREFIX = "ProfilerStep#"
 FLOW_PHASES = ("s", "t", "f")
@@ -158,8 +159,13 @@ def from_chunks(
         return np.concatenate(parts).astype(dtype or parts[-1].dtype, copy=False)
 
     base = header.get("baseTimeNanoseconds")
+    if base is not None and not (isinstance(base, int) or (isinstance(base, float) and base.is_integer())):
+        raise Unfit(f"`baseTimeNanoseconds` is {base!r}, not a whole number of nanoseconds")
+    info = header.get("distributedInfo") or {}
+    if not isinstance(info, dict):
+        raise Unfit(f"`distributedInfo` is {type(info).__name__}, not an object")
     return TraceEvents(
-        distributed_info=dict(header.get("distributedInfo") or {}),
+        distributed_info=dict(info),
         host=str(header.get("host_name", "")),
         base_time_ns=int(base) if base is not None else None,
         names=names,

@@ -23,7 +23,7 @@ import itertools
 import operator
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 import numpy as np
@@ -46,11 +46,15 @@ from profiling.analysis.trace_columns import (
     collective_of,
     from_chunks,
 )
+from profiling.analysis.trace_errors import Unfit, refused
+
+# the columns are int64: a larger id is no id torch wrote
+_Int64 = Annotated[int, msgspec.Meta(ge=-(2**63), le=2**63 - 1)]
 
 
 class _LinkArgs(msgspec.Struct):
-    correlation: int = -1
-    stream: int | str = -1  # the activity's CUDA/HIP stream (-1: none said)
+    correlation: _Int64 = -1
+    stream: _Int64 | str = -1  # the activity's CUDA/HIP stream (-1: none said)
 
 
 class ReadEvent(msgspec.Struct, gc=False):
@@ -186,9 +190,12 @@ def read_in_python(path: Path, *, merge: bool = False, chunk_bytes: int = CHUNK_
     """:func:`read` by msgspec's structs, a chunk of ``chunk_bytes`` at a time."""
     stream = TraceStream(path, ReadEvent, chunk_bytes)
     builder = TraceBuilder(merge=merge)
-    for chunk in stream.chunks():
-        builder.add(chunk)
-    return builder.build(stream.header)
+    try:
+        for chunk in stream.chunks():
+            builder.add(chunk)  # decodes args: a collective's whole, a kernel's ids
+        return builder.build(stream.header)
+    except (msgspec.DecodeError, RecursionError, Unfit) as error:
+        raise refused(path, error) from None
 
 
 def from_document(trace: dict[str, Any], *, merge: bool = False) -> TraceEvents:

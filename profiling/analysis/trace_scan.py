@@ -39,6 +39,7 @@ from profiling.analysis.trace_columns import (
     collective_of,
     from_chunks,
 )
+from profiling.analysis.trace_errors import Unfit
 
 try:
     from profiling.analysis import _scan
@@ -82,8 +83,10 @@ class _Scanned:
         return found[0]
 
     def _add(self, chunk: bytes, events: int, kept: int, *columns: bytes) -> None:
-        self.event_count += events
+        """A scanned chunk's columns added; nothing added where its collectives' args do not
+        decode (a retried chunk would add its events twice)."""
         if not kept:
+            self.event_count += events
             return
         category, name, lane = (np.frombuffer(c, dtype=np.int32) for c in columns[:3])
         start, duration = (np.frombuffer(c, dtype=np.float64) for c in columns[3:5])
@@ -91,24 +94,26 @@ class _Scanned:
         self._learn_codes()
         kind = self._kinds[category]
         end = start + duration
+        gpu = kind == GPU
+        found = []
+        candidates = self._collective_name[name] & ((kind == ANALYSED) | gpu)
+        for i in np.flatnonzero(candidates).tolist():
+            if kind[i] == ANALYSED or category[i] == self._kernel_code:  # NCCL kernels, not their memcpys
+                at, length = int(args_at[i]), int(args_length[i])
+                args = _decoded_args(chunk[at : at + length]) if at >= 0 else {}
+                found.append((int(name[i]), float(start[i]), float(end[i]), int(lane[i]), bool(gpu[i]), args))
+        self._found += found
+        self.event_count += events
         ordinal = np.zeros(kept, dtype=np.int32 if self.event_count < 2**31 else np.int64)
         columns_of = self._columns
-        gpu = kind == GPU
         add_parts(columns_of, gpu, gpu_start=start, gpu_end=end, gpu_name=name, gpu_ordinal=ordinal)
         add_parts(columns_of, gpu, gpu_corr=correlation, gpu_stream=stream)
         cpu = (kind != GPU) & (kind != IGNORED)
         add_parts(columns_of, cpu, start=start, end=end, name=name, kind=kind, ordinal=ordinal, lane=lane)
         launch = kind == LAUNCH
-        found = correlation[launch] >= 0  # a launch without a correlation id cannot be tied to a kernel
-        columns_of["launch_corr"].append(correlation[launch][found])
-        columns_of["launch_ts"].append(start[launch][found])
-        candidates = self._collective_name[name] & ((kind == ANALYSED) | gpu)
-        for i in np.flatnonzero(candidates).tolist():
-            if kind[i] == ANALYSED or category[i] == self._kernel_code:  # NCCL kernels, not their memcpys
-                at, length = int(args_at[i]), int(args_length[i])
-                args = ARGS.decode(chunk[at : at + length]) if at >= 0 else {}
-                collective = (int(name[i]), float(start[i]), float(end[i]), int(lane[i]), bool(gpu[i]), args)
-                self._found.append(collective)
+        linked = correlation[launch] >= 0  # a launch without a correlation id cannot be tied to a kernel
+        columns_of["launch_corr"].append(correlation[launch][linked])
+        columns_of["launch_ts"].append(start[launch][linked])
 
     def _learn_codes(self) -> None:
         """Kinds of the new categories, text and collective flags of the new names."""
@@ -166,6 +171,15 @@ class _Scanned:
         return list(threads), thread_of_lane
 
 
+def _decoded_args(raw: bytes) -> dict[str, Any]:
+    """A collective's ``args``, decoded whole (as the Python reader decodes them); where they
+    do not decode, the Python reader says why."""
+    try:
+        return ARGS.decode(raw)
+    except (msgspec.DecodeError, RecursionError) as error:
+        raise NotScannable(f"a collective's args do not decode ({error})") from None
+
+
 def _lane_value(text: bytes) -> Any:
     """A pid's or tid's JSON text as msgspec's reader has it (absent: None)."""
     return _LANE_VALUE.decode(text) if text else None
@@ -180,4 +194,7 @@ def read_scanned(path: Path, chunk_bytes: int = CHUNK_BYTES) -> TraceEvents:
     stream = TraceStream(path, chunk_bytes=chunk_bytes, decode=scanned.decode)
     for _ in stream.chunks():
         pass
-    return scanned.build(stream.header)
+    try:
+        return scanned.build(stream.header)
+    except Unfit as error:
+        raise NotScannable(str(error)) from None

@@ -21,8 +21,9 @@ from profiling.folder.traces import TraceFile, TraceSource
 from profiling.report.progress import Progress
 from profiling.report.workers import Workers
 
-# What reading a file that is not a whole trace raises (TraceFormatError and ReportError are
-# ValueErrors): the file is skipped, the others are still read.
+# What reading a file that is not a whole trace raises (the readers' TraceFormatError, in a
+# person's words, and ReportError are ValueErrors; a .gz cut short raises EOFError or zlib's):
+# the file is skipped, the others are still read.
 _UNREADABLE = (ValueError, OSError, EOFError, zlib.error, msgspec.DecodeError)
 
 
@@ -56,9 +57,8 @@ def read_records(sources: Sequence[TraceSource], workers: Workers, progress: Tex
             skipped.append(f"skipped {error}")
     read.sort(key=lambda pair: pair[0])
     _refuse_overlaps([trace for trace, _ in read])
-    return Read(
-        [trace for trace, _ in read], [record for _, record in read], [s.name for s in stale], skipped
-    )
+    read_here = [s.name for s in stale if isinstance(found[s], TraceRecord)]  # not the skipped ones
+    return Read([trace for trace, _ in read], [record for _, record in read], read_here, skipped)
 
 
 def analyse_and_save(source: TraceSource, reader: str | None = None) -> TraceRecord:
