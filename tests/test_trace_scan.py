@@ -164,3 +164,11 @@ def test_any_trace_scans_to_the_python_readers_columns_or_is_declined() -> None:
 
     scans_alike()
     assert outcomes["the same columns"] >= 0.8 * sum(outcomes.values()), outcomes
+
+
+def test_an_empty_chunk_and_a_long_lane_are_taken_as_they_are(tmp_path: Path) -> None:
+    assert trace_scan._scan is not None
+    assert trace_scan._scan.scan(b"", {}, {}, {}) == (False, 0)  # declined, not "cut" before its start
+    # a pid and tid over 255 bytes in a chunk's last event: read, not taken for a cut
+    path = write(tmp_path / "t.json", [event(0), event(1, pid="p" * 200, tid="t" * 200)])
+    assert_same(trace_scan.read_scanned(path), read_in_python(path))
