@@ -43,8 +43,9 @@ collective) and :attr:`Alignment.uncertainty_us`, the clock's accuracy, which th
 takes: how well that many pairs pin the median (its standard error, 1.858 x MAD / sqrt(pairs):
 1.2533 sigma / sqrt(n), sigma = 1.4826 x MAD), but never finer than the model itself errs (ranks
 leave one collective apart, by the residual) nor than the timestamps' quantum (1 µs in traces
-of whole microseconds). Ranks of one host share its clock and are not measured at all
-(:func:`on_one_clock`).
+of whole microseconds), nor than an error a whole group of pairs shares (:func:`_systematic`:
+the last rank to arrive may leave a few µs after the others, at every collective it was last
+at). Ranks of one host share its clock and are not measured at all (:func:`on_one_clock`).
 """
 
 from __future__ import annotations
@@ -62,6 +63,7 @@ TOLERANCES_US = (5.0, 15.0, 50.0, 150.0, 500.0, 1_500.0, 5_000.0, 20_000.0)
 _MIN_WINDOW_US = 2000.0
 # The standard error of a median of n draws, per MAD and over sqrt(n): 1.2533 x 1.4826.
 _MEDIAN_ERROR = 1.858
+_MIN_GROUP = 3  # pairs in a group whose median counts towards the systematic error
 
 
 @dataclasses.dataclass(frozen=True)
@@ -147,7 +149,10 @@ def align(
                 f"only {len(pairs)} of {shorter} all-reduce-like collectives share a sequence number",
             )
         offsets = np.array([reference[i].end - other[j].end for i, j in pairs])
-        return _measured("sequence numbers", offsets, float(np.median(offsets)), dict(by_seq), shorter)
+        groups = _groups(reference, other, pairs, float(np.median(offsets)))
+        return _measured(
+            "sequence numbers", offsets, float(np.median(offsets)), dict(by_seq), shorter, groups
+        )
     line = PairLine(reference, other, ref_clock, other_clock, window)
     tolerances = [t for t in TOLERANCES_US if not step_us or t <= max(TOLERANCES_US[0], 0.1 * step_us)]
     found = search_offset(line, prior_us, window, tolerances, needed, shorter)
@@ -158,7 +163,8 @@ def align(
     # ends further from the clock than the tolerance and 6 MAD (4 sigma) are another collective's
     spread = max(found.tolerance, 6.0 * float(np.median(np.abs(offsets - found.offset))))
     matched = match_all(reference, other, found.offset, spread, window)
-    return _measured("matched collectives", offsets, found.offset, matched, shorter)
+    groups = _groups(reference, other, list(zip(ref_index, other_index, strict=True)), found.offset)
+    return _measured("matched collectives", offsets, found.offset, matched, shorter, groups)
 
 
 def _pairs_by_sequence(reference: Sequence[Instance], other: Sequence[Instance]) -> list[tuple[int, int]]:
@@ -167,7 +173,12 @@ def _pairs_by_sequence(reference: Sequence[Instance], other: Sequence[Instance])
 
 
 def _measured(
-    method: str, offsets: np.ndarray, shift: float, matched: dict[int, int], shorter: int
+    method: str,
+    offsets: np.ndarray,
+    shift: float,
+    matched: dict[int, int],
+    shorter: int,
+    groups: Sequence[np.ndarray],
 ) -> Alignment:
     deviations = np.abs(offsets - shift)
     residual = float(np.median(deviations))
@@ -175,17 +186,57 @@ def _measured(
     # ranks leave one collective apart (GPUs of one host, a few µs), which the residual shows,
     # and no shift is known finer than the timestamps' quantum.
     quantum = 1.0 if np.all(offsets == np.round(offsets)) else 0.001
-    uncertainty = max(_MEDIAN_ERROR * residual / np.sqrt(len(offsets)), residual, quantum)
+    uncertainty = max(
+        _MEDIAN_ERROR * residual / np.sqrt(len(offsets)),
+        residual,
+        quantum,
+        _systematic(offsets, groups, float(deviations.max())),
+    )
     return Alignment(
         shift_us=shift,
         method=method,
         pairs=len(offsets),
-        residual_us=float(np.median(deviations)),
+        residual_us=residual,
         max_residual_us=float(deviations.max()),
         matched=matched,
         paired_share=len(offsets) / shorter,
         uncertainty_us=float(uncertainty),
     )
+
+
+def _groups(
+    reference: Sequence[Instance], other: Sequence[Instance], pairs: Sequence[tuple[int, int]], shift: float
+) -> list[np.ndarray]:
+    """Three ways to split the pairs, each a label per pair: by the collective's kind, by its
+    step, and by which of the two ranks arrived last (on the measured clock)."""
+    kinds = [reference[i].label.split(" ")[0] for i, _ in pairs]
+    steps = [-1 if reference[i].step is None else reference[i].step for i, _ in pairs]
+    last = [other[j].arrival + shift > reference[i].arrival for i, j in pairs]
+    return [np.array(kinds), np.array(steps), np.array(last)]
+
+
+def _systematic(offsets: np.ndarray, groups: Sequence[np.ndarray], worst: float) -> float:
+    """What the residual does not show: an error that a whole group of pairs shares.
+
+    Ranks do not leave a collective at one instant: the last to arrive may leave a few µs later
+    (a ring's last hop), by more for larger messages. Every pair then carries that delay, the
+    residual stays small, and the shift is off by it (6.2 µs at ± 1.8 on a real one-host job).
+    A delay shared by every pair alike cannot be told from a clock offset by any pairing; what
+    can be seen is how it varies: the range of the medians of groups (of at least
+    :data:`_MIN_GROUP` pairs) by kind, by step and by which rank arrived last. Where one rank
+    arrived last at nearly every pair, the last split has no second group: then the worst
+    residual too."""
+    spread = 0.0
+    for labels in groups:
+        medians = [
+            float(np.median(offsets[labels == value]))
+            for value in np.unique(labels)
+            if np.count_nonzero(labels == value) >= _MIN_GROUP
+        ]
+        if len(medians) > 1:
+            spread = max(spread, max(medians) - min(medians))
+    one_sided = min(np.count_nonzero(groups[-1]), np.count_nonzero(~groups[-1])) < _MIN_GROUP
+    return max(spread, worst) if one_sided and len(offsets) >= 2 * _MIN_GROUP else spread
 
 
 def base_time(prior_us: float, why: str) -> Alignment:
