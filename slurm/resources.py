@@ -1,8 +1,11 @@
 """What a job asks SLURM for, and the one builder of submitit's SLURM executors.
 
 :class:`SlurmResources` is declared once (its fields carry their options, :mod:`slurm.settings`)
-and used by ``submit.py`` and by the report's job array. :data:`SUBMITIT_PARAMETERS` maps its
-fields to submitit's parameter names, as submitit's ``_equivalence_dict`` maps those to sbatch's.
+and used by ``submit.py`` and by the report's job array. Each field also declares the sbatch
+option it becomes (:class:`Sbatch`); :data:`SUBMITIT_PARAMETERS`, :data:`OWNED_SBATCH_OPTIONS`
+and :data:`SBATCH_SHORT_OPTIONS` are made from those, as submitit makes its parameters from one
+signature: a new field reaches the script, and is refused through ``--sbatch``, by its
+declaration alone.
 Torch-free; submitit is imported where an executor is made.
 """
 
@@ -23,15 +26,14 @@ _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
 SIGNAL_DELAY_S = 120
 
 
-# sbatch options the toolkit sets itself -> the setting to use instead. One set through
-# --sbatch too would win in the script while the tasks are planned from ours (nodes=5 next to
-# --nodes 2), or move the logs that --wait follows and submitit reads its results from.
 _LOGS = (
     "the job's logs, which --wait follows and submitit reads results from, go to <job id>/logs/ under "
     "{traces_root}"
 )
 _PREEMPTION = "the warning before preemption or the time limit, for the checkpoint"
-OWNED_SBATCH_OPTIONS: dict[str, tuple[str, str]] = {  # option -> (what it is to us, the fix)
+# sbatch options the job's shape and the toolkit's own mechanics set (those of SlurmResources'
+# fields are added from the fields: :data:`OWNED_SBATCH_OPTIONS`) -> (what it is to us, the fix)
+_SHAPE_AND_MECHANICS: dict[str, tuple[str, str]] = {
     "nodes": ("", "use {nodes}"),
     "ntasks": ("", "use {gpus_per_node}, or {tasks_per_node} for CPU tasks"),
     "ntasks-per-node": ("", "use {gpus_per_node}, or {tasks_per_node} for CPU tasks"),
@@ -49,27 +51,30 @@ OWNED_SBATCH_OPTIONS: dict[str, tuple[str, str]] = {  # option -> (what it is to
     "signal": (_PREEMPTION, "remove it"),
     "requeue": ("requeue after preemption", "use {max_restarts}"),
     "no-requeue": ("requeue after preemption", "use {max_restarts} 0"),
-    "job-name": ("", "use {job_name}"),
-    "time": ("", "use {time_min} (minutes)"),
-    "partition": ("", "use {partition}"),
-    "account": ("", "use {account}"),
-    "qos": ("", "use {qos}"),
-    "cpus-per-task": ("", "use {cpus_per_task}"),
 }
-# sbatch's one-letter forms of those
-SBATCH_SHORT_OPTIONS = {
-    "N": "nodes",
-    "n": "ntasks",
-    "G": "gpus",
-    "o": "output",
-    "e": "error",
-    "J": "job-name",
-    "t": "time",
-    "p": "partition",
-    "A": "account",
-    "q": "qos",
-    "c": "cpus-per-task",
-}
+_SHAPE_SHORT_OPTIONS = {"N": "nodes", "n": "ntasks", "G": "gpus", "o": "output", "e": "error"}
+_SBATCH = "sbatch"  # the metadata key of a field's Sbatch
+
+
+@dataclasses.dataclass(frozen=True)
+class Sbatch:
+    """How a :class:`SlurmResources` field reaches the batch script: submitit's parameter, which
+    submitit writes as ``#SBATCH --<parameter with dashes>``, and sbatch's one-letter form."""
+
+    submitit: str
+    short: str | None = None
+    unit: str = ""  # said in the hint to the option of ours: " (minutes)"
+
+    @property
+    def option(self) -> str:
+        return self.submitit.replace("_", "-")
+
+
+def slurm_setting(default: Any, *, sbatch: Sbatch, **option: Any) -> Any:
+    """A :class:`SlurmResources` field: its option (:func:`slurm.settings.setting`) and the sbatch
+    option it becomes; the tables below are made from these."""
+    declared = setting(default, **option)
+    return dataclasses.field(default=declared.default, metadata={**declared.metadata, _SBATCH: sbatch})
 
 
 def owned_sbatch_option(key: str, value: str) -> str | None:
@@ -100,14 +105,27 @@ def parse_sbatch_option(item: str) -> tuple[str, str]:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SlurmResources:
-    partition: str | None = setting(None, flag="--partition", help="SLURM partition", group=_GROUP)
-    account: str | None = setting(None, flag="--account", help="account charged", group=_GROUP)
-    qos: str | None = setting(None, flag="--qos", help="quality of service", group=_GROUP)
-    time_min: int = setting(
-        60, flag="--time", help="time limit", group=_GROUP, metavar="MINUTES", check=at_least(1, " minute")
+    partition: str | None = slurm_setting(
+        None, sbatch=Sbatch("partition", "p"), flag="--partition", help="SLURM partition", group=_GROUP
     )
-    cpus_per_task: int | None = setting(
+    account: str | None = slurm_setting(
+        None, sbatch=Sbatch("account", "A"), flag="--account", help="account charged", group=_GROUP
+    )
+    qos: str | None = slurm_setting(
+        None, sbatch=Sbatch("qos", "q"), flag="--qos", help="quality of service", group=_GROUP
+    )
+    time_min: int = slurm_setting(
+        60,
+        sbatch=Sbatch("time", "t", unit=" (minutes)"),
+        flag="--time",
+        help="time limit",
+        group=_GROUP,
+        metavar="MINUTES",
+        check=at_least(1, " minute"),
+    )
+    cpus_per_task: int | None = slurm_setting(
         None,
+        sbatch=Sbatch("cpus_per_task", "c"),
         flag="--cpus-per-task",
         help="CPUs per task (default: the partition's)",
         group=_GROUP,
@@ -115,7 +133,13 @@ class SlurmResources:
         metavar="N",
         check=at_least(1),
     )
-    job_name: str = setting("profile-resnet18", flag="--job-name", help="the job's name", group=_GROUP)
+    job_name: str = slurm_setting(
+        "profile-resnet18",
+        sbatch=Sbatch("job_name", "J"),
+        flag="--job-name",
+        help="the job's name",
+        group=_GROUP,
+    )
     extra: tuple[tuple[str, str], ...] = setting(
         (),
         flag="--sbatch",
@@ -160,14 +184,25 @@ class SlurmResources:
                 )
 
 
+# SlurmResources field -> how it reaches the script, as its field declares it
+_SBATCH_OF: dict[str, Sbatch] = {
+    field.name: field.metadata[_SBATCH]
+    for field in dataclasses.fields(SlurmResources)
+    if _SBATCH in field.metadata
+}
 # SlurmResources field -> submitit's parameter (None values are not passed: SLURM's defaults)
-SUBMITIT_PARAMETERS = {
-    "job_name": "job_name",
-    "time_min": "time",
-    "partition": "partition",
-    "account": "account",
-    "qos": "qos",
-    "cpus_per_task": "cpus_per_task",
+SUBMITIT_PARAMETERS = {name: sbatch.submitit for name, sbatch in _SBATCH_OF.items()}
+# every sbatch option the toolkit sets itself -> (what it is to us, the fix). One set through
+# --sbatch too would win in the script while the tasks are planned from ours (nodes=5 next to
+# --nodes 2), or move the logs that --wait follows and submitit reads its results from.
+OWNED_SBATCH_OPTIONS: dict[str, tuple[str, str]] = {
+    **_SHAPE_AND_MECHANICS,
+    **{sbatch.option: ("", f"use {{{name}}}{sbatch.unit}") for name, sbatch in _SBATCH_OF.items()},
+}
+# sbatch's one-letter forms of those
+SBATCH_SHORT_OPTIONS = {
+    **_SHAPE_SHORT_OPTIONS,
+    **{sbatch.short: sbatch.option for sbatch in _SBATCH_OF.values() if sbatch.short},
 }
 
 

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import dataclasses
 import shlex
 import sys
 from pathlib import Path
 
+from slurm.resources import SUBMITIT_PARAMETERS, SlurmResources
+from slurm.settings import default_of, options
 from tests.common import run_submit
 
 GOLDEN = Path(__file__).parent / "golden" / "dry_run_4x8.sbatch"
@@ -71,3 +74,22 @@ def test_extra_sbatch_options_land_in_the_script() -> None:
     assert "#SBATCH --constraint=h100" in script
     assert "#SBATCH --mail-type=END" in script
     assert "#SBATCH --qos=high" in script
+
+
+def test_every_slurm_resource_reaches_the_script() -> None:
+    # each field of SlurmResources declares the sbatch option it becomes: set them all, find each
+    samples = {}
+    for _, field, option in options(SlurmResources):
+        if field.name in SUBMITIT_PARAMETERS:
+            numeric = option.parse is int or isinstance(default_of(field), int)
+            samples[option.flag] = "7" if numeric else f"x-{field.name.replace('_', '-')}"
+    # every field but --sbatch's own list declares one: a field without would not reach the script
+    assert set(SUBMITIT_PARAMETERS) == {f.name for f in dataclasses.fields(SlurmResources)} - {"extra"}
+    assert len(samples) == len(SUBMITIT_PARAMETERS)
+    script = dry_run(*(item for pair in samples.items() for item in pair))
+    for field, parameter in SUBMITIT_PARAMETERS.items():
+        flag = next(option.flag for _, f, option in options(SlurmResources) if f.name == field)
+        assert f"#SBATCH --{parameter.replace('_', '-')}={samples[flag]}\n" in script, (field, script)
+        # and it is the toolkit's: refused through --sbatch, naming the option to use
+        refused = run_submit("--dry-run", "--sbatch", f"{parameter.replace('_', '-')}=1", timeout=30)
+        assert refused.returncode == 2 and f"HINT: use {flag}" in refused.stderr, refused.stderr
