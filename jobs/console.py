@@ -12,6 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
+from slurm.command_line import plain_text
+
 # command -> module whose main() it runs; imported only when chosen (a login node stays fast)
 COMMANDS = {
     "submit": "jobs.cli",
@@ -27,7 +29,7 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("-h", "--help") and len(argv) == 1:
-        print(__doc__.strip())
+        print(plain_text(__doc__).strip())
         return 0
     if argv and not argv[0].startswith("-") and argv[0] not in COMMANDS:
         print(

@@ -14,7 +14,7 @@ from typing import Any
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
-from jobs.options import parse_task_argv, task_parser
+from jobs.options import TASK_PROG, parse_task_argv, task_parser
 from jobs.runtime.preemption import Preemption
 from jobs.spec import TaskConfig
 from slurm.basics import SettingError
@@ -50,7 +50,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         identity = from_environment()
     except DistributedEnvError as error:
-        print(f"jobs.task: error: {error}", file=sys.stderr)
+        print(f"{TASK_PROG}: error: {error}", file=sys.stderr)
         return 2
     from jobs.runtime.attempt import run_task
     from jobs.runtime.distributed import RendezvousError
@@ -58,10 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         run_task(config, identity, Preemption().install())
     except SettingError as error:  # checked against the job's world size before joining it
-        print(f"jobs.task: error: {task_parser().describe(error)}", file=sys.stderr)
+        print(f"{TASK_PROG}: error: {task_parser().describe(error)}", file=sys.stderr)
         return 2
     except RendezvousError as error:
-        print(f"jobs.task: error: {error}", file=sys.stderr)
+        print(f"{TASK_PROG}: error: {error}", file=sys.stderr)
         return 1
     return 0
 

@@ -33,8 +33,7 @@ class OneLineParser(argparse.ArgumentParser):
 
     def format_help(self) -> str:
         """--help is read in a terminal: descriptions taken from docstrings lose their markup."""
-        text = super().format_help()
-        return _ROLE.sub(r"\1", _LITERAL.sub(r"\1", text))
+        return plain_text(super().format_help())
 
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)}. HINT: {self.prog} --help\n")
@@ -144,6 +143,12 @@ def _is_number(arg: str) -> bool:
     except ValueError:
         return False
     return True
+
+
+def plain_text(text: str) -> str:
+    """A docstring's text as a terminal shows it: reStructuredText's ``literals`` and
+    :role:`targets` as their plain words."""
+    return _ROLE.sub(r"\1", _LITERAL.sub(r"\1", text))
 
 
 def one_line(text: str) -> str:

@@ -102,8 +102,9 @@ def check_fields(config: Any, error: type[SettingError]) -> None:
         if option is None or option.check is None or value is None:
             continue
         problem = option.check(value)
-        if problem:
-            raise error(f"{{{field.name}}} {value!r} {problem}")
+        if problem:  # as the user wrote it: a text quoted, a number as its option shows it
+            shown = repr(value) if isinstance(value, str) else option.show(value)
+            raise error(f"{{{field.name}}} {shown} {problem}")
 
 
 def option_names(config: type) -> dict[str, str]:

@@ -29,6 +29,7 @@ _MARKUP = ("``", ":mod:", ":class:", ":func:", ":meth:", ":data:")
 _BAD_VALUES = ("0", "-1", "x", "", "slowest", "0-99999", "none")
 _WALKED = {
     "submit.py": ["--dry-run", "--cluster", "local"],
+    "python -m jobs.task": [],  # under a batch step's variables, not a task's: it cannot start
     "python -m jobs.list": ["/nonexistent"],
     "python -m jobs.capture": ["4242", "--traces-root", "/nonexistent"],
     "python -m profiling.report": ["/nonexistent/4242"],
@@ -80,6 +81,16 @@ def _help(prog: str, capsys: pytest.CaptureFixture[str]) -> str:
     return capsys.readouterr().out
 
 
+def _errors_and_help(
+    main: Callable[[Sequence[str]], int], argv: list[str], capsys: pytest.CaptureFixture[str]
+) -> str:
+    try:
+        main(argv)
+    except SystemExit:
+        pass
+    return capsys.readouterr().out
+
+
 def _errors(main: Callable[[Sequence[str]], int], argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
     try:
         main(argv)
@@ -94,28 +105,53 @@ def test_help_is_plain_text(prog: str, capsys: pytest.CaptureFixture[str]) -> No
     assert text.startswith("usage: ") and not any(markup in text for markup in _MARKUP), text
 
 
-@pytest.mark.parametrize("prog", _WALKED)
-def test_every_hint_names_an_option_of_the_same_command(
-    prog: str, capsys: pytest.CaptureFixture[str]
+def _walk(
+    prog: str, main: Callable[[Sequence[str]], int], argv: list[str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Every option of the command, with every bad value, and the mistakes it has names for:
     each line is one error, no field is left unnamed, and each option a HINT names is the
     command's own."""
-    main, _ = COMMANDS[prog]
-    usage = _help(prog, capsys).split("\n\n")[0]
+    usage = _errors_and_help(main, [*argv[: len(argv) - len(_WALKED[prog])], "--help"], capsys)
+    usage = usage.split("\n\n")[0]
     accepted = set(_OPTION.findall(usage)) | {"--help"}
     takes_value = set(re.findall(r"\[(--[a-z-]+) [A-Z]", usage))
-    runs = [[*_WALKED[prog], option, value] for option in sorted(takes_value) for value in _BAD_VALUES]
-    runs += [[*_WALKED[prog], option] for option in sorted(accepted - takes_value - {"--help"})]
+    runs = [[*argv, option, value] for option in sorted(takes_value) for value in _BAD_VALUES]
+    runs += [[*argv, option] for option in sorted(accepted - takes_value - {"--help"})]
     hints = 0
-    for argv in runs:
-        for line in _errors(main, argv, capsys).splitlines():
-            assert line.startswith(f"{prog}: error: "), (argv, line)
-            assert not re.search(r"\{[a-z_]+\}", line), (argv, line)  # a field no option named
+    for run in runs:
+        for line in _errors(main, run, capsys).splitlines():
+            assert line.startswith(f"{prog}: error: "), (run, line)
+            assert not re.search(r"\{[a-z_]+\}", line), (run, line)  # a field no option named
             hint = line.partition("HINT:")[2]
             hints += bool(hint)
-            assert set(_OPTION.findall(hint)) <= accepted, (argv, line, accepted)
+            assert set(_OPTION.findall(hint)) <= accepted, (run, line, accepted)
     assert hints >= len(takes_value)
+
+
+@pytest.fixture
+def batch_step(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A batch script's variables, not a task's (no SLURM_PROCID): a task refuses to start."""
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_NTASKS", "4")
+    for name in ("SLURM_PROCID", "RANK", "WORLD_SIZE", "LOCAL_RANK", "SUBMITIT_EXECUTOR"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.parametrize("prog", _WALKED)
+def test_every_hint_names_an_option_of_the_same_command(
+    prog: str, capsys: pytest.CaptureFixture[str], batch_step: None
+) -> None:
+    main, _ = COMMANDS[prog]
+    _walk(prog, main, _WALKED[prog], capsys)
+
+
+@pytest.mark.parametrize("command", sorted(console.COMMANDS))
+def test_slurm_profile_answers_as_the_command_it_runs(
+    command: str, capsys: pytest.CaptureFixture[str], batch_step: None
+) -> None:
+    module = console.COMMANDS[command]
+    prog = "submit.py" if command == "submit" else f"python -m {module.removesuffix('.cli')}"
+    _walk(prog, console.main, [command, *_WALKED[prog]], capsys)
 
 
 @pytest.mark.parametrize(
@@ -151,3 +187,9 @@ def test_slurm_profile_names_an_unknown_command(capsys: pytest.CaptureFixture[st
         "python -m profiling.report: error: unrecognized arguments: --bogus. "
         "HINT: python -m profiling.report --help\n"
     )
+
+
+def test_slurm_profile_help_is_plain_text(capsys: pytest.CaptureFixture[str]) -> None:
+    assert console.main(["--help"]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("slurm-profile [command] [options]") and not any(m in text for m in _MARKUP), text

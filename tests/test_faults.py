@@ -260,7 +260,7 @@ def test_task_with_inconsistent_slurm_variables(overrides: dict, message: str, t
     result = run_task_process(fake_slurm_env(0, free_port(), **overrides), traces_root, timeout=60)
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("jobs.task: error: ") and message in lines[0], (
+    assert len(lines) == 1 and lines[0].startswith("python -m jobs.task: error: ") and message in lines[0], (
         result.stderr
     )
 

@@ -131,7 +131,8 @@ def _gpu_index(local_rank: int, visible: int) -> int:
     if local_rank >= visible:
         raise RuntimeError(
             f"LOCAL_RANK={local_rank} but this task sees {visible} GPUs (CUDA_VISIBLE_DEVICES). "
-            "HINT: ask for as many GPUs per node as tasks per node (--gpus)"
+            "HINT: ask SLURM for as many GPUs per node as tasks per node (submit.py --gpus G; plain "
+            "sbatch: --gpus-per-node=G with --ntasks-per-node=G)"
         )
     return local_rank
 
