@@ -14,6 +14,7 @@ import sys
 
 import submitit
 
+from jobs.options import task_argv
 from jobs.spec import JobSpec
 from jobs.task import ProfiledTraining
 from profiling.folder.layout import submitit_folder
@@ -60,7 +61,21 @@ def submission_script(spec: JobSpec) -> str:
             f"--dry-run shows an sbatch script; --cluster {spec.cluster} has none. HINT: use --cluster slurm"
         )
     executor = make_executor(spec, script_only=True)
-    return executor._make_submission_file_text(executor._submitit_command_str, "dry-run")
+    script = executor._make_submission_file_text(executor._submitit_command_str, "dry-run")
+    return script + _task_comment(spec)
+
+
+def _task_comment(spec: JobSpec) -> str:
+    """What each task runs, which travels pickled in the job's folder: said as the options of
+    ``python -m jobs.task`` that make it (the task the plain sbatch script runs under srun)."""
+    argv = task_argv(spec.task)
+    return (
+        "\n# the task, pickled beside the script (the same as under srun: python -m jobs.task "
+        "[options]):\n"
+        f"#   python -m jobs.task {shlex.join(argv)}\n"
+        if argv
+        else "\n# the task, pickled beside the script: python -m jobs.task, every option at its default\n"
+    )
 
 
 def submit(spec: JobSpec) -> submitit.Job:

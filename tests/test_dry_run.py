@@ -93,3 +93,12 @@ def test_every_slurm_resource_reaches_the_script() -> None:
         # and it is the toolkit's: refused through --sbatch, naming the option to use
         refused = run_submit("--dry-run", "--sbatch", f"{parameter.replace('_', '-')}=1", timeout=30)
         assert refused.returncode == 2 and f"HINT: use {flag}" in refused.stderr, refused.stderr
+
+
+def test_the_tasks_options_are_shown() -> None:
+    # the task travels pickled: the script alone would not say what each rank runs
+    script = dry_run("--steps", "20", "--profile-ranks", "all", "--inject-slowdown", "0:5")
+    assert script.endswith(
+        "#   python -m jobs.task --steps 20 --inject-slowdown 0:5 --profile-ranks all "
+        "--traces-root /shared/traces\n"
+    ), script
