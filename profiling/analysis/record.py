@@ -31,8 +31,9 @@ from profiling.folder.traces import TraceFile, TraceSource
 from slurm.basics import atomic_path
 
 # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
-# 5: idle causes, kernels without a launch counted as HTA counts them
-ANALYSIS_VERSION = 5
+# 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers
+# an error a group of pairs shares (kept clocks are aligned again)
+ANALYSIS_VERSION = 6
 
 
 class ReportError(ValueError):

@@ -16,10 +16,10 @@ from pathlib import Path
 import msgspec
 
 from profiling.analysis.alignment import Alignment
+from profiling.analysis.rank_clocks import Aligned, align_ranks, by_rank
 from profiling.analysis.record import ANALYSIS_VERSION, TraceRecord
 from profiling.folder.traces import TraceFile
-from profiling.report.combine import Aligned, align_ranks
-from profiling.report.pictures import fingerprint
+from profiling.report.fingerprint import fingerprint
 from slurm.basics import atomic_path
 
 
@@ -34,7 +34,7 @@ _DECODER = msgspec.json.Decoder(_Kept)
 def kept_alignment(
     path: Path, traces: Sequence[TraceFile], records: Sequence[TraceRecord], nodes: Mapping[int, str]
 ) -> dict[int, list[Aligned]]:
-    """:func:`~profiling.report.combine.align_ranks`, or the clocks kept at ``path`` where they
+    """:func:`~profiling.analysis.rank_clocks.align_ranks`, or the clocks kept at ``path`` where they
     were computed from the same inputs; the clocks computed are kept there (where it can be
     written)."""
     key = _key(traces, records, nodes)
@@ -43,10 +43,7 @@ def kept_alignment(
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         kept = None
     if kept is not None and kept.key == key and len(kept.clocks) == len(traces):
-        per_rank: dict[int, list[Aligned]] = {}
-        for trace, record, clock in zip(traces, records, kept.clocks, strict=True):
-            per_rank.setdefault(trace.rank, []).append(Aligned(trace, record, clock))
-        return per_rank
+        return by_rank(traces, records, kept.clocks)
     per_rank = align_ranks(traces, records, nodes)
     clocks = {(a.trace.rank, a.trace.first_step): a.clock for aligned in per_rank.values() for a in aligned}
     kept = _Kept(key, [clocks[(t.rank, t.first_step)] for t in traces])

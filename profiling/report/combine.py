@@ -1,7 +1,7 @@
 """The reduce of the report: every trace's record -> one summary of the job (``report.json``).
 
 Clocks first: every trace is aligned against the first rank's trace of the same window
-(:mod:`profiling.analysis.alignment`); then, per rank, the means of what the records measured
+(:mod:`profiling.analysis.rank_clocks`); then, per rank, the means of what the records measured
 per step (:mod:`profiling.analysis.breakdown` defines every figure; nothing is measured here),
 and the straggler verdict over the aligned arrivals (:mod:`profiling.analysis.straggler`).
 """
@@ -9,94 +9,17 @@ and the straggler verdict over the aligned arrivals (:mod:`profiling.analysis.st
 from __future__ import annotations
 
 import bisect
-import dataclasses
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from profiling.analysis import alignment
 from profiling.analysis.alignment import Alignment
-from profiling.analysis.record import TraceRecord
+from profiling.analysis.rank_clocks import Aligned
 from profiling.analysis.straggler import find_straggler
 from profiling.analysis.waiting import WaitSplit, split_waiting
-from profiling.folder.traces import TraceFile
 from profiling.report import gpu_sections
 from slurm.basics import utc_now
-
-
-@dataclasses.dataclass(frozen=True)
-class Aligned:
-    """One trace's record, and how its clock was put on the first rank's."""
-
-    trace: TraceFile
-    record: TraceRecord
-    clock: Alignment
-
-
-def align_ranks(
-    traces: Sequence[TraceFile], records: Sequence[TraceRecord], nodes: Mapping[int, str] | None = None
-) -> dict[int, list[Aligned]]:
-    """Every trace's clock against the first rank's trace of the same window; by rank, then window.
-
-    ``nodes``: each rank's node, where known (the manifest of the toolkit's jobs; else the host a
-    trace names). The ranks of one node share its clock: those of the first rank's node are on
-    it exactly (their base times give the shift), and each other node is measured once, by its
-    first rank, its other ranks taking the same correction.
-    """
-    first_rank = traces[0].rank
-    node_of = {
-        t.rank: (nodes or {}).get(t.rank) or r.host or None for t, r in zip(traces, records, strict=True)
-    }
-    reference = {t.first_step: r for t, r in zip(traces, records, strict=True) if t.rank == first_rank}
-    steps = [s.duration_us for r in reference.values() for s in r.steps]
-    step_us = statistics.median(steps) if steps else None
-    per_rank: dict[int, list[Aligned]] = {}
-    measured: dict[tuple[str, int], Alignment] = {}  # a node's first rank's, by (node, window)
-    for trace, record in zip(traces, records, strict=True):
-        theirs = reference.get(trace.first_step)
-        node = node_of[trace.rank]
-        if trace.rank == first_rank:
-            clock = alignment.reference_alignment(len(record.instances))
-        elif theirs is None:
-            why = "the first rank did not record this window"
-            clock = alignment.base_time(_prior_us(record, records[0]), why)
-        elif node is not None and node == node_of[first_rank]:
-            clock = alignment.on_one_clock(
-                theirs.instances, record.instances, shift_us=_prior_us(record, theirs), step_us=step_us
-            )
-        elif node is not None and (node, trace.first_step) in measured:
-            clock = _as_its_node(measured[(node, trace.first_step)], theirs, record, step_us)
-        else:
-            clock = alignment.align(
-                theirs.instances, record.instances, prior_us=_prior_us(record, theirs), step_us=step_us
-            )
-            if node is not None and clock.paired:
-                measured[(node, trace.first_step)] = dataclasses.replace(
-                    clock, shift_us=clock.shift_us - _prior_us(record, theirs)
-                )  # the node's correction beyond the base times
-        per_rank.setdefault(trace.rank, []).append(Aligned(trace, record, clock))
-    return per_rank
-
-
-def _as_its_node(
-    node_clock: Alignment, theirs: TraceRecord, record: TraceRecord, step_us: float | None
-) -> Alignment:
-    """A rank on a node already measured: the node's correction on its own base time."""
-    return alignment.on_one_clock(
-        theirs.instances,
-        record.instances,
-        shift_us=_prior_us(record, theirs) + node_clock.shift_us,
-        step_us=step_us,
-        uncertainty_us=node_clock.uncertainty_us or 0.0,
-        note="its node's clock, measured by the node's first rank",
-    )
-
-
-def _prior_us(record: TraceRecord, reference: TraceRecord) -> float:
-    """The shift the two traces' base times give (0 where either has none)."""
-    mine, theirs = record.base_time_ns, reference.base_time_ns
-    return (mine - theirs) / 1e3 if mine is not None and theirs is not None else 0.0
 
 
 def summarise(

@@ -20,8 +20,8 @@ from profiling.analysis.merge import (
     plan_depth,
     write_part,
 )
+from profiling.analysis.rank_clocks import Aligned
 from profiling.analysis.trace_events import read as read_trace
-from profiling.report.combine import Aligned
 from profiling.report.workers import Workers
 from slurm.basics import atomic_path
 

@@ -9,15 +9,14 @@ made, and how its traces were read are not drawn and do not count.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Callable
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
 import msgspec
-import numpy as np
 
+from profiling.report.fingerprint import fingerprint
 from profiling.report.workers import Ahead
 
 # report.json's keys that no picture draws, and that change from one run to the next
@@ -36,22 +35,6 @@ def read_drawn(report_json: Path) -> dict[str, str]:
         return msgspec.json.decode(report_json.read_bytes(), type=_Drawn).drawn
     except (OSError, ValueError):
         return {}
-
-
-def fingerprint(data: Any) -> str:
-    """Of the values, not of how they are held: a cold report's numbers come from its readers
-    (numpy scalars, tuples), a warm one's from records on disk (floats, lists), and a picture
-    of the same numbers is the same picture."""
-    encoded = msgspec.json.encode(data, enc_hook=_array, order="deterministic")
-    return hashlib.blake2b(encoded, digest_size=16).hexdigest()
-
-
-def _array(value: Any) -> Any:
-    if isinstance(value, np.ndarray):
-        return [str(value.dtype), value.shape, value.tobytes()]
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} cannot be fingerprinted")
 
 
 class Pictures:
