@@ -20,9 +20,9 @@ log around it. ``submit.py``'s own task runs its loop in one (:mod:`jobs.runtime
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 import socket
-import sys
 from pathlib import Path
 from types import TracebackType
 from typing import Any
@@ -31,7 +31,8 @@ import torch
 import torch.distributed as dist
 
 from jobs.runtime.group import JobGroup
-from jobs.runtime.records import Attempt, gather_and_write_manifest, log, rank_record, write_running
+from jobs.runtime.output import say
+from jobs.runtime.records import Attempt, gather_and_write_manifest, rank_record, write_running
 from jobs.runtime.report_step import analyse_own_traces, report_on
 from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TRACES_ROOT_ENV
@@ -48,6 +49,8 @@ from profiling.recording.slowest import SlowestRank
 from profiling.recording.step_timing import StepTiming
 from slurm.basics import SettingError, utc_now
 from slurm.env import DistributedIdentity, from_environment
+
+_LOG = logging.getLogger(__name__)
 
 OPEN_ENDED = 2**31 - 1  # the steps of a loop that did not say how many it runs
 # A rank the watchdog ends (where it may) has had no step for timeout_s plus this long: by then
@@ -196,7 +199,7 @@ class ProfiledRun:
             return
         self.finish(analyse=self.settings.report)
         if self.settings.report and self.identity.is_main:
-            report_on(self.trace_dir, log)
+            report_on(self.trace_dir, say)
 
     def finish(self, *, analyse: bool = False) -> dict[str, Any]:
         """Every rank's record to rank 0's manifest; returns this rank's. ``analyse``: each rank
@@ -247,7 +250,7 @@ class ProfiledRun:
         # the ranks' first dumps, at half the timeout, are there by now
         verdict = hang.verdict_lines(self.attempt.folder) if self.identity.is_main else None
         if verdict:
-            print("\n".join(verdict), file=sys.stderr, flush=True)
+            _LOG.warning("\n".join(verdict))
 
     def preempted(self, next_step: int) -> None:
         """The run stops here to be requeued: rank 0 lists this attempt so, and no manifest follows.
@@ -269,7 +272,7 @@ class ProfiledRun:
                 world_size=identity.world_size,
                 agree=self.group.agree,
                 schedule_windows=schedule,
-                log=log,
+                log=say,
             )
         ]
         if settings.profiler.ranks.slowest:

@@ -15,6 +15,7 @@ from typing import Any
 from submitit.helpers import Checkpointable, DelayedSubmission
 
 from jobs.options import TASK_PROG, parse_task_argv, task_parser
+from jobs.runtime.output import show_task_output
 from jobs.runtime.preemption import Preemption
 from jobs.spec import TaskConfig
 from slurm.basics import SettingError
@@ -30,6 +31,7 @@ class ProfiledTraining(Checkpointable):
     def __call__(self) -> dict[str, Any]:
         from jobs.runtime.attempt import run_task
 
+        show_task_output()
         try:
             return run_task(self.config, from_environment(), Preemption().install())
         except SettingError as error:  # submitit shows str(error): name the options, as submit.py does
@@ -55,6 +57,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     from jobs.runtime.attempt import run_task
     from jobs.runtime.distributed import RendezvousError
 
+    show_task_output()
     try:
         run_task(config, identity, Preemption().install())
     except SettingError as error:  # checked against the job's world size before joining it

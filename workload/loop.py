@@ -7,6 +7,7 @@ and the dtype a device computes best. Imports nothing of the toolkit but its sha
 from __future__ import annotations
 
 import dataclasses
+import logging
 import time
 from collections.abc import Callable
 from typing import Protocol
@@ -15,6 +16,8 @@ import torch
 
 from workload.config import AUTO_DTYPE, WorkloadConfig
 from workload.contract import Workload
+
+_LOG = logging.getLogger(__name__)
 
 
 class InjectedFailure(RuntimeError):
@@ -56,7 +59,7 @@ def run_steps(
     rank: int,
     start_step: int = 0,
     stop: StopRequest | None = None,
-    log: Callable[[str], None] = print,
+    log: Callable[[str], None] = _LOG.info,
 ) -> RunResult:
     """Run steps ``start_step`` .. ``steps - 1`` of ``workload``, ``marker`` told as each ends, or
     until ``stop`` is requested; the faults ``settings`` inject happen here, whatever the workload."""

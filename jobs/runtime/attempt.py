@@ -19,8 +19,8 @@ import torch.distributed as dist
 from jobs.profiled_run import ProfiledRun, RunSettings
 from jobs.runtime.agreed_stop import AgreedStop
 from jobs.runtime.distributed import DistributedContext, distributed, enable_flight_recorder
+from jobs.runtime.output import say
 from jobs.runtime.preemption import Preemption
-from jobs.runtime.records import log
 from jobs.runtime.report_step import report_on
 from jobs.spec import TaskConfig
 from profiling.folder.layout import JobFolder
@@ -58,7 +58,7 @@ def run_task(
                     rank=identity.rank,
                     start_step=start_step,
                     stop=stop,
-                    log=log,
+                    log=say,
                 )
             if result.stopped:
                 assert preemption is not None
@@ -68,7 +68,7 @@ def run_task(
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
     if identity.is_main and config.report:  # every rank's step log, and traces if any
-        report_on(run.trace_dir, log)
+        report_on(run.trace_dir, say)
     return record
 
 
@@ -80,7 +80,7 @@ def _context(config: TaskConfig, ctx: DistributedContext, dtype: str) -> Workloa
         process_group=dist.group.WORLD,
         args=dict(config.workload.args),
         settings=config.workload,
-        log=log,
+        log=say,
     )
 
 
@@ -117,7 +117,7 @@ def _log_start(run: ProfiledRun, ctx: DistributedContext, dtype: tuple[str, str]
         if identity.restart_count
         else ""
     )
-    log(
+    say(
         f"job {identity.job_id}: {identity.world_size} ranks on {identity.num_nodes} node(s), "
         f"{ctx.backend} on {ctx.device.type}, {dtype[0]} ({dtype[1]}){resumed}, "
         f"workload {run.settings.workload['name']}, traces in {run.trace_dir}"
@@ -138,6 +138,6 @@ def _stop_for_requeue(run: ProfiledRun, workload: Workload, ctx: DistributedCont
     )
     run.preempted(next_step)
     if identity.is_main:
-        log(f"preempted: saved the state of step {next_step} to {folder.checkpoint}; requeueing")
+        say(f"preempted: saved the state of step {next_step} to {folder.checkpoint}; requeueing")
     else:
-        log(f"preempted: rank {identity.rank} saved its state of step {next_step}")
+        say(f"preempted: rank {identity.rank} saved its state of step {next_step}")

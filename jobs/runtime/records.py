@@ -12,6 +12,7 @@ from typing import Any
 
 from jobs.job_state import process_start
 from jobs.runtime.group import JobGroup
+from jobs.runtime.output import say
 from profiling.folder import manifest
 from profiling.folder.layout import JobFolder
 from profiling.recording.config import ProfilerConfig
@@ -19,10 +20,6 @@ from profiling.recording.profiler import StepHook, StepProfiler, windows_record
 from profiling.recording.step_timing import StepTiming
 from slurm.basics import utc_now, write_json_atomically
 from slurm.env import DistributedIdentity
-
-
-def log(line: str) -> None:
-    print(line, flush=True)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -145,5 +142,5 @@ def gather_and_write_manifest(
         written.update({hook.manifest_key: hook.manifest_section() for hook in hooks})
         path = manifest.write_manifest(attempt.folder, written)
         attempt.folder.running.unlink(missing_ok=True)
-        log(f"wrote {len(written['trace_files'])} trace(s) and {path}")
+        say(f"wrote {len(written['trace_files'])} trace(s) and {path}")
     group.barrier()

@@ -17,6 +17,7 @@ line and code, and every blocking call torch or gloo makes releases the GIL.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import socket
 import sys
@@ -27,6 +28,8 @@ from pathlib import Path
 from typing import Any
 
 from slurm.basics import write_json_atomically
+
+_LOG = logging.getLogger(__name__)
 
 EXIT_STATUS = 3  # a rank the watchdog ended
 
@@ -141,11 +144,9 @@ class Watchdog:
             idle = time.monotonic() - self._since
             if self.exit_after_s is not None and idle > self.exit_after_s:
                 self.dump(f"no progress for {idle:.0f} s at step {self._step}: ended by the watchdog")
-                print(
+                _LOG.error(
                     f"rank {self.rank}: no progress for {idle:.0f} s at step {self._step}; ending this rank "
-                    f"(stacks in {self.dump_path})",
-                    file=sys.stderr,
-                    flush=True,
+                    f"(stacks in {self.dump_path})"
                 )
                 os._exit(EXIT_STATUS)
             if idle > self.dump_after_s and (self._dumped_at is None or self._dumped_at < self._since):
