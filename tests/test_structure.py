@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ast
 import itertools
+import re
 from pathlib import Path
 
 from tests.common import REPO
@@ -86,6 +87,34 @@ def test_modules_and_functions_are_small() -> None:
                 if length > MAX_FUNCTION_LINES:
                     too_big.append(f"{module}.{node.name}: {length} lines")
     assert not too_big, too_big
+
+
+def test_c_sources_are_small_too() -> None:
+    """The same bounds for the C sources: a function is a block at the top level, counted from
+    the line of its opening brace to the line of its closing one (comments and literals aside)."""
+    too_big = []
+    for path in sorted((REPO / "profiling").rglob("*.[ch]")):
+        text = path.read_text()
+        if text.count("\n") > MAX_MODULE_LINES:
+            too_big.append(f"{path.name}: {text.count(chr(10))} lines")
+        code = re.sub(r'/\*.*?\*/|//[^\n]*|"(?:\\.|[^"\\])*"|\'(?:\\.|[^\'\\])*\'', _blank, text, flags=re.S)
+        depth, opened = 0, 0
+        for number, line in enumerate(code.splitlines()):
+            for char in line:
+                if char == "{":
+                    opened = number if depth == 0 else opened
+                    depth += 1
+                elif char == "}":
+                    depth -= 1
+                    if depth == 0 and number - opened + 1 > MAX_FUNCTION_LINES:
+                        too_big.append(f"{path.name}:{opened + 1}: {number - opened + 1} lines")
+    assert not too_big, too_big
+    assert list((REPO / "profiling").rglob("*.c"))  # the sources are where this looks
+
+
+def _blank(match: re.Match[str]) -> str:
+    """A comment or literal as blanks, its line breaks kept."""
+    return re.sub(r"[^\n]", " ", match[0])
 
 
 def test_no_function_name_means_two_things() -> None:
