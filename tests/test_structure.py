@@ -89,6 +89,11 @@ def test_modules_and_functions_are_small() -> None:
     assert not too_big, too_big
 
 
+def test_the_readme_is_a_five_minute_read() -> None:
+    lines = (REPO / "README.md").read_text().count("\n")
+    assert lines <= 220, f"README.md: {lines} lines; the details belong in docs/"
+
+
 def test_c_sources_are_small_too() -> None:
     """The same bounds for the C sources: a function is a block at the top level, counted from
     the line of its opening brace to the line of its closing one (comments and literals aside)."""
