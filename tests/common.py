@@ -25,6 +25,18 @@ REQUIRE_SCANNER_ENV = "REQUIRE_SCANNER"
 # convolutions take a slow path on CPUs without AVX-512 (seconds per step at 32x32).
 SMALL_WORKLOAD = ["--image-size", "32", "--dtype", "fp32", "--threads-per-rank", "1"]
 SMALL_JOB = ["--steps", "20", *SMALL_WORKLOAD]
+# Where the model does not matter (soak, faults, hangs): a tiny MLP under DDP, a millisecond a
+# step and no torchvision (whose import alone is 2.8 s a rank)
+TINY_JOB = [
+    "--workload",
+    "tests.user_code.tiny_mlp:build",
+    "--steps",
+    "20",
+    "--dtype",
+    "fp32",
+    "--threads-per-rank",
+    "1",
+]
 _SUBMITTED = re.compile(r"^submitted job (\S+)", re.MULTILINE)
 
 

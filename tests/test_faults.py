@@ -17,8 +17,8 @@ import pytest
 from profiling.folder.layout import JobFolder
 from tests.common import (
     REPO,
-    SMALL_JOB,
     SMALL_WORKLOAD,
+    TINY_JOB,
     check_job_folder,
     load_manifest,
     profiler_steps,
@@ -164,7 +164,7 @@ def test_soak_jobs_back_to_back(slurm_cluster, traces_root: Path) -> None:
             "dependency=singleton",
             "--time",
             "5",
-            *SMALL_JOB,
+            *TINY_JOB,
             timeout=60,
         )
         assert result.returncode == 0, result.stderr
@@ -200,7 +200,7 @@ def run_task_process(
 ) -> subprocess.CompletedProcess:
     """``python -m jobs.task`` as srun would start it, in the environment ``env``."""
     return subprocess.run(
-        [sys.executable, "-m", "jobs.task", "--traces-root", str(traces_root), *SMALL_JOB, *args],
+        [sys.executable, "-m", "jobs.task", "--traces-root", str(traces_root), *TINY_JOB, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -283,7 +283,7 @@ def test_a_traces_root_the_nodes_do_not_share_stops_every_rank_with_one_line(tmp
                 "jobs.task",
                 "--traces-root",
                 str(roots[rank]),
-                *SMALL_JOB,
+                *TINY_JOB,
                 "--dist-timeout",
                 "30",
             ],
@@ -300,7 +300,7 @@ def test_a_traces_root_the_nodes_do_not_share_stops_every_rank_with_one_line(tmp
     outputs = [process.communicate(timeout=120) for process in ranks]
     assert time.monotonic() - started < 60  # at once, not after a timeout
     expected = (
-        f"jobs.task: error: --traces-root is not shared by every node: rank 0 on nodeA sees "
+        f"python -m jobs.task: error: --traces-root is not shared by every node: rank 0 on nodeA sees "
         f"{roots[0] / '999999'}, but not what was written there from nodeB (rank(s) 1, writing to "
         f"{roots[1] / '999999'}). HINT: use a folder on the shared filesystem, the same path on every "
         "node (--traces-root, or TRACES_ROOT)"

@@ -21,7 +21,7 @@ from jobs.runtime.distributed import enable_flight_recorder
 from jobs.runtime.watchdog import EXIT_STATUS, Watchdog
 from profiling.analysis.hang import HangError, analyse_dumps, explain
 from profiling.folder.layout import JobFolder
-from tests.common import REPO, SMALL_WORKLOAD, run_submit, submitted_job_id
+from tests.common import REPO, TINY_JOB, run_submit, submitted_job_id
 from tests.test_job_state import listed, refused
 
 STUCK_LINE = "train.py:88 in next_batch: batch = queue.get()"
@@ -240,9 +240,7 @@ def test_a_hung_rank_is_named_with_its_collective_and_line_on_the_local_executor
         "--traces-root",
         str(traces_root),
         "--wait",
-        "--steps",
-        "20",
-        *SMALL_WORKLOAD,
+        *TINY_JOB,
         timeout=300,
     )
     elapsed = time.monotonic() - started
