@@ -24,8 +24,8 @@ from profiling.folder.manifest import read_running
 from profiling.folder.requests import read_accepted, write_request
 from profiling.folder.traces import trace_file_name
 from profiling.ranks import RankSelection, RankSpecError
-from slurm import scheduler
 from slurm.command_line import OneLineParser
+from slurm.queue_view import QueueView
 
 PROG = "python -m jobs.capture"
 
@@ -58,12 +58,11 @@ def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
 
 
 class _StillRunning:
-    """Raises once the job has ended: its processes, or SLURM's queue, asked through one watcher
-    (at most every ``every_s``)."""
+    """Raises once the job has ended: its processes, or SLURM, asked through one view."""
 
-    def __init__(self, folder: JobFolder, request_id: int, every_s: float = 2.0) -> None:
+    def __init__(self, folder: JobFolder, request_id: int) -> None:
         self.folder, self.request_id = folder, request_id
-        self._queue = scheduler.QueueWatcher(every_s)
+        self._queue = QueueView()
 
     def check(self) -> None:
         state = job_state(self.folder, self._queue)

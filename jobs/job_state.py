@@ -30,6 +30,7 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import read_manifest, read_running
 from slurm import scheduler
 from slurm.launchers import Launcher
+from slurm.queue_view import QueueView
 
 _ENDED = frozenset({"completed", "failed"})
 NO_RECORD = "unknown: no manifest, running.json or submitted.json"
@@ -70,9 +71,9 @@ def launcher_of(folder: JobFolder) -> Launcher | None:
     return None
 
 
-def job_state(folder: JobFolder, queue: scheduler.QueueWatcher | None = None) -> JobState:
-    """``queue``: the caller's view of SLURM's queue, shared by many jobs or calls (one squeue for
-    them all); None: a view of this call's own."""
+def job_state(folder: JobFolder, queue: QueueView | None = None) -> JobState:
+    """``queue``: the caller's view of SLURM, shared by many jobs or calls (one squeue, and one
+    sacct, for them all); None: a view of this call's own."""
     manifest, running = read_manifest(folder) or {}, read_running(folder)
     attempts = manifest.get("attempts") or []
     last = attempts[-1] if attempts else None
@@ -83,7 +84,7 @@ def job_state(folder: JobFolder, queue: scheduler.QueueWatcher | None = None) ->
     if launcher is None and not manifest and running is None:
         return JobState(folder.job_id, None, NO_RECORD, f"job {folder.job_id}: {NO_RECORD}")
     if launcher is not None and launcher.queued:
-        return _from_scheduler(folder.job_id, last, queue or scheduler.QueueWatcher())
+        return _from_scheduler(folder.job_id, last, queue or QueueView())
     return _from_processes(folder, running, last, launcher)
 
 
@@ -95,14 +96,14 @@ def _from_attempt(job_id: str, attempt: dict[str, Any]) -> JobState:
     )
 
 
-def _from_scheduler(job_id: str, last: dict[str, Any] | None, queue: scheduler.QueueWatcher) -> JobState:
+def _from_scheduler(job_id: str, last: dict[str, Any] | None, queue: QueueView) -> JobState:
     state = queue.state(job_id)
     if state is None:
         return JobState(job_id, None, "unknown", f"job {job_id}: SLURM does not answer (squeue)")
     if scheduler.is_running(state):
         outcome = "pending" if scheduler.is_pending(state) else "running"
         return JobState(job_id, True, outcome, f"job {job_id} is {state.lower()} (squeue)")
-    ended, when = scheduler.ending(job_id)
+    ended, when = queue.ending(job_id)
     if ended == scheduler.UNKNOWN_END:
         if last is not None and last.get("outcome"):
             return _from_attempt(job_id, last)

@@ -26,14 +26,14 @@ from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import read_manifest, read_running
 from profiling.folder.report_json import read_straggler
 from profiling.folder.traces import list_traces
-from slurm import scheduler
 from slurm.command_line import OneLineParser
+from slurm.queue_view import QueueView
 
 NO_MANIFEST = NO_RECORD
 
 
-def job_row(folder: JobFolder, queue: scheduler.QueueWatcher) -> dict[str, Any]:
-    """What the listing says of one job folder (``queue``: SLURM's, read once for every job)."""
+def job_row(folder: JobFolder, queue: QueueView) -> dict[str, Any]:
+    """What the listing says of one job folder (``queue``: SLURM's view, read once for every job)."""
     # while the job runs, what its rank 0 wrote at the start stands in for the manifest
     manifest = read_manifest(folder) or read_running(folder) or read_submitted(folder) or {}
     traces = [t.path for attempt in folder.attempts() for t in list_traces(attempt)]
@@ -79,8 +79,9 @@ def _straggler(folder: JobFolder) -> str | None:
 
 def list_jobs(root: Path) -> list[dict[str, Any]]:
     folders = [JobFolder.at(path) for path in root.iterdir() if is_job_folder(path)]
-    queue = scheduler.QueueWatcher()
-    queue.watch([f.job_id for f in folders if f.job_id.replace("_", "").isdigit()])  # one squeue for all
+    queue = QueueView()
+    # one squeue for all, and one sacct for all that have left the queue
+    queue.watch([f.job_id for f in folders if f.job_id.replace("_", "").isdigit()])
     return sorted((job_row(f, queue) for f in folders), key=lambda job: job["started_at"], reverse=True)
 
 

@@ -21,6 +21,7 @@ from submitit.core.utils import pickle_load
 from profiling.analysis.hang import verdict_lines
 from profiling.folder.layout import JobFolder
 from slurm import scheduler
+from slurm.queue_view import QueueView
 
 ERROR_TAIL_LINES = 20
 
@@ -55,7 +56,10 @@ def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, queued: bool, p
     slurm_state = SlurmJobState(job.job_id, out) if queued else None
     while not (slurm_state.ended() if slurm_state is not None else job.done()):
         follower.poll()
-        time.sleep(poll_s)
+        if slurm_state is not None:
+            slurm_state.queue.pause(at_most_s=poll_s)  # rank 0's lines every poll_s at least
+        else:
+            time.sleep(poll_s)
     follower.poll()
     failures = [failure for task in range(job.num_tasks) if (failure := task_failure(job, task))]
     if failures:
@@ -81,21 +85,22 @@ def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, queued: bool, p
 
 
 class SlurmJobState:
-    """Whether a SLURM job has ended: from the queue while the job is in it (asked at most every
-    ``poll_s``), then how it ended (:func:`slurm.scheduler.end_state`)."""
+    """Whether a SLURM job has ended: from the queue while the job is in it, then how it ended,
+    both through one :class:`~slurm.queue_view.QueueView`."""
 
-    def __init__(self, job_id: str, out: TextIO, poll_s: float = 2.0) -> None:
+    def __init__(self, job_id: str, out: TextIO) -> None:
         self.job_id, self.out = job_id, out
         self.state: str | None = None  # set once the job has ended
-        self._queue = scheduler.QueueWatcher(poll_s)
+        self.queue = QueueView()
 
     def ended(self) -> bool:
         if self.state is not None:
             return True
-        state = self._queue.state(self.job_id)
+        state = self.queue.state(self.job_id)
         if state is None or not scheduler.has_ended(state):
             return False  # no answer (ask again), or still queued or running
-        self.state = state or scheduler.end_state(self.job_id, warn=lambda line: print(line, file=self.out))
+        warn = lambda line: print(line, file=self.out)  # noqa: E731
+        self.state = state or self.queue.ending(self.job_id, warn)[0]
         return True
 
 

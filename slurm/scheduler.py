@@ -1,15 +1,15 @@
 """Asking SLURM about jobs: the one module that runs ``squeue``, ``sacct`` and ``scontrol``, and
 the one that knows SLURM's state names.
 
-Tools that follow jobs ask :class:`QueueWatcher`, one cached, rate-limited view of the queue (as
-submitit's ``InfoWatcher``). Every command is bounded by :data:`TIMEOUT_S`. A scheduler that
-does not answer (slurmctld restarting, a machine without SLURM) is told apart from one that
-answers "no such job": the first gives None, and each caller decides what not knowing means.
+Tools that follow jobs ask :class:`slurm.queue_view.QueueView`, one cached, rate-limited view
+of the queue and of how jobs ended (as submitit's ``InfoWatcher``). Every command is bounded by
+:data:`TIMEOUT_S`. A scheduler that does not answer (slurmctld restarting, a machine without
+SLURM) is told apart from one that answers "no such job": the first gives None, and each caller
+decides what not knowing means.
 """
 
 from __future__ import annotations
 
-import math
 import re
 import shutil
 import subprocess
@@ -74,68 +74,69 @@ def has_ended(state: str) -> bool:
     return not state or state in TERMINAL_STATES
 
 
-class QueueWatcher:
-    """One cached view of SLURM's queue for the jobs it watches: squeue runs at most every
-    ``delay_s`` (or when a job is added), for all of them at once, however often it is asked."""
-
-    def __init__(self, delay_s: float = 2.0) -> None:
-        self.delay_s = delay_s
-        self._jobs: set[str] = set()
-        self._states: dict[str, str] | None = None
-        self._read_at = -math.inf
-
-    def watch(self, job_ids: Sequence[str]) -> None:
-        """Add jobs to the next reading (one squeue for many jobs: ``jobs.list``)."""
-        if not set(job_ids) <= self._jobs:
-            self._jobs.update(job_ids)
-            self._read_at = -math.inf
-
-    def state(self, job_id: str) -> str | None:
-        """The job's state while it is in the queue, "" once it has left it, None if squeue did
-        not answer."""
-        self.watch([job_id])
-        if time.monotonic() - self._read_at >= self.delay_s:
-            self._read_at = time.monotonic()
-            self._states = queue_states(sorted(self._jobs))
-        return None if self._states is None else state_of(job_id, self._states)
-
-
 def end_state(job_id: str, warn: Callable[[str], None] = lambda line: None) -> str:
-    """How a job that left the queue ended (see :func:`ending`)."""
+    """How a job that left the queue ended (see :func:`endings`)."""
     return ending(job_id, warn)[0]
 
 
 def ending(
     job_id: str, warn: Callable[[str], None] = lambda line: None, lag_s: float = ACCOUNTING_LAG_S
 ) -> tuple[str, str | None]:
-    """How a job that left the queue ended, and when (SLURM's time, or None): from accounting
-    (sacct) or, where there is none, ``scontrol`` (which knows a job for ``MinJobAge``); ``warn``
-    hears once why not sacct. A job that left the queue but that accounting or ``scontrol`` still
-    call active is ending now (slurmdbd hears of it last): both are asked again, for up to
-    ``lag_s``; past that, what they say."""
+    """How one job that left the queue ended, and when: :func:`endings` of it alone."""
+    return endings([job_id], warn, lag_s)[job_id]
+
+
+def endings(
+    job_ids: Sequence[str], warn: Callable[[str], None] = lambda line: None, lag_s: float = ACCOUNTING_LAG_S
+) -> dict[str, tuple[str, str | None]]:
+    """How jobs that left the queue ended, and when (SLURM's time, or None): from accounting, one
+    ``sacct`` for all of them, or, where it has none, ``scontrol`` (which knows a job for
+    ``MinJobAge``); ``warn`` hears once why not sacct. A job that left the queue but that
+    accounting or ``scontrol`` still call active is ending now (slurmdbd hears of it last): those
+    are asked again, for up to ``lag_s``; past that, what they say."""
     deadline = time.monotonic() + lag_s
-    warned = False
+    found: dict[str, tuple[str, str | None]] = {}
+    left, warned = list(dict.fromkeys(job_ids)), False
     while True:
-        accounting = _run(["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "State,End"])
-        lagging: tuple[str, str | None] | None = None
-        if accounting is not None and accounting.returncode == 0 and accounting.stdout.split():
-            state, _, end = accounting.stdout.splitlines()[0].partition("|")
-            found = state.split()[0], _time(end)
-            if found[0] not in _ACTIVE_STATES:
-                return found
-            lagging = found
-        elif not warned:
-            why = (accounting.stderr.strip().splitlines() or ["no record"])[0] if accounting else "no answer"
+        accounting, why = _accounting(left)
+        if why is not None and not warned:
             warn(f"accounting is unavailable ({why}): the job's end state comes from scontrol")
             warned = True
-        controller = _controller_state(job_id)
-        if controller is not None and controller[0] not in _ACTIVE_STATES:
-            return controller
-        if lagging is None and controller is None:
-            return UNKNOWN_END, None  # neither knows the job: no accounting, and scontrol forgot it
-        if time.monotonic() >= deadline:
-            return lagging or controller  # type: ignore[return-value]
+        lagging: dict[str, tuple[str, str | None]] = {}
+        for job_id in left:
+            said = accounting.get(job_id)
+            if said is not None and said[0] not in _ACTIVE_STATES:
+                found[job_id] = said
+                continue
+            controller = _controller_state(job_id)
+            if controller is not None and controller[0] not in _ACTIVE_STATES:
+                found[job_id] = controller
+            elif said is None and controller is None:
+                found[job_id] = (UNKNOWN_END, None)  # no accounting, and scontrol forgot it
+            else:
+                lagging[job_id] = said or controller  # type: ignore[assignment]
+        if not lagging or time.monotonic() >= deadline:
+            return {**found, **lagging}
+        left = list(lagging)
         time.sleep(1.0)
+
+
+def _accounting(job_ids: Sequence[str]) -> tuple[dict[str, tuple[str, str | None]], str | None]:
+    """Each job's state and end in accounting (its first line: the job, not its steps), and why
+    there is none where sacct gave nothing at all."""
+    out = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(job_ids), "-o", "JobID,State,End"])
+    if out is None:
+        return {}, "no answer"
+    found: dict[str, tuple[str, str | None]] = {}
+    for line in out.stdout.splitlines():
+        job, _, rest = line.partition("|")
+        state, _, end = rest.partition("|")
+        job = job.split("_")[0] if job.split("_")[0] in job_ids else job  # an array's first task
+        if job in job_ids and state.split() and job not in found:
+            found[job] = (state.split()[0], _time(end))
+    if found or out.returncode == 0 and out.stdout.split():
+        return found, None
+    return found, (out.stderr.strip().splitlines() or ["no record"])[0]
 
 
 def _controller_state(job_id: str) -> tuple[str, str | None] | None:

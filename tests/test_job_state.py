@@ -70,6 +70,8 @@ class FakeScheduler:
             return subprocess.CompletedProcess(command, 1, "", f"{name}: error: Invalid job id")
         if name == "scontrol":
             answer = f"JobId=7 JobState={answer} EndTime=2026-12-01T14:00:00"
+        else:  # asked for JobID,State,End
+            answer = f"7|{answer}"
         return subprocess.CompletedProcess(command, 0, answer + "\n", "")
 
 

@@ -11,7 +11,6 @@ before the array is submitted (Slurm does not create the folder of ``--output``)
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
@@ -20,7 +19,7 @@ from profiling.analysis.record import load_fresh
 from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceSource
 from profiling.report.progress import Progress
-from slurm import scheduler
+from slurm.queue_view import QueueView
 from slurm.resources import SlurmResources, drop_submission_links, slurm_executor
 
 POLL_S = 2.0
@@ -79,7 +78,7 @@ def wait(job_id: str, stale: Sequence[TraceSource], stream: TextIO | None = None
     traces still without one (a task failed: the combine step reads them)."""
     left = list(stale)
     shown = Progress("traces analysed on the cluster", len(stale), stream=stream)
-    queue = scheduler.QueueWatcher(POLL_S)
+    queue = QueueView()
     while left:
         still = [trace for trace in left if load_fresh(trace) is None]
         shown.advance(len(left) - len(still))
@@ -87,6 +86,7 @@ def wait(job_id: str, stale: Sequence[TraceSource], stream: TextIO | None = None
         if left and queue.state(job_id) == "":  # the array has left the queue
             left = [trace for trace in left if load_fresh(trace) is None]
             break
-        time.sleep(POLL_S if left else 0)
+        if left:
+            queue.pause(at_most_s=POLL_S)  # the records as they come, the queue when due
     shown.close()
     return left
