@@ -20,11 +20,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
-from profiling.folder.report_json import read_report_json
 from profiling.folder.traces import find_traces
-from profiling.report import ReportError, build_report, mean
+from profiling.report import ReportError, build_report, mean, model
+from profiling.report.model import RankReport, Report
 from slurm.basics import utc_now, write_json_atomically, write_text_atomically
 from slurm.command_line import OneLineParser
 
@@ -33,22 +35,26 @@ class CompareError(ValueError):
     """Two folders that cannot be compared; the message names the argument and the fix."""
 
 
-def load_report(folder: Path, argument: str) -> dict[str, Any]:
-    """The job's report, made first if the folder has traces but no report."""
+def load_report(folder: Path, argument: str) -> Report:
+    """The job's report, typed; made first if the folder has traces but no report, or one an
+    earlier version wrote in another shape."""
     if not folder.is_dir():
         raise CompareError(
             f"{argument} {folder} is not a folder. HINT: pass a job folder, <traces root>/<job id>"
         )
     path = ReportFiles.of(folder).json
-    if path.exists():
-        return read_report_json(path)
+    try:
+        return model.checked(path.read_bytes())
+    except (OSError, msgspec.DecodeError):
+        pass  # none, or of another shape: made again from the traces
     if not find_traces(folder):
         raise CompareError(
             f"{argument} {folder} holds no trace (*.json, *.json.gz, here or one folder down) and no "
             "report. HINT: pass a job folder, <traces root>/<job id>, or a folder of traces"
         )
     try:
-        return build_report(folder)
+        build_report(folder)
+        return model.checked(path.read_bytes())
     except ReportError as error:
         raise CompareError(f"{argument} {folder}: {error}") from None
 
@@ -60,15 +66,15 @@ def compare(folder_a: Path, folder_b: Path) -> dict[str, Any]:
             f"job A and job B are the same folder ({folder_a}). HINT: compare two different jobs"
         )
     report_a, report_b = load_report(folder_a, "job A"), load_report(folder_b, "job B")
-    ranks_a = {r["rank"]: r for r in report_a["ranks"]}
-    ranks_b = {r["rank"]: r for r in report_b["ranks"]}
+    ranks_a = {r.rank: r for r in report_a.ranks}
+    ranks_b = {r.rank: r for r in report_b.ranks}
     common = sorted(set(ranks_a) & set(ranks_b))
     if not common:
         raise CompareError(
             f"job A ranks {sorted(ranks_a)} and job B ranks {sorted(ranks_b)} share no rank. "
             "HINT: profile the same ranks in both (--profile-ranks)"
         )
-    same_device = all(ranks_a[r]["device"] == ranks_b[r]["device"] for r in common)
+    same_device = all(ranks_a[r].device == ranks_b[r].device for r in common)
     rows = [_rank_row(ranks_a[r], ranks_b[r], same_device) for r in common]
     parts = list(rows[0]["parts"]) if same_device else []
     summary = _summary(rows, parts)
@@ -98,11 +104,11 @@ def _side_by_side(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
     }
 
 
-def _rank_row(a: dict[str, Any], b: dict[str, Any], same_device: bool) -> dict[str, Any]:
-    row = {"rank": a["rank"], "step": _side_by_side(a["step_ms"], b["step_ms"]), "parts": {}}
+def _rank_row(a: RankReport, b: RankReport, same_device: bool) -> dict[str, Any]:
+    row: dict[str, Any] = {"rank": a.rank, "step": _side_by_side(a.step_ms, b.step_ms), "parts": {}}
     if same_device:
-        for part in a["breakdown_ms"]:
-            row["parts"][part] = _side_by_side(a["breakdown_steps_ms"][part], b["breakdown_steps_ms"][part])
+        for part in a.breakdown_ms:
+            row["parts"][part] = _side_by_side(a.breakdown_steps_ms[part], b.breakdown_steps_ms[part])
     return row
 
 
@@ -139,12 +145,12 @@ def _summary(rows: list[dict[str, Any]], parts: list[str]) -> dict[str, Any]:
 
 
 def _job_differences(
-    folder_a: Path, folder_b: Path, report_a: dict[str, Any], report_b: dict[str, Any], same_device: bool
+    folder_a: Path, folder_b: Path, report_a: Report, report_b: Report, same_device: bool
 ) -> list[str]:
     """What differs between the jobs besides their timings: world size, device, workload, schedule."""
     found = []
-    if len(report_a["ranks"]) != len(report_b["ranks"]):
-        found.append(f"traced ranks: {len(report_a['ranks'])} in A, {len(report_b['ranks'])} in B")
+    if len(report_a.ranks) != len(report_b.ranks):
+        found.append(f"traced ranks: {len(report_a.ranks)} in A, {len(report_b.ranks)} in B")
     if not same_device:
         found.append("devices differ (GPU against CPU): only step times are compared")
     manifest_a, manifest_b = read_manifest(JobFolder.at(folder_a)), read_manifest(JobFolder.at(folder_b))

@@ -89,6 +89,15 @@ def test_modules_and_functions_are_small() -> None:
     assert not too_big, too_big
 
 
+def test_test_files_are_split_by_subject() -> None:
+    too_big = [
+        f"{path.name}: {path.read_text().count(chr(10))} lines"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        if path.read_text().count("\n") > MAX_MODULE_LINES
+    ]
+    assert not too_big, too_big
+
+
 def test_the_readme_is_a_five_minute_read() -> None:
     lines = (REPO / "README.md").read_text().count("\n")
     assert lines <= 220, f"README.md: {lines} lines; the details belong in docs/"

@@ -17,16 +17,15 @@ import msgspec
 from slurm.basics import atomic_path
 
 
-def write_report_json(path: Path, report: dict[str, Any]) -> None:
-    """``report`` to ``path``, compact (``jq .`` shows it indented), atomically."""
-    encoded = msgspec.json.encode(report, enc_hook=_plain)
+def encode_report(report: dict[str, Any]) -> bytes:
+    """``report`` as JSON, compact (``jq .`` shows it indented)."""
+    return msgspec.json.encode(report, enc_hook=_plain)
+
+
+def write_report_json(path: Path, encoded: bytes) -> None:
+    """The encoded report to ``path``, atomically."""
     with atomic_path(path) as temp:
         temp.write_bytes(encoded + b"\n")
-
-
-def read_report_json(path: Path) -> dict[str, Any]:
-    """All of it (``ValueError`` if it is not JSON)."""
-    return msgspec.json.decode(path.read_bytes())
 
 
 class _Verdict(msgspec.Struct):

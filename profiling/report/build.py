@@ -18,9 +18,10 @@ from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYT
 from profiling.archive import write_archive
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
-from profiling.folder.report_json import write_report_json
+from profiling.folder.report_json import encode_report, write_report_json
 from profiling.folder.traces import TraceSource, find_traces
 from profiling.ranks import RankSelection
+from profiling.report import model
 from profiling.report.clocks import kept_alignment
 from profiling.report.combine import summarise
 from profiling.report.merged_json import write_merged_json
@@ -101,8 +102,11 @@ def build_report(
             run_plotted.result()
         report["drawn"] = pictures.drawn if pictures else {}
     report["seconds"] = round(time.perf_counter() - started, 3)
-    write_report_json(files.json, report)
-    write_text_atomically(files.markdown, report_markdown(report))
+    report = {"schema_version": model.SCHEMA_VERSION, **report}
+    encoded = encode_report(report)
+    typed = model.checked(encoded)  # report.json is what its model says: a drift fails here, not in a reader
+    write_report_json(files.json, encoded)
+    write_text_atomically(files.markdown, report_markdown(typed))
     return report
 
 
@@ -188,18 +192,7 @@ def _chosen(selection: RankSelection | None, profiled: list[int]) -> list[int] |
 
 def _empty_report(folder: Path) -> dict[str, Any]:
     """A job without traces (``--profile-ranks none``): its run alone."""
-    return {
-        "folder": str(folder),
-        "generated_at": utc_now(),
-        "ranks": [],
-        "straggler": None,
-        "warnings": [],
-        "reading": {"traces": 0, "from_records": 0, "read_here": [], "analysed_by": [], "seconds": 0.0},
-        "archive": None,
-        "merged_trace": None,
-        "merge": None,
-        "alignment_seconds": 0.0,
-    }
+    return model.empty(str(folder), utc_now())
 
 
 def _reading(records: Sequence[TraceRecord], read_here: list[str], seconds: float) -> dict[str, Any]:

@@ -10,8 +10,9 @@ from pathlib import Path
 from profiling.analysis.json_stream import TraceFormatError
 from profiling.analysis.record import ReportError, load_fresh
 from profiling.archive import ArchiveError
+from profiling.folder.report_json import encode_report
 from profiling.folder.traces import find_traces
-from profiling.report import slurm_array
+from profiling.report import model, slurm_array
 from profiling.report.build import build_report
 from profiling.report.render import report_markdown
 from profiling.report.settings import ReportSettings
@@ -84,5 +85,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (ReportError, ArchiveError, TraceFormatError, OSError, ValueError) as error:
         return parser.fail(error)
-    print(report_markdown(report))
+    print(report_markdown(model.checked(encode_report(report))))
     return 0

@@ -2,20 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-from profiling.report import gpu_sections
+from profiling.report import render_gpu
+from profiling.report.model import Archive, Merge, RankReport, Report, Run
 from profiling.report.table_ranks import others_line, shown_ranks
 
 
-def report_markdown(report: dict[str, Any]) -> str:
-    lines = [f"# Trace report: {report['folder']}", ""]
-    if report["straggler"] is not None:
-        lines += [f"**{report['straggler']['text'][0].upper()}{report['straggler']['text'][1:]}.**", ""]
-    lines += [f"Warning: {w}." for w in report["warnings"]] + ([""] if report["warnings"] else [])
-    run = report.get("run")
-    run_lines = _run_lines(run, report.get("run_plot")) if run is not None else []
-    if not report["ranks"]:
+def report_markdown(report: Report) -> str:
+    lines = [f"# Trace report: {report.folder}", ""]
+    if report.straggler is not None:
+        lines += [f"**{report.straggler.text[0].upper()}{report.straggler.text[1:]}.**", ""]
+    lines += [f"Warning: {w}." for w in report.warnings] + ([""] if report.warnings else [])
+    run = report.run
+    run_lines = _run_lines(run, report.run_plot) if run is not None else []
+    if not report.ranks:
         lines += [
             "No traces: the job recorded none (`--profile-ranks none`), so the run is all there is.",
             "",
@@ -30,27 +29,26 @@ def report_markdown(report: dict[str, Any]) -> str:
     ]
     shown = shown_ranks(report)
     for r in shown:
-        t = r["step_time_ms"]
-        steps = f"{r['steps'][0]}-{r['steps'][-1]}" if r["steps"] else "-"
-        lines.append(
-            f"| {r['rank']} | {r['host']} | {steps} | {t['mean']:.2f} | {t['min']:.2f} | {t['max']:.2f} |"
-        )
-    lines += others_line(len(report["ranks"]), len(shown), 6)
-    spread = report["step_time_spread_ms"]
+        t = r.step_time_ms
+        steps = f"{r.steps[0]}-{r.steps[-1]}" if r.steps else "-"
+        lines.append(f"| {r.rank} | {r.host} | {steps} | {t.mean:.2f} | {t.min:.2f} | {t.max:.2f} |")
+    lines += others_line(len(report.ranks), len(shown), 6)
+    spread = report.step_time_spread_ms
+    assert spread is not None  # a report of ranks has their spread
     lines += [
-        f"Spread of the ranks' mean step times: {spread['min']:.2f} to {spread['max']:.2f} ms "
-        f"(median {spread['median']:.2f}, max - min {spread['max_minus_min']:.2f}).",
+        f"Spread of the ranks' mean step times: {spread.min:.2f} to {spread.max:.2f} ms "
+        f"(median {spread.median:.2f}, max - min {spread.max_minus_min:.2f}).",
         "",
         "## Where a step's time goes (mean ms per step)",
         "",
     ]
     for device in ("gpu", "cpu"):
-        ranks = [r for r in shown if r["device"] == device]
+        ranks = [r for r in shown if r.device == device]
         if ranks:
             lines += _breakdown_table(device, ranks)
-    if len(shown) < len(report["ranks"]):
-        lines += [f"{len(report['ranks']) - len(shown)} other ranks: report.json.", ""]
-    lines += gpu_sections.markdown(report) + run_lines
+    if len(shown) < len(report.ranks):
+        lines += [f"{len(report.ranks) - len(shown)} other ranks: report.json.", ""]
+    lines += render_gpu.markdown(report) + run_lines
     lines += [
         "## Clock alignment",
         "",
@@ -58,26 +56,22 @@ def report_markdown(report: dict[str, Any]) -> str:
         "|---:|---|---:|---:|---:|---:|---:|---|",
     ]
     for r in shown:
-        c = r["clock"]
+        c = r.clock
         residual, uncertainty, share = (
             f"{value:{form}}" if value is not None else "-"
-            for value, form in (
-                (c["residual_us"], ".1f"),
-                (c["uncertainty_us"], ".1f"),
-                (c["paired_share"], ".0%"),
-            )
+            for value, form in ((c.residual_us, ".1f"), (c.uncertainty_us, ".1f"), (c.paired_share, ".0%"))
         )
         lines.append(
-            f"| {r['rank']} | {c['method']} | {c['shift_us']:.1f} | {c['pairs']} | {residual} | "
-            f"{uncertainty} | {share} | {c['note']} |"
+            f"| {r.rank} | {c.method} | {c.shift_us:.1f} | {c.pairs} | {residual} | "
+            f"{uncertainty} | {share} | {c.note} |"
         )
-    lines += others_line(len(report["ranks"]), len(shown), 8)
-    lines += _reading_lines(report) + _archive_lines(report) + _merged_lines(report)
+    lines += others_line(len(report.ranks), len(shown), 8)
+    lines += _reading_lines(report) + _archive_lines(report.archive, report.folder) + _merged_lines(report)
     return "\n".join(lines)
 
 
-def _breakdown_table(device: str, ranks: list[dict[str, Any]]) -> list[str]:
-    parts = list(ranks[0]["breakdown_ms"])
+def _breakdown_table(device: str, ranks: list[RankReport]) -> list[str]:
+    parts = list(ranks[0].breakdown_ms)
     if device == "gpu":
         header = parts + ["span", "comm. overlapped", "all collectives"]
         lines = ["GPU: each step's GPU span = compute + communication (exposed) + memory + other + idle.", ""]
@@ -86,73 +80,66 @@ def _breakdown_table(device: str, ranks: list[dict[str, Any]]) -> list[str]:
         lines = ["CPU: each step = forward + backward + optimizer + communication (waiting) + other.", ""]
     lines += ["| rank | " + " | ".join(header) + " |", "|---:|" + "---:|" * len(header)]
     for r in ranks:
-        cells = [r["breakdown_ms"][p] for p in parts]
-        if device == "gpu":
-            cells += [
-                r["gpu"]["span_ms"],
-                r["gpu"]["communication_overlapped_ms"],
-                r["communication_total_ms"],
-            ]
+        cells = [r.breakdown_ms[p] for p in parts]
+        if r.gpu is not None:
+            cells += [r.gpu.span_ms, r.gpu.communication_overlapped_ms, r.communication_total_ms]
         else:
-            cells += [r["accounted_ms"], r["compute_ms"], r["communication_total_ms"]]
-        lines.append(f"| {r['rank']} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
+            cells += [r.accounted_ms, r.compute_ms, r.communication_total_ms]
+        lines.append(f"| {r.rank} | " + " | ".join(f"{c:.2f}" for c in cells) + " |")
     return [*lines, ""]
 
 
-def _reading_lines(report: dict[str, Any]) -> list[str]:
-    reading = report.get("reading")
-    if not reading:
-        return []
-    here = reading["read_here"]
+def _reading_lines(report: Report) -> list[str]:
+    reading = report.reading
+    here = reading.read_here
     line = (
-        f"Analysis: {reading['traces']} trace(s); {reading['from_records']} from the analysis records "
-        f"their readers left ({', '.join(reading['analysed_by'])})"
-        if reading["from_records"]
-        else f"Analysis: {reading['traces']} trace(s)"
+        f"Analysis: {reading.traces} trace(s); {reading.from_records} from the analysis records "
+        f"their readers left ({', '.join(reading.analysed_by)})"
+        if reading.from_records
+        else f"Analysis: {reading.traces} trace(s)"
     )
     if here:
         line += f"; {len(here)} read here ({_names(here)}), as none had a fresh record"
-    return [line + ".", ""]
+    return [line + ".", ""] if reading.traces else []
 
 
-def _archive_lines(report: dict[str, Any]) -> list[str]:
-    archive = report.get("archive")
-    if not archive:
+def _archive_lines(archive: Archive | None, folder: str) -> list[str]:
+    if archive is None:
         return []
     left_out = (
-        f"; left out to stay within {archive['budget_bytes'] / 1e6:.0f} MB: rank(s) {archive['left_out']}"
-        if archive["left_out"]
+        f"; left out to stay within {(archive.budget_bytes or 0) / 1e6:.0f} MB: rank(s) {archive.left_out}"
+        if archive.left_out
         else ""
     )
     return [
-        f"Merged timeline: `{archive['file']}` (open in ui.perfetto.dev: the traces as they are, one "
-        f"machine per rank, clocks pinned to rank {archive['reference_rank']}'s): "
-        f"rank(s) {archive['ranks']}, {archive['bytes'] / 1e6:.1f} MB of traces{left_out}. Others: "
-        f"`python -m profiling.archive {report['folder']} --ranks SPEC`.",
+        f"Merged timeline: `{archive.file}` (open in ui.perfetto.dev: the traces as they are, one "
+        f"machine per rank, clocks pinned to rank {archive.reference_rank}'s): "
+        f"rank(s) {archive.ranks}, {archive.bytes / 1e6:.1f} MB of traces{left_out}. Others: "
+        f"`python -m profiling.archive {folder} --ranks SPEC`.",
         "",
     ]
 
 
-def _merged_lines(report: dict[str, Any]) -> list[str]:
-    merge = report.get("merge")
-    if not merge:
+def _merged_lines(report: Report) -> list[str]:
+    merge: Merge | None = report.merge
+    if merge is None:
         return []
-    depth, kept = merge["max_cpu_depth"], "everything"
+    depth, kept = merge.max_cpu_depth, "everything"
     if depth is not None:
         what = (
             f"CPU operators nested up to {depth} deep"
             if depth >= 0
             else "top-level CPU operators, steps and collectives, no other GPU kernel"
         )
-        over = merge["bytes"] > merge["budget_bytes"]
+        budget = merge.budget_bytes or 0.0
         kept = (
-            f"{what}: {merge['events_dropped']} events left out to stay within "
-            f"{merge['budget_bytes'] / 1e6:.0f} MB (--full-merge keeps them)"
-            + ("; still over it, as what is always kept is more than that" if over else "")
+            f"{what}: {merge.events_dropped} events left out to stay within "
+            f"{budget / 1e6:.0f} MB (--full-merge keeps them)"
+            + ("; still over it, as what is always kept is more than that" if merge.bytes > budget else "")
         )
     return [
-        f"Merged JSON: `{report['merged_trace']}` (for viewers that cannot open archives), every rank on "
-        f"rank {report['ranks'][0]['rank']}'s clock; {merge['bytes'] / 1e6:.1f} MB of JSON holding {kept}.",
+        f"Merged JSON: `{report.merged_trace}` (for viewers that cannot open archives), every rank on "
+        f"rank {report.ranks[0].rank}'s clock; {merge.bytes / 1e6:.1f} MB of JSON holding {kept}.",
         "",
     ]
 
@@ -161,62 +148,59 @@ def _names(traces: list[str]) -> str:
     return ", ".join(traces[:4]) + (f" and {len(traces) - 4} more" if len(traces) > 4 else "")
 
 
-def _run_lines(run: dict[str, Any], plot: str | None) -> list[str]:
-    first, last = run["steps"]
+def _run_lines(run: Run, plot: str | None) -> list[str]:
+    first, last = run.steps
     lines = [
         f"## The whole run: steps {first}-{last}, every rank",
         "",
-        f"From every rank's step log (meta/steps/): {run['measures']}; each rank against the other "
-        f"ranks' median at that step. A rank is slow above ×{run['slow_above']:.2f} for "
-        f"{run['min_steps']} steps or more (the run's step-to-step noise: {run['noise']:.1%}).",
+        f"From every rank's step log (meta/steps/): {run.measures}; each rank against the other "
+        f"ranks' median at that step. A rank is slow above ×{run.slow_above:.2f} for "
+        f"{run.min_steps} steps or more (the run's step-to-step noise: {run.noise:.1%}).",
         "",
     ]
     if plot:
         lines += [f"![rank × step]({plot})", ""]
-    for node in run.get("slow_nodes", []):
-        ranks = ", ".join(map(str, node["slow_ranks"]))
+    for node in run.slow_nodes:
+        ranks = ", ".join(map(str, node.slow_ranks))
         lines += [
-            f"**Slow node: {node['node']}**, steps {node['first']}-{node['last']}: rank(s) {ranks} of its "
-            f"{len(node['ranks'])} at ×{node['ratio']:.2f} the other ranks (+{node['excess_ms']:.1f} ms a "
-            f"step), the other nodes' not. {node['hint'][0].upper()}{node['hint'][1:]}.",
+            f"**Slow node: {node.node}**, steps {node.first}-{node.last}: rank(s) {ranks} of its "
+            f"{len(node.ranks)} at ×{node.ratio:.2f} the other ranks (+{node.excess_ms:.1f} ms a "
+            f"step), the other nodes' not. {node.hint[0].upper()}{node.hint[1:]}.",
             "",
         ]
-    segments = run["segments"]
-    if segments:
+    if run.segments:
         lines += [
             "| rank | node | steps | slow steps | slower by (ms) | × the others | traces |",
             "|---:|---|---|---:|---:|---:|---|",
         ]
-        for s in segments:
-            traces = ", ".join(s["traces"]) if s["traces"] else s["hint"]
+        for s in run.segments:
+            traces = ", ".join(s.traces) if s.traces else s.hint
             lines.append(
-                f"| {s['rank']} | {s['node']} | {s['first']}-{s['last']} | {s['slow_steps']} | "
-                f"{s['excess_ms']:.1f} | {s['ratio']:.2f} | {traces} |"
+                f"| {s.rank} | {s.node} | {s.first}-{s.last} | {s.slow_steps} | "
+                f"{s.excess_ms:.1f} | {s.ratio:.2f} | {traces} |"
             )
         lines.append("")
     else:
         lines += ["No rank was persistently slow.", ""]
-    if run["ends"]["note"]:
-        lines += [f"Where the logs end: {run['ends']['note']}.", ""]
-    if run["unreadable"]:
-        lines += [f"Unreadable step logs: {'; '.join(run['unreadable'])}.", ""]
-    ranks = sorted(
-        run["ranks"], key=lambda r: min((i["relative"] for i in r["intervals"]), default=r["relative"])
-    )[:8]
+    if run.ends.note:
+        lines += [f"Where the logs end: {run.ends.note}.", ""]
+    if run.unreadable:
+        lines += [f"Unreadable step logs: {'; '.join(run.unreadable)}.", ""]
+    ranks = sorted(run.ranks, key=lambda r: min((i.relative for i in r.intervals), default=r.relative))[:8]
     lines += [
         "Scores (NVIDIA Resiliency Extension's sense; 1 is best): *relative*, the fastest rank's "
         "median over this rank's; *individual*, the rank's best interval over its median. The "
-        f"lowest {len(ranks)} of {len(run['ranks'])} ranks by their worst interval:",
+        f"lowest {len(ranks)} of {len(run.ranks)} ranks by their worst interval:",
         "",
         "| rank | node | median ms | relative | individual | worst steps | relative | individual |",
         "|---:|---|---:|---:|---:|---|---:|---:|",
     ]
     for r in ranks:
-        worst = min(r["intervals"], key=lambda i: i["relative"])
+        worst = min(r.intervals, key=lambda i: i.relative)
         lines.append(
-            f"| {r['rank']} | {r['node']} | {r['median_ms']:.1f} | {r['relative']:.2f} | "
-            f"{r['individual']:.2f} | {worst['first']}-{worst['last']} | {worst['relative']:.2f} | "
-            f"{worst['individual']:.2f} |"
+            f"| {r.rank} | {r.node} | {r.median_ms:.1f} | {r.relative:.2f} | "
+            f"{r.individual:.2f} | {worst.first}-{worst.last} | {worst.relative:.2f} | "
+            f"{worst.individual:.2f} |"
         )
     lines.append("")
     return lines

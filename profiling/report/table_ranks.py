@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Any
+from profiling.report.model import RankReport, Report
 
 SHOWN_RANKS = 16  # the lowest ranks every per-rank table shows; a line says what the others are
 
 
-def shown_ranks(report: dict[str, Any], ranks: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def shown_ranks(report: Report, ranks: list[RankReport] | None = None) -> list[RankReport]:
     """Of ``ranks`` (the report's, by default): the lowest :data:`SHOWN_RANKS`, and the ranks
     that matter beyond them (the straggler or its candidate, the slowest and fastest step)."""
-    ranks = report["ranks"] if ranks is None else ranks
+    ranks = report.ranks if ranks is None else ranks
     if len(ranks) <= SHOWN_RANKS:
         return ranks
-    verdict = report.get("straggler") or {}
-    named = {verdict.get("rank"), verdict.get("candidate")}
-    means = sorted(ranks, key=lambda r: r["step_time_ms"]["mean"])
-    named |= {means[0]["rank"], means[-1]["rank"]}
-    return [r for index, r in enumerate(ranks) if index < SHOWN_RANKS or r["rank"] in named]
+    verdict = report.straggler
+    named = {verdict.rank, verdict.candidate} if verdict is not None else set()
+    means = sorted(ranks, key=lambda r: r.step_time_ms.mean)
+    named |= {means[0].rank, means[-1].rank}
+    return [r for index, r in enumerate(ranks) if index < SHOWN_RANKS or r.rank in named]
 
 
 def others_line(total: int, shown: int, columns: int) -> list[str]:

@@ -1,0 +1,245 @@
+"""``report.json``, typed: one model of the report, in msgspec Structs, every field documented.
+
+Programs read report.json; this is its contract. The report is checked against it as it is
+written (:func:`checked`: a field the report writes that the model lacks, or a value of another
+type, is an error), and ``docs/report.schema.json`` is the model's JSON Schema, made from it
+(:func:`json_schema`; a test holds the file to the model). :data:`SCHEMA_VERSION` changes when
+a field changes meaning or goes away; new fields are new fields.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import msgspec
+
+from profiling.report.model_ranks import Part, RankReport, about
+
+SCHEMA_VERSION = 1
+
+
+class Straggler(Part):
+    verdict: Annotated[str, about("straggler, none or undetermined")]
+    rank: Annotated[int | None, about("the straggler, where the verdict names one")]
+    text: Annotated[str, about("the verdict and its evidence, as report.md says it")]
+    ranks_compared: Annotated[list[int], about("ranks whose clocks were paired")]
+    ranks_without_paired_clock: Annotated[list[int], about("left out of the verdict")]
+    collectives: Annotated[int, about("collectives paired on every rank compared")]
+    steps: Annotated[int, about("steps of those collectives")]
+    step_noise_ms: Annotated[float | None, about("the median rank's step-to-step spread")]
+    threshold_ms: Annotated[float | None, about("the waiting per step a straggler must cause")]
+    clock_uncertainty_us: Annotated[float, about("the largest ± of the clocks compared")]
+    min_lateness_us: Annotated[float, about("3 x the clocks' uncertainty: lateness below it is no evidence")]
+    compute_ms: Annotated[dict[int, float], about("compute per step, by rank")]
+    candidate: Annotated[int | None, about("the rank most often last")] = None
+    lateness_ms: Annotated[
+        float | None, about("how long after the next rank the candidate arrived, on average")
+    ] = None
+    last_arrivals: Annotated[
+        dict[int, int] | None, about("in how many collectives each rank arrived last")
+    ] = None
+    steps_held_back: Annotated[
+        dict[int, int] | None, about("in how many steps each rank held the others back most")
+    ] = None
+    charged_ms_per_step: Annotated[
+        dict[int, float] | None, about("the others' waiting each rank caused, per step")
+    ] = None
+    p_value: Annotated[
+        float | None, about("chance of the candidate holding back that many steps, were no rank slower")
+    ] = None
+    compute_over_median_pct: Annotated[
+        float | None, about("the straggler's compute against the median rank's")
+    ] = None
+
+
+class Spread(Part):
+    min: Annotated[float, about("the fastest rank's mean step (ms)")]
+    median: Annotated[float, about("the median rank's (ms)")]
+    max: Annotated[float, about("the slowest rank's (ms)")]
+    max_minus_min: Annotated[float, about("max - min (ms)")]
+
+
+class KernelDifference(Part):
+    name: Annotated[str, about("the kernel")]
+    family: Annotated[str, about("its family")]
+    fastest_us: Annotated[float, about("its time per step on the fastest rank")]
+    slowest_us: Annotated[float, about("on the slowest rank")]
+    difference_us: Annotated[float, about("slowest_us - fastest_us")]
+
+
+class KernelsAcross(Part):
+    fastest_rank: Annotated[int, about("the GPU rank with the least kernel time per step")]
+    slowest_rank: Annotated[int, about("the one with the most")]
+    kernels: Annotated[list[KernelDifference], about("the kernels whose time per step differs most")]
+
+
+class CollectiveAcross(Part):
+    kind: Annotated[str, about("the collective, as the traces name it")]
+    bytes: Annotated[int | None, about("message size, where recorded")]
+    group_size: Annotated[int | None, about("ranks in its group, where recorded")]
+    ranks: Annotated[int, about("ranks that ran it")]
+    count: Annotated[int, about("how many over every rank")]
+    p50_us: Annotated[float, about("the ranks' median p50")]
+    p90_us: Annotated[float, about("the largest p90")]
+    max_us: Annotated[float, about("the longest on any rank")]
+    busbw_gbps: Annotated[float | None, about("at that p50")]
+    slowest_rank: Annotated[int, about("the rank with the largest p50")]
+    slowest_busbw_gbps: Annotated[float | None, about("its bus bandwidth")]
+    below_link: Annotated[bool, about("busbw below half of --link-gbps")]
+
+
+class Reading(Part):
+    traces: Annotated[int, about("traces reported on")]
+    from_records: Annotated[int, about("read from fresh analysis records")]
+    read_here: Annotated[list[str], about("the traces this report read")]
+    analysed_by: Annotated[list[str], about("how many records came from whom")]
+    seconds: Annotated[float, about("the time reading took")]
+
+
+class Archive(Part):
+    file: Annotated[str, about("merged_trace.tar, in the report's folder")]
+    ranks: Annotated[str, about("the ranks in it")]
+    reference_rank: Annotated[int, about("the rank whose clock the others are pinned to")]
+    traces: Annotated[list[str], about("the trace files in it")]
+    bytes: Annotated[int, about("the traces' bytes")]
+    archive_bytes: Annotated[int, about("the archive's size")]
+    budget_bytes: Annotated[
+        float | None, about("the budget the default ranks were chosen within (null: ranks named)")
+    ]
+    left_out: Annotated[str, about("ranks that mattered but did not fit the budget")]
+    seconds: Annotated[float, about("the time packing took")]
+
+
+class Merge(Part):
+    bytes: Annotated[int, about("the merged JSON's size")]
+    budget_bytes: Annotated[float | None, about("its budget (null: --full-merge)")]
+    max_cpu_depth: Annotated[int | None, about("the deepest CPU operators kept (null: all)")]
+    events_kept: Annotated[int, about("events in it")]
+    events_dropped: Annotated[int, about("events left out to keep within the budget")]
+
+
+class Interval(Part):
+    first: Annotated[int, about("its first step")]
+    last: Annotated[int, about("its last step")]
+    median_ms: Annotated[float, about("the rank's median CPU time per step in it")]
+    relative: Annotated[float, about("as the rank's relative score, in it")]
+    individual: Annotated[float, about("as the rank's individual score, in it")]
+
+
+class RunRank(Part):
+    rank: Annotated[int, about("the global rank")]
+    node: Annotated[str, about("its node")]
+    median_ms: Annotated[float, about("its median CPU time per step")]
+    wall_median_ms: Annotated[float | None, about("its median wall time per step")]
+    gpu_median_ms: Annotated[float | None, about("its median GPU time per step, where measured")]
+    relative: Annotated[float, about("the fastest rank's median over this rank's (1: the fastest)")]
+    individual: Annotated[float, about("its best interval over its median (1: as fast as it ever was)")]
+    last_step: Annotated[int, about("the last step its log holds")]
+    intervals: Annotated[list[Interval], about("the same scores per tenth of the run")]
+
+
+class Segment(Part):
+    rank: Annotated[int, about("the slow rank")]
+    node: Annotated[str, about("its node")]
+    first: Annotated[int, about("the segment's first step")]
+    last: Annotated[int, about("its last step")]
+    slow_steps: Annotated[int, about("steps in it above the threshold")]
+    excess_ms: Annotated[float, about("median time per step above the others' median")]
+    ratio: Annotated[float, about("median ratio to the others' median")]
+    traces: Annotated[list[str], about("the traces that cover it")]
+    hint: Annotated[str | None, about("where none does: the commands that would have")]
+
+
+class SlowNode(Part):
+    node: Annotated[str, about("the node")]
+    ranks: Annotated[list[int], about("its ranks")]
+    slow_ranks: Annotated[list[int], about("those slow in these steps")]
+    first: Annotated[int, about("the first step")]
+    last: Annotated[int, about("the last step")]
+    slow_steps: Annotated[int, about("steps in which its ranks were slow")]
+    excess_ms: Annotated[float, about("median time per step above the other ranks' median")]
+    ratio: Annotated[float, about("median ratio to the other ranks' median")]
+    hint: Annotated[str, about("the command that resubmits without it")]
+
+
+class ShortLog(Part):
+    rank: Annotated[int, about("the rank")]
+    last_step: Annotated[int, about("its log's last step")]
+
+
+class Ends(Part):
+    expected_last_step: Annotated[int | None, about("the run's last step, from the manifest (null: none)")]
+    last_step: Annotated[int, about("the last step any log holds")]
+    short: Annotated[list[ShortLog], about("the ranks whose log ends before the run's")]
+    note: Annotated[str | None, about("what the logs' ends say, where they end early")]
+
+
+class Run(Part):
+    metric: Annotated[str, about("what is compared: cpu")]
+    measures: Annotated[str, about("what that metric is, in words")]
+    steps: Annotated[list[int], about("first and last step")]
+    columns: Annotated[int, about("steps in the map")]
+    gpu: Annotated[bool, about("GPU times were measured")]
+    slow_above: Annotated[float, about("the ratio to the others' median above which a step is slow")]
+    min_steps: Annotated[int, about("the shortest slow stretch that is a segment")]
+    noise: Annotated[float, about("the run's step-to-step noise, as a ratio")]
+    ranks: Annotated[list[RunRank], about("each rank's scores")]
+    segments: Annotated[list[Segment], about("persistently slow stretches")]
+    slow_nodes: Annotated[list[SlowNode], about("nodes whose ranks were slow together")]
+    ends: Annotated[Ends, about("where the step logs end, against the run's steps")]
+    unreadable: Annotated[list[str], about("step logs that could not be read")]
+
+
+class Report(Part, kw_only=True):
+    schema_version: Annotated[int, about("changes when a field changes meaning or goes away")] = (
+        SCHEMA_VERSION
+    )
+    folder: Annotated[str, about("the folder of traces reported on")]
+    generated_at: Annotated[str, about("when the report was made (UTC, ISO 8601)")]
+    ranks: Annotated[list[RankReport], about("per rank, sorted")]
+    straggler: Annotated[Straggler | None, about("null for one rank")] = None
+    step_time_spread_ms: Annotated[Spread | None, about("of the ranks' mean step times")] = None
+    communication_wait_ms: Annotated[
+        dict[int, float], about("mean exposed communication per step, by rank")
+    ] = msgspec.field(default_factory=dict)
+    kernels_across: Annotated[KernelsAcross | None, about("null with fewer than two GPU ranks")] = None
+    collectives_across: Annotated[list[CollectiveAcross], about("each collective over every rank")] = (
+        msgspec.field(default_factory=list)
+    )
+    link_gbps: Annotated[float | None, about("--link-gbps as given")] = None
+    warnings: Annotated[
+        list[str], about("one line each: a trace skipped and why, a rank taken from its file name...")
+    ] = msgspec.field(default_factory=list)
+    reading: Annotated[Reading, about("how the traces were read, and by whom")]
+    archive: Annotated[Archive | None, about("the Perfetto archive; null with --no-merged-trace")] = None
+    merged_trace: Annotated[str | None, about("merged_trace.json.gz with --merged-json")] = None
+    merge: Annotated[Merge | None, about("the merged JSON's size and what it left out (--merged-json)")] = (
+        None
+    )
+    alignment_seconds: Annotated[float, about("the time the clocks took to align")] = 0.0
+    run: Annotated[Run | None, about("the whole run from every rank's step log; null without")] = None
+    run_plot: Annotated[str | None, about("run.png, where drawn")] = None
+    drawn: Annotated[
+        dict[str, str], about("each picture's file name -> a fingerprint of the data it shows")
+    ] = msgspec.field(default_factory=dict)
+    seconds: Annotated[float, about("the time this report took")] = 0.0
+
+
+_DECODER = msgspec.json.Decoder(Report)
+
+
+def checked(encoded: bytes) -> Report:
+    """The report as programs will read it, held to the model: raises
+    :class:`msgspec.ValidationError` naming the field where the report and its model differ."""
+    return _DECODER.decode(encoded)
+
+
+def empty(folder: str, generated_at: str) -> dict[str, Any]:
+    """A report of no trace (a job's run alone), as the report's other parts build it."""
+    reading = Reading(traces=0, from_records=0, read_here=[], analysed_by=[], seconds=0.0)
+    return msgspec.to_builtins(Report(folder=folder, generated_at=generated_at, ranks=[], reading=reading))
+
+
+def json_schema() -> dict[str, Any]:
+    """The model's JSON Schema (docs/report.schema.json)."""
+    return msgspec.json.schema(Report)

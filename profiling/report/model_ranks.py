@@ -1,0 +1,125 @@
+"""``report.json``'s per-rank part, typed: :class:`RankReport` and what it holds. See
+:mod:`profiling.report.model` for the whole report and how the model is used."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import msgspec
+
+
+def about(text: str) -> msgspec.Meta:
+    """A field's documentation, carried into the report's JSON Schema (docs/report.schema.json)."""
+    return msgspec.Meta(description=text)
+
+
+class Part(msgspec.Struct, kw_only=True, forbid_unknown_fields=True):
+    """A part of the report: every field declared (a field the report writes and the model lacks
+    is an error, not a silent extra)."""
+
+
+class StepTime(Part):
+    mean: Annotated[float, about("mean of the recorded steps' CPU spans (ms)")]
+    min: Annotated[float, about("the shortest step (ms)")]
+    max: Annotated[float, about("the longest step (ms)")]
+
+
+class GpuTime(Part):
+    span_ms: Annotated[float, about("the step's GPU span, mean per step (ms)")]
+    busy_ms: Annotated[float, about("span_ms - idle, mean per step (ms)")]
+    idle_ms: Annotated[float, about("no kernel, copy or set on any stream, mean per step (ms)")]
+    communication_overlapped_ms: Annotated[float, about("communication hidden under compute, per step (ms)")]
+    compute_by_phase_ms: Annotated[
+        dict[str, float], about("compute per step by phase: forward, backward, optimizer")
+    ]
+    idle_causes_ms: Annotated[
+        dict[str, float], about("the streams' idle time per step by cause: host_wait, kernel_wait, other")
+    ]
+    unlaunched: Annotated[int, about("GPU activities whose launch the traces do not hold")]
+
+
+class KernelRow(Part):
+    name: Annotated[str, about("the kernel's name, as the trace has it")]
+    family: Annotated[str, about("gemm/conv, communication, memcpy/memset, reduction, elementwise, other")]
+    count: Annotated[int, about("launches in the recorded steps")]
+    total_us: Annotated[float, about("its time over the recorded steps")]
+    per_step_us: Annotated[float, about("total_us per recorded step")]
+    mean_us: Annotated[float, about("a launch's mean duration")]
+    p50_us: Annotated[float, about("a launch's median duration")]
+    p99_us: Annotated[float, about("a launch's 99th percentile duration")]
+
+
+class Kernels(Part):
+    total_us: Annotated[float, about("every kernel's time over the recorded steps (µs)")]
+    per_step_us: Annotated[float, about("total_us per recorded step")]
+    by_family_us: Annotated[dict[str, float], about("kernel time by family (µs)")]
+    top: Annotated[list[KernelRow], about("the kernels with the most time")]
+
+
+class CollectiveRow(Part):
+    kind: Annotated[str, about("the collective, as the trace names it")]
+    bytes: Annotated[int | None, about("the message's size, where the trace records it")]
+    group_size: Annotated[int | None, about("ranks in its group, where recorded")]
+    count: Annotated[int, about("how many in the recorded steps")]
+    p50_us: Annotated[float, about("median duration")]
+    p90_us: Annotated[float, about("90th percentile duration")]
+    max_us: Annotated[float, about("the longest")]
+    total_us: Annotated[float, about("their time over the recorded steps")]
+    algbw_gbps: Annotated[float | None, about("bytes / p50 (GB/s); null without sizes")]
+    busbw_gbps: Annotated[
+        float | None, about("the bus bandwidth nccl-tests defines, at p50; null without sizes")
+    ]
+
+
+class Clock(Part):
+    method: Annotated[str, about("reference, one host, sequence numbers, matched collectives or base time")]
+    shift_us: Annotated[float, about("added to the trace's ts to put it on the first rank's clock")]
+    pairs: Annotated[int, about("all-reduce-like collectives paired to set the clock")]
+    residual_us: Annotated[float | None, about("median absolute deviation of the pairs' offsets")]
+    max_residual_us: Annotated[float | None, about("the largest deviation of a pair's offset from the shift")]
+    paired_share: Annotated[float | None, about("pairs / all-reduce-like collectives of the shorter trace")]
+    uncertainty_us: Annotated[float | None, about("what the shift may be off by (docs/report.md)")]
+    note: Annotated[str, about("why a rank kept its base time, or whose clock it shares")]
+
+
+class TraceClock(Clock):
+    trace: Annotated[str, about("the trace this clock is of")]
+
+
+class CollectiveWait(Part):
+    collectives: Annotated[int, about("collectives every compared rank reached")]
+    wait_ms: Annotated[float, about("waiting for the last rank, per step (ms)")]
+    transfer_ms: Annotated[float, about("after the last rank arrived, per step (ms)")]
+    waiting_share: Annotated[float | None, about("wait_ms / (wait_ms + transfer_ms); null where both are 0")]
+    last_arrivals: Annotated[int, about("in how many this rank arrived last")]
+
+
+class RankReport(Part):
+    rank: Annotated[int, about("the global rank")]
+    host: Annotated[str, about("the host its trace names")]
+    device: Annotated[str, about('"gpu" if the trace has GPU activity, else "cpu"')]
+    trace_files: Annotated[list[str], about("its traces in the folder")]
+    steps: Annotated[list[int], about("the ProfilerStep numbers recorded")]
+    step_ms: Annotated[list[float], about("each step's CPU span (ms)")]
+    step_time_ms: Annotated[StepTime, about("of step_ms")]
+    breakdown_ms: Annotated[
+        dict[str, float],
+        about(
+            "mean per step of each part. GPU: compute + communication + memory + other + idle = "
+            "gpu.span_ms. CPU: forward + backward + optimizer + communication + other = step_time_ms.mean"
+        ),
+    ]
+    breakdown_steps_ms: Annotated[dict[str, list[float]], about("the same parts for each step")]
+    accounted_ms: Annotated[float, about("what the parts add up to")]
+    compute_ms: Annotated[float, about("mean of the steps' compute")]
+    communication_total_ms: Annotated[float, about("mean of the steps' time in collectives")]
+    gpu: Annotated[GpuTime | None, about("null on CPU")]
+    kernels: Annotated[Kernels | None, about("null on CPU")]
+    collectives: Annotated[list[CollectiveRow], about("by kind, bytes and group size")]
+    clock: Annotated[Clock, about("how the rank's (first) trace was put on the first rank's clock")]
+    trace_clocks: Annotated[list[TraceClock], about("the same for each of its traces")]
+    analysed_by: Annotated[dict[str, str], about('trace -> who read it: "rank 3 on node2 (pid 4242)"')]
+    warnings: Annotated[list[str], about("what the analysis of its traces noticed")]
+    collective_wait: Annotated[
+        CollectiveWait | None, about("null for a rank whose clock could not be paired")
+    ]
