@@ -93,14 +93,16 @@ class SlurmJobState:
         self.state: str | None = None  # set once the job has ended
         self.queue = QueueView()
 
+    def _say(self, line: str) -> None:
+        print(line, file=self.out)
+
     def ended(self) -> bool:
         if self.state is not None:
             return True
         state = self.queue.state(self.job_id)
         if state is None or not scheduler.has_ended(state):
             return False  # no answer (ask again), or still queued or running
-        warn = lambda line: print(line, file=self.out)  # noqa: E731
-        self.state = state or self.queue.ending(self.job_id, warn)[0]
+        self.state = state or self.queue.ending(self.job_id, self._say)[0]
         return True
 
 
