@@ -191,6 +191,9 @@ def test_write_request_numbers_requests_and_never_overwrites(tmp_path: Path) -> 
 # --- end to end, on the local executor ---------------------------------------------------------
 
 
+# once more if it fails: it times ranks against each other, and a noisy neighbour on a shared
+# machine can add a slow stretch to any rank (CI, 2026-12-03: four such tests in one run)
+@pytest.mark.flaky(reruns=1)
 def test_slowest_rank_is_profiled_on_the_local_executor(traces_root: Path) -> None:
     result = run_submit(
         "--cluster", "local", "--gpus", "3", "--profile-ranks", "0,slowest",

@@ -16,6 +16,9 @@ from tests.slurm_helpers import SubmittedJob
 from tests.test_run_map import list_ranks, write_logs
 
 
+# once more if it fails: it times ranks against each other, and a noisy neighbour on a shared
+# machine can add a slow stretch to any rank (CI, 2026-12-03: four such tests in one run)
+@pytest.mark.flaky(reruns=1)
 def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     # 2 ranks, one per core: with 4 ranks on 2 cores the slowed rank's core-mate was slowed too,
     # and whether the others ran slower beside it depended on the machine's load. A rank a core
@@ -92,6 +95,9 @@ def test_exclude_slow_from_a_job_adds_its_slow_node_to_sbatch_exclude(tmp_path: 
     ), result.stderr
 
 
+# once more if it fails: it times ranks against each other, and a noisy neighbour on a shared
+# machine can add a slow stretch to any rank (CI, 2026-12-03: four such tests in one run)
+@pytest.mark.flaky(reruns=1)
 @pytest.mark.full_cluster
 def test_on_the_test_cluster_a_slow_node_is_named_and_a_slow_rank_alone_is_not(
     slurm_cluster, traces_root: Path

@@ -124,6 +124,9 @@ def job_report(traces_root, *args: str) -> tuple[dict, str]:
     return json.loads((meta_of(job_dir) / "report.json").read_text()), result.stdout
 
 
+# once more if it fails: it times ranks against each other, and a noisy neighbour on a shared
+# machine can add a slow stretch to any rank (CI, 2026-12-03: four such tests in one run)
+@pytest.mark.flaky(reruns=1)
 def test_injected_slowdown_is_named(traces_root) -> None:
     # with 4 ranks on this machine's 2 cores, the rank that shares a core with the slowed one was
     # slowed as well, and which of them arrived last was the scheduler's call (2026-12-02: rank 0
@@ -133,6 +136,9 @@ def test_injected_slowdown_is_named(traces_root) -> None:
     assert (straggler["verdict"], straggler["rank"]) == ("straggler", 1), straggler["text"]
 
 
+# once more if it fails: it times ranks against each other, and a noisy neighbour on a shared
+# machine can add a slow stretch to any rank (CI, 2026-12-03: four such tests in one run)
+@pytest.mark.flaky(reruns=1)
 def test_balanced_job_has_no_significant_straggler_and_no_slow_rank_in_its_run(traces_root) -> None:
     # 60 steps: the run map of a balanced job, long enough for bursts, shows no slow segment
     report, printed = job_report(traces_root, "--steps", "60")
