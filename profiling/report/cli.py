@@ -10,11 +10,10 @@ from pathlib import Path
 from profiling.analysis.json_stream import TraceFormatError
 from profiling.analysis.record import ReportError, load_fresh
 from profiling.archive import ArchiveError
-from profiling.folder.report_json import encode_report
+from profiling.folder.layout import ReportFiles
 from profiling.folder.traces import find_traces
-from profiling.report import model, slurm_array
+from profiling.report import slurm_array
 from profiling.report.build import build_report
-from profiling.report.render import report_markdown
 from profiling.report.settings import ReportSettings
 from slurm.command_line import OneLineParser
 from slurm.resources import SlurmResources
@@ -70,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = from_namespace(ReportSettings, args)
         if settings.slurm and not _read_on_the_cluster(args, settings):
             return 0
-        report = build_report(
+        build_report(
             args.folder,
             settings.out,
             plot=settings.plot,
@@ -85,5 +84,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     except (ReportError, ArchiveError, TraceFormatError, OSError, ValueError) as error:
         return parser.fail(error)
-    print(report_markdown(model.checked(encode_report(report))))
+    files = ReportFiles(settings.out) if settings.out else ReportFiles.of(args.folder)
+    print(files.markdown.read_text())  # what the build rendered: not encoded and checked again
     return 0
