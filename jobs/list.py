@@ -74,7 +74,7 @@ def _straggler(folder: JobFolder) -> str | None:
         return None
     if verdict is None:
         return "one rank"
-    return f"rank {verdict['rank']}" if verdict["rank"] is not None else verdict["verdict"]
+    return f"rank {verdict.rank}" if verdict.rank is not None else verdict.verdict
 
 
 def list_jobs(root: Path) -> list[dict[str, Any]]:

@@ -37,8 +37,10 @@ from pathlib import Path
 from typing import Any
 
 from profiling.folder.layout import ReportFiles
-from profiling.folder.report_json import read_archive_fields
+from profiling.folder.report_json import ArchiveFields, read_archive_fields
 from profiling.ranks import RankSelection, RankSpecError, format_ranks
+from profiling.report import model
+from profiling.report.model_ranks import TraceClock
 from slurm.basics import atomic_path
 from slurm.command_line import OneLineParser
 
@@ -62,7 +64,7 @@ class Member:
     rank: int
     host: str
     shift_us: float  # onto the first rank's clock (report.json's trace_clocks)
-    clock: dict[str, Any]
+    clock: TraceClock
 
     @property
     def machine(self) -> str:
@@ -72,27 +74,27 @@ class Member:
     def name(self) -> str:
         """Its name in the archive: the trace's in its folder of traces, one level flattened
         (``worker3/x.json`` as ``worker3__x.json``), so that names stay unique."""
-        return self.clock["trace"].replace("/", "__")
+        return self.clock.trace.replace("/", "__")
 
 
-def default_ranks(report: dict[str, Any]) -> list[int]:
+def default_ranks(report: model.Report | ArchiveFields) -> list[int]:
     """The ranks that matter, in order: the first, the straggler (or the candidate), the one
     that computes least, then the first rank of each node."""
-    ranks = report["ranks"]
-    straggler = report["straggler"] or {}
-    # an undetermined verdict has a rank of None and, maybe, a candidate
-    named = straggler.get("rank")
-    order = [ranks[0]["rank"], named if named is not None else straggler.get("candidate")]
-    order.append(min(ranks, key=lambda r: (r["compute_ms"], r["rank"]))["rank"])
+    ranks = report.ranks
+    straggler = report.straggler
+    order = [ranks[0].rank]
+    if straggler is not None:  # an undetermined verdict names no rank and, maybe, a candidate
+        order.append(straggler.rank if straggler.rank is not None else straggler.candidate)
+    order.append(min(ranks, key=lambda r: (r.compute_ms, r.rank)).rank)
     hosts: dict[str, int] = {}
     for r in ranks:
-        hosts.setdefault(r["host"], r["rank"])
+        hosts.setdefault(r.host, r.rank)
     order += list(hosts.values())
     return list(dict.fromkeys(rank for rank in order if rank is not None))
 
 
-def members(folder: Path, report: dict[str, Any], ranks: Sequence[int]) -> list[Member]:
-    by_rank = {r["rank"]: r for r in report["ranks"]}
+def members(folder: Path, report: model.Report | ArchiveFields, ranks: Sequence[int]) -> list[Member]:
+    by_rank = {r.rank: r for r in report.ranks}
     missing = [rank for rank in ranks if rank not in by_rank]
     if missing:
         raise ArchiveError(
@@ -100,9 +102,9 @@ def members(folder: Path, report: dict[str, Any], ranks: Sequence[int]) -> list[
             f"{format_ranks(by_rank)}). HINT: name ranks that were profiled"
         )
     return [
-        Member(folder / clock["trace"], rank, by_rank[rank]["host"], clock["shift_us"], clock)
+        Member(folder / clock.trace, rank, by_rank[rank].host, clock.shift_us, clock)
         for rank in ranks
-        for clock in by_rank[rank]["trace_clocks"]
+        for clock in by_rank[rank].trace_clocks
     ]
 
 
@@ -139,35 +141,34 @@ def manifest(job: str, chosen: Sequence[Member]) -> dict[str, Any]:
     return {"perfetto_manifest": {"version": 1, "files": files, "attributes": attributes}}
 
 
-def _how(clock: dict[str, Any]) -> str:
-    if clock["method"] == "base time":
-        return f"base time: {clock['note']}" if clock["note"] else "base time"
-    if clock["method"] == "reference":
+def _how(clock: TraceClock) -> str:
+    if clock.method == "base time":
+        return f"base time: {clock.note}" if clock.note else "base time"
+    if clock.method == "reference":
         return "reference: the first rank's clock"
     # a clock of one host may pair no collective: no residual then, and its shift still exact
-    residual = clock.get("residual_us")
-    uncertainty = clock.get("uncertainty_us")
+    residual, uncertainty = clock.residual_us, clock.uncertainty_us
     return (
-        f"{clock['method']}: {clock['pairs']} pairs"
+        f"{clock.method}: {clock.pairs} pairs"
         + (f", residual {residual:.1f} us" if residual is not None else "")
         + (f", +/- {uncertainty:.2f} us" if uncertainty is not None else "")
-        + f", shift {clock['shift_us']:.1f} us"
+        + f", shift {clock.shift_us:.1f} us"
     )
 
 
 def write_archive(
     folder: Path,
-    report: dict[str, Any],
+    report: model.Report | ArchiveFields,
     path: Path,
     *,
     ranks: Sequence[int] | None = None,
     budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
-) -> dict[str, Any]:
+) -> model.Archive:
     """Write the archive of ``ranks`` (default: every rank where all fit in ``budget_bytes``,
     else :func:`default_ranks` within it) atomically to ``path``; returns what ``report.json``
     says of it."""
     started = time.perf_counter()
-    every = members(folder, report, [r["rank"] for r in report["ranks"]])
+    every = members(folder, report, [r.rank for r in report.ranks])
     if ranks is None and (budget_bytes is None or sum(m.path.stat().st_size for m in every) <= budget_bytes):
         chosen, left_out = every, []
     elif ranks is None:
@@ -186,17 +187,17 @@ def write_archive(
             for member in chosen:
                 _add_trace(out, member)
             out.write(tarfile.NUL * (2 * tarfile.BLOCKSIZE))  # the end-of-archive marker
-    return {
-        "file": path.name,
-        "ranks": format_ranks({m.rank for m in chosen}),
-        "reference_rank": min(chosen, key=lambda m: (m.shift_us, m.rank)).rank,
-        "traces": [m.name for m in chosen],
-        "bytes": sum(m.path.stat().st_size for m in chosen),
-        "archive_bytes": path.stat().st_size,
-        "budget_bytes": budget_bytes,
-        "left_out": format_ranks(left_out),
-        "seconds": round(time.perf_counter() - started, 3),
-    }
+    return model.Archive(
+        file=path.name,
+        ranks=format_ranks({m.rank for m in chosen}),
+        reference_rank=min(chosen, key=lambda m: (m.shift_us, m.rank)).rank,
+        traces=[m.name for m in chosen],
+        bytes=sum(m.path.stat().st_size for m in chosen),
+        archive_bytes=path.stat().st_size,
+        budget_bytes=budget_bytes,
+        left_out=format_ranks(left_out),
+        seconds=round(time.perf_counter() - started, 3),
+    )
 
 
 def _add_trace(out: io.RawIOBase, member: Member) -> None:
@@ -274,7 +275,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return parser.fail(
             f"{args.folder} has no report ({files.json}). HINT: python -m profiling.report {args.folder}"
         )
-    profiled = [r["rank"] for r in report["ranks"]]
+    profiled = [r.rank for r in report.ranks]
     try:
         selection = args.ranks
         ranks = None
@@ -283,7 +284,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         written = write_archive(args.folder, report, args.out or files.archive, ranks=ranks)
     except (RankSpecError, ArchiveError, OSError) as error:
         return parser.fail(error)
-    print(f"rank(s) {written['ranks']} in {args.out or files.archive}: open it in https://ui.perfetto.dev")
+    print(f"rank(s) {written.ranks} in {args.out or files.archive}: open it in https://ui.perfetto.dev")
     return 0
 
 

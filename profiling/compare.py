@@ -53,8 +53,7 @@ def load_report(folder: Path, argument: str) -> Report:
             "report. HINT: pass a job folder, <traces root>/<job id>, or a folder of traces"
         )
     try:
-        build_report(folder)
-        return model.checked(path.read_bytes())
+        return build_report(folder)
     except ReportError as error:
         raise CompareError(f"{argument} {folder}: {error}") from None
 

@@ -39,9 +39,7 @@ def report_of(folder: Path, traces: list[dict[str, Any]]) -> dict[str, Any]:
 
 def shift_errors(report: dict[str, Any], shifts_us: list[float]) -> dict[int, float]:
     """How far each rank's measured shift is from the truth (moving rank r by -shifts[r] + shifts[0])."""
-    return {
-        r["rank"]: r["clock"]["shift_us"] - (shifts_us[0] - shifts_us[r["rank"]]) for r in report["ranks"]
-    }
+    return {r.rank: r.clock.shift_us - (shifts_us[0] - shifts_us[r.rank]) for r in report.ranks}
 
 
 def test_the_case_is_dense_and_alike(dense: dict[str, Any]) -> None:
@@ -64,14 +62,14 @@ def test_exact_copies_are_aligned_exactly_and_no_straggler_is_named(
 ) -> None:
     report = report_of(tmp_path, copies(dense, shifts_us))
     for rank, error in shift_errors(report, shifts_us).items():
-        clock = report["ranks"][rank]["clock"]
+        clock = report.ranks[rank].clock
         assert abs(error) <= 5.0, (rank, clock)
         if rank:
-            assert clock["method"] == "matched collectives" and clock["paired_share"] == 1.0
-            assert clock["residual_us"] == pytest.approx(0.0, abs=1e-3)
-    straggler = report["straggler"]
-    assert straggler["verdict"] == "none" and straggler["rank"] is None, straggler["text"]
-    assert straggler["text"].startswith("no significant straggler: no rank reached any of the")
+            assert clock.method == "matched collectives" and clock.paired_share == 1.0
+            assert clock.residual_us == pytest.approx(0.0, abs=1e-3)
+    straggler = report.straggler
+    assert straggler.verdict == "none" and straggler.rank is None, straggler.text
+    assert straggler.text.startswith("no significant straggler: no rank reached any of the")
 
 
 def test_jitter_lost_collectives_and_a_late_start_still_align(dense: dict[str, Any], tmp_path: Path) -> None:
@@ -82,17 +80,15 @@ def test_jitter_lost_collectives_and_a_late_start_still_align(dense: dict[str, A
         traces.append(tv.drop_collectives(trace, 0.1, seed=100 + rank, first=25 if rank == 3 else 0))
     report = report_of(tmp_path, traces)
     for rank, error in shift_errors(report, shifts).items():
-        clock = report["ranks"][rank]["clock"]
+        clock = report.ranks[rank].clock
         assert abs(error) <= 50.0, (rank, clock)
         if rank:
             # what the pairs achieve, said as it is: ends ±25 µs on either side
-            assert clock["method"] == "matched collectives" and clock["paired_share"] > 0.6
-            assert 5.0 < clock["residual_us"] < 50.0
+            assert clock.method == "matched collectives" and clock.paired_share > 0.6
+            assert 5.0 < clock.residual_us < 50.0
             # the ± covers what the model errs by (ends ±25 µs apart), not only the pairs' median
-            assert (
-                clock["uncertainty_us"] >= clock["residual_us"] and abs(error) <= 3 * clock["uncertainty_us"]
-            )
-    assert report["straggler"]["verdict"] == "none", report["straggler"]["text"]
+            assert clock.uncertainty_us >= clock.residual_us and abs(error) <= 3 * clock.uncertainty_us
+    assert report.straggler.verdict == "none", report.straggler.text
 
 
 def test_a_rank_late_at_every_allreduce_is_named(dense: dict[str, Any], tmp_path: Path) -> None:
@@ -101,37 +97,35 @@ def test_a_rank_late_at_every_allreduce_is_named(dense: dict[str, Any], tmp_path
         tmp_path, tv.late_at_every_allreduce(copies(dense, shifts), late_rank=5, late_us=2000.0)
     )
     for rank, error in shift_errors(report, shifts).items():
-        assert abs(error) <= 5.0, (rank, report["ranks"][rank]["clock"])
-    straggler = report["straggler"]
-    assert (straggler["verdict"], straggler["rank"]) == ("straggler", 5), straggler["text"]
-    assert straggler["lateness_ms"] == pytest.approx(2.0, abs=0.05)
-    assert " 2.00 ms after the next rank on average" in straggler["text"]
+        assert abs(error) <= 5.0, (rank, report.ranks[rank].clock)
+    straggler = report.straggler
+    assert (straggler.verdict, straggler.rank) == ("straggler", 5), straggler.text
+    assert straggler.lateness_ms == pytest.approx(2.0, abs=0.05)
+    assert " 2.00 ms after the next rank on average" in straggler.text
     # the others wait 2 ms for it in each all-reduce; it waits for none
-    late = report["ranks"][5]["collective_wait"]
-    steps = len(report["ranks"][5]["steps"])
-    allreduces = late["last_arrivals"]
-    assert allreduces >= 0.9 * late["collectives"] and late["waiting_share"] < 0.01
+    late = report.ranks[5].collective_wait
+    steps = len(report.ranks[5].steps)
+    allreduces = late.last_arrivals
+    assert allreduces >= 0.9 * late.collectives and late.waiting_share < 0.01
     for rank in (0, 3):
-        waited = report["ranks"][rank]["collective_wait"]
-        assert waited["last_arrivals"] == 0 and waited["collectives"] == late["collectives"]
-        assert waited["wait_ms"] * steps == pytest.approx(2.0 * allreduces, rel=0.01)
-        assert waited["transfer_ms"] == pytest.approx(late["transfer_ms"], rel=0.01)
+        waited = report.ranks[rank].collective_wait
+        assert waited.last_arrivals == 0 and waited.collectives == late.collectives
+        assert waited.wait_ms * steps == pytest.approx(2.0 * allreduces, rel=0.01)
+        assert waited.transfer_ms == pytest.approx(late.transfer_ms, rel=0.01)
     markdown = (meta_of(tmp_path) / "report.md").read_text()
-    assert f"rank 5 arrived last in {allreduces} of {late['collectives']}" in markdown, markdown
+    assert f"rank 5 arrived last in {allreduces} of {late.collectives}" in markdown, markdown
 
 
 def test_collectives_that_no_offset_explains_are_refused(dense: dict[str, Any], tmp_path: Path) -> None:
     traces = copies(dense, [0.0, 1700.0])
     traces[1] = tv.random_ends(traces[1], seed=5)
     report = report_of(tmp_path, traces)
-    clock = report["ranks"][1]["clock"]
-    assert (clock["method"], clock["shift_us"], clock["paired_share"]) == ("base time", 0.0, None)
-    assert clock["note"].startswith(
-        "clocks could not be aligned: no offset pairs enough of them beyond chance"
-    )
-    straggler = report["straggler"]
-    assert (straggler["verdict"], straggler["rank"]) == ("undetermined", None)
-    assert "the clocks could not be aligned for rank(s) 1" in straggler["text"]
+    clock = report.ranks[1].clock
+    assert (clock.method, clock.shift_us, clock.paired_share) == ("base time", 0.0, None)
+    assert clock.note.startswith("clocks could not be aligned: no offset pairs enough of them beyond chance")
+    straggler = report.straggler
+    assert (straggler.verdict, straggler.rank) == ("undetermined", None)
+    assert "the clocks could not be aligned for rank(s) 1" in straggler.text
     markdown = (meta_of(tmp_path) / "report.md").read_text()
     assert "after the next rank" not in markdown and "| 1 | base time | 0.0 | 0 | - | - | - |" in markdown
 
@@ -179,15 +173,12 @@ def test_ranks_of_one_host_share_its_clock_and_each_other_host_is_measured_once(
 ) -> None:
     shifts = [0.0, 0.0, 1700.0, 1700.0]  # hosts a and b: their ranks' clocks agree
     traces = [dict(trace, host_name=host) for trace, host in zip(copies(dense, shifts), "aabb", strict=True)]
-    clocks = [r["clock"] for r in report_of(tmp_path, traces)["ranks"]]
-    assert (clocks[1]["method"], clocks[1]["shift_us"], clocks[1]["uncertainty_us"]) == ("one host", 0.0, 0.0)
-    assert clocks[2]["method"] == "matched collectives" and abs(clocks[2]["shift_us"] + 1700.0) <= 5.0
-    assert clocks[3]["method"] == "one host" and clocks[3]["note"].startswith("its node's clock")
-    assert (
-        clocks[3]["shift_us"] == clocks[2]["shift_us"]
-        and clocks[3]["uncertainty_us"] == clocks[2]["uncertainty_us"]
-    )
-    assert clocks[2]["uncertainty_us"] >= clocks[2]["residual_us"]  # the model's own error, at least
+    clocks = [r.clock for r in report_of(tmp_path, traces).ranks]
+    assert (clocks[1].method, clocks[1].shift_us, clocks[1].uncertainty_us) == ("one host", 0.0, 0.0)
+    assert clocks[2].method == "matched collectives" and abs(clocks[2].shift_us + 1700.0) <= 5.0
+    assert clocks[3].method == "one host" and clocks[3].note.startswith("its node's clock")
+    assert clocks[3].shift_us == clocks[2].shift_us and clocks[3].uncertainty_us == clocks[2].uncertainty_us
+    assert clocks[2].uncertainty_us >= clocks[2].residual_us  # the model's own error, at least
 
 
 def test_a_delay_the_last_arrival_adds_to_its_ends_is_within_the_clock_uncertainty() -> None:

@@ -21,7 +21,7 @@ from profiling.compare import compare
 from profiling.folder.layout import ReportFiles
 from profiling.folder.traces import find_traces
 from profiling.ranks import RankSelection
-from profiling.report import build_report
+from profiling.report import build_report, model
 from tests import trace_variants as variants
 from tests.common import REPO
 
@@ -50,25 +50,25 @@ def test_traces_named_by_torchs_handler_one_folder_per_worker(torch_named: Path)
     assert len(names) == 2 and all(name.endswith(".pt.trace.json.gz") for name in names)
     assert {name.split("/")[0] for name in names} == {"worker0", "worker1"}  # as torch left them
     report = build_report(torch_named, plot=False)
-    assert [r["rank"] for r in report["ranks"]] == [0, 1]  # from each trace's distributedInfo
-    for rank in report["ranks"]:
-        assert rank["steps"] == [2, 3, 4] and rank["trace_files"][0].startswith(f"worker{rank['rank']}/")
-    assert report["ranks"][1]["clock"]["method"] != "none"
-    archive = report["archive"]
+    assert [r.rank for r in report.ranks] == [0, 1]  # from each trace's distributedInfo
+    for rank in report.ranks:
+        assert rank.steps == [2, 3, 4] and rank.trace_files[0].startswith(f"worker{rank.rank}/")
+    assert report.ranks[1].clock.method != "none"
+    archive = report.archive
     with tarfile.open(ReportFiles.of(torch_named).archive) as packed:
         assert sorted(packed.getnames()) == sorted(
-            ["perfetto_manifest.json", *(n.replace("/", "__") for n in archive["traces"])]
+            ["perfetto_manifest.json", *(n.replace("/", "__") for n in archive.traces)]
         )
 
 
 def test_traces_named_by_torchs_handler_in_one_folder(tmp_path: Path) -> None:
     torchrun(tmp_path / "flat")
     report = build_report(tmp_path / "flat", plot=False, archive=False)
-    assert [r["rank"] for r in report["ranks"]] == [0, 1]
-    assert all(name.endswith(".pt.trace.json") for r in report["ranks"] for name in r["trace_files"])
+    assert [r.rank for r in report.ranks] == [0, 1]
+    assert all(name.endswith(".pt.trace.json") for r in report.ranks for name in r.trace_files)
     # the report's own files are not traces: a second report reads the same two, from their records
     again = build_report(tmp_path / "flat", plot=False, archive=False)
-    assert again["reading"]["from_records"] == 2 and again["reading"]["traces"] == 2
+    assert again.reading.from_records == 2 and again.reading.traces == 2
 
 
 def another_producers_job(folder: Path, ranks: int = 4) -> Path:
@@ -84,10 +84,10 @@ def another_producers_job(folder: Path, ranks: int = 4) -> Path:
 def test_another_producers_shape(tmp_path: Path) -> None:
     folder = another_producers_job(tmp_path / "other")
     report = build_report(folder, plot=False)
-    assert [r["rank"] for r in report["ranks"]] == [0, 1, 2, 3]
-    assert all(r["steps"] == [5] and r["device"] == "gpu" for r in report["ranks"])
-    assert report["warnings"] == []
-    assert report["archive"]["ranks"] == "0-3"  # every trace fits the budget
+    assert [r.rank for r in report.ranks] == [0, 1, 2, 3]
+    assert all(r.steps == [5] and r.device == "gpu" for r in report.ranks)
+    assert report.warnings == []
+    assert report.archive.ranks == "0-3"  # every trace fits the budget
 
 
 def test_one_recorded_step_says_its_noise_cannot_be_measured(tmp_path: Path) -> None:
@@ -97,7 +97,7 @@ def test_one_recorded_step_says_its_noise_cannot_be_measured(tmp_path: Path) -> 
     folder.mkdir()
     for rank, trace in enumerate(traces):
         (folder / f"worker{rank}.pt.trace.json").write_text(json.dumps(trace))
-    text = build_report(folder, plot=False, archive=False)["straggler"]["text"]
+    text = build_report(folder, plot=False, archive=False).straggler.text
     assert "rank 2" in text and "the step-to-step noise cannot be measured from one step" in text, text
     assert "noise of 0.00" not in text
     assert (folder / "meta" / "report.md").read_text().startswith(f"# Trace report: {folder}")
@@ -111,10 +111,8 @@ def test_a_rank_from_the_name_where_the_trace_says_none(tmp_path: Path) -> None:
         path.unlink()
         (folder / f"host_rank-{rank}.json").write_text(json.dumps(trace))
     report = build_report(folder, plot=False, archive=False)
-    assert [r["rank"] for r in report["ranks"]] == [0, 1]
-    assert (
-        "rank 1: the trace has no distributedInfo: rank 1 is taken from its file name" in report["warnings"]
-    )
+    assert [r.rank for r in report.ranks] == [0, 1]
+    assert "rank 1: the trace has no distributedInfo: rank 1 is taken from its file name" in report.warnings
 
 
 def test_what_is_not_a_trace_is_named_and_skipped(tmp_path: Path) -> None:
@@ -127,9 +125,9 @@ def test_what_is_not_a_trace_is_named_and_skipped(tmp_path: Path) -> None:
     del nameless["distributedInfo"]
     (folder / "worker1_step_5.1697000000001.pt.trace.json").write_text(json.dumps(nameless))
     report = build_report(folder, plot=False, archive=False)
-    assert [r["rank"] for r in report["ranks"]] == [0]  # the others are still analysed
-    skipped = [w for w in report["warnings"] if w.startswith("skipped ")]
-    assert len(skipped) == 3, report["warnings"]
+    assert [r.rank for r in report.ranks] == [0]  # the others are still analysed
+    skipped = [w for w in report.warnings if w.startswith("skipped ")]
+    assert len(skipped) == 3, report.warnings
     assert any(w.startswith("skipped config.json: no traceEvents") for w in skipped), skipped
     assert any(w.startswith("skipped worker2_step_5.1697000000002.pt.trace.json.gz:") for w in skipped)
     assert any(
@@ -154,8 +152,8 @@ def test_compare_and_archive_on_folders_of_foreign_traces(tmp_path: Path) -> Non
     b = another_producers_job(tmp_path / "b", ranks=2)
     result = compare(a, b)
     assert [row["rank"] for row in result["ranks"]] == [0, 1]
-    report = json.loads(ReportFiles.of(a).json.read_text())
+    report = model.checked(ReportFiles.of(a).json.read_bytes())
     written = write_archive(a, report, tmp_path / "one.tar", ranks=[1])
-    assert written["traces"] == ["worker1_step_5.1697000000001.pt.trace.json"]
+    assert written.traces == ["worker1_step_5.1697000000001.pt.trace.json"]
     report = build_report(a, plot=False, archive_ranks=RankSelection.parse_named("1"))
-    assert report["archive"]["ranks"] == "1"
+    assert report.archive.ranks == "1"

@@ -12,11 +12,12 @@ import tarfile
 from pathlib import Path
 from typing import Any
 
+import msgspec
 import pytest
 
 from profiling import archive
 from profiling.folder.layout import ReportFiles
-from profiling.report import build_report
+from profiling.report import build_report, model
 from tests import trace_variants as tv
 
 CLOCK_NAMES = {"REALTIME", "REALTIME_COARSE", "MONOTONIC", "MONOTONIC_COARSE", "MONOTONIC_RAW", "BOOTTIME"}
@@ -90,12 +91,12 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def test_the_archive_follows_the_manifest_format_and_holds_the_traces_as_they_are(job: Path) -> None:
     files = ReportFiles.of(job)
-    report = json.loads(files.json.read_text())
+    report = model.checked(files.json.read_bytes())
     packed = unpacked(files.archive)
     manifest = check_manifest(packed)
     for entry in manifest["files"]:
         assert packed[entry["path"]] == (job / entry["path"]).read_bytes()  # byte for byte
-    assert [entry["path"] for entry in manifest["files"]] == report["archive"]["traces"]
+    assert [entry["path"] for entry in manifest["files"]] == report.archive.traces
     for entry in manifest["files"]:  # a machine per rank, named by rank and node
         rank = int(entry["path"].removeprefix("rank").split("_")[0])
         assert entry["machine"]["name"] == f"rank {rank} (node{rank // 2 + 1})"
@@ -103,8 +104,8 @@ def test_the_archive_follows_the_manifest_format_and_holds_the_traces_as_they_ar
 
 
 def test_offsets_are_the_reports_and_none_moves_an_event_earlier(job: Path) -> None:
-    report = json.loads(ReportFiles.of(job).json.read_text())
-    shifts = {c["trace"]: c["shift_us"] for r in report["ranks"] for c in r["trace_clocks"]}
+    report = model.checked(ReportFiles.of(job).json.read_bytes())
+    shifts = {c.trace: c.shift_us for r in report.ranks for c in r.trace_clocks}
     manifest = check_manifest(unpacked(ReportFiles.of(job).archive))
     pinned = {e["path"]: e["clocks"] for e in manifest["files"] if "clocks" in e}
     (reference,) = {e["path"] for e in manifest["files"]} - set(pinned)
@@ -112,30 +113,32 @@ def test_offsets_are_the_reports_and_none_moves_an_event_earlier(job: Path) -> N
         assert clocks["sync_to"] == {"file": reference}
         assert clocks["offset_ns"] == round((shifts[path] - shifts[reference]) * 1000) >= 0
     # the alignment found rank r's clock 1.7 ms per rank ahead: the reference is the last rank's
-    assert reference == f"rank{report['archive']['reference_rank']}_iter4_6.json"
+    assert reference == f"rank{report.archive.reference_rank}_iter4_6.json"
     assert pinned and all(c["offset_ns"] % 1_700_000 == 0 for c in pinned.values())
     assert f"slurm_profiling.clock.{reference}" in manifest["attributes"]
 
 
 def test_default_ranks_and_the_budget(job: Path, tmp_path: Path) -> None:
-    report = json.loads(ReportFiles.of(job).json.read_text())
+    report = model.checked(ReportFiles.of(job).json.read_bytes())
     # the first rank, the straggler's candidate (if any), the rank computing least, one rank per node
     order = archive.default_ranks(report)
     assert order[0] == 0 and {0, 2} <= set(order)
     small = archive.write_archive(job, report, tmp_path / "small.tar", budget_bytes=1)
-    assert small["ranks"] == "0" and small["left_out"]  # the first rank always, then nothing fits
+    assert small.ranks == "0" and small.left_out  # the first rank always, then nothing fits
     every = archive.write_archive(job, report, tmp_path / "every.tar", budget_bytes=1e12)
-    assert every["ranks"] == f"0-{len(report['ranks']) - 1}" and not every["left_out"]  # all fit: all in
-    undetermined = {**report, "straggler": {"rank": None, "candidate": 3, "verdict": "none"}}
+    assert every.ranks == f"0-{len(report.ranks) - 1}" and not every.left_out  # all fit: all in
+    assert report.straggler is not None
+    verdict = msgspec.structs.replace(report.straggler, rank=None, candidate=3, verdict="none")
+    undetermined = msgspec.structs.replace(report, straggler=verdict)
     assert archive.default_ranks(undetermined)[:2] == [0, 3]  # the candidate, not the key's None
     markdown = ReportFiles.of(job).markdown.read_text()
-    assert "Merged timeline: `merged_trace.tar`" in markdown and report["archive"]["ranks"] in markdown
+    assert "Merged timeline: `merged_trace.tar`" in markdown and report.archive.ranks in markdown
 
 
 def test_an_archive_of_the_same_traces_and_clocks_is_kept_and_a_changed_one_made_again(
     job: Path, tmp_path: Path
 ) -> None:
-    report = json.loads(ReportFiles.of(job).json.read_text())
+    report = model.checked(ReportFiles.of(job).json.read_bytes())
     path = tmp_path / "kept.tar"
     archive.write_archive(job, report, path, ranks=[0, 1])
     written = path.stat().st_mtime_ns
@@ -143,8 +146,11 @@ def test_an_archive_of_the_same_traces_and_clocks_is_kept_and_a_changed_one_made
     assert path.stat().st_mtime_ns == written
     archive.write_archive(job, report, path, ranks=[0, 2])  # other ranks: made again
     assert sorted(unpacked(path))[1:] == ["rank0_iter4_6.json", "rank2_iter4_6.json"]
-    moved = {**report, "ranks": [{**r, "trace_clocks": [{**c, "shift_us": c["shift_us"] + 1.0} for c in
-             r["trace_clocks"]]} for r in report["ranks"]]}  # fmt: skip
+    moved = msgspec.structs.replace(report, ranks=[
+        msgspec.structs.replace(r, trace_clocks=[msgspec.structs.replace(c, shift_us=c.shift_us + 1.0)
+                                                 for c in r.trace_clocks])
+        for r in report.ranks
+    ])  # fmt: skip
     before = path.stat().st_mtime_ns
     archive.write_archive(job, moved, path, ranks=[0, 2])  # other clocks: made again
     assert path.stat().st_mtime_ns != before
@@ -174,12 +180,12 @@ def test_ranks_of_one_host_that_pair_no_collective_are_archived_at_their_hosts_s
         trace["host_name"] = "node1"
     folder = tv.write(tmp_path / "77", traces)
     report = build_report(folder, plot=False)
-    clock = report["ranks"][1]["clock"]
-    assert (clock["method"], clock["pairs"], clock["residual_us"]) == ("one host", 0, None)
+    clock = report.ranks[1].clock
+    assert (clock.method, clock.pairs, clock.residual_us) == ("one host", 0, None)
     manifest = check_manifest(unpacked(ReportFiles.of(folder).archive))
     (pinned,) = [e for e in manifest["files"] if "clocks" in e]
-    assert pinned["clocks"]["offset_ns"] == round(clock["shift_us"] * 1000) - round(
-        report["ranks"][0]["clock"]["shift_us"] * 1000
+    assert pinned["clocks"]["offset_ns"] == round(clock.shift_us * 1000) - round(
+        report.ranks[0].clock.shift_us * 1000
     )
     described = manifest["attributes"][f"slurm_profiling.clock.{pinned['path']}"]
     assert described.startswith("one host: 0 pairs") and "residual" not in described
@@ -188,7 +194,7 @@ def test_ranks_of_one_host_that_pair_no_collective_are_archived_at_their_hosts_s
 def test_the_archive_is_a_tar_that_tar_itself_reads_and_is_the_same_where_the_kernel_cannot_copy(
     job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    report = json.loads(ReportFiles.of(job).json.read_text())
+    report = model.checked(ReportFiles.of(job).json.read_bytes())
     by_kernel = tmp_path / "kernel.tar"
     archive.write_archive(job, report, by_kernel, ranks=[0, 3])
     listed = subprocess.run(["tar", "tvf", str(by_kernel)], capture_output=True, text=True, timeout=60)

@@ -109,10 +109,10 @@ def test_the_report_says_how_many_kernels_had_no_launch_and_why_the_gpu_idled(tm
     ]
     folder = tv.write(tmp_path / "job", traces)
     report = build_report(folder, plot=False, archive=False)
-    rank = report["ranks"][0]
-    assert rank["gpu"]["unlaunched"] > 100
-    causes = rank["gpu"]["idle_causes_ms"]
+    rank = report.ranks[0]
+    assert rank.gpu.unlaunched > 100
+    causes = rank.gpu.idle_causes_ms
     assert set(causes) == set(CAUSES) and causes["host_wait"] > 0
     markdown = (folder / "meta" / "report.md").read_text()
     assert "Why the GPU idles" in markdown and "host wait" in markdown
-    assert f"rank 0: {rank['gpu']['unlaunched']}" in markdown and "launched before the recording" in markdown
+    assert f"rank 0: {rank.gpu.unlaunched}" in markdown and "launched before the recording" in markdown

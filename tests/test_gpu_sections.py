@@ -9,6 +9,7 @@ import logging
 import shutil
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from profiling.analysis.bandwidth import DTYPE_BYTES, bus_factor, summarise_collectives
@@ -17,7 +18,10 @@ from profiling.analysis.kernels import kernel_family
 from profiling.analysis.record import analyse_trace
 from profiling.folder.traces import TraceSource
 from profiling.report import build_report
+from profiling.report.model import KernelDifference
+from profiling.report.model_ranks import KernelRow, Kernels, RankReport
 from tests import trace_variants as variants
+from tests.synthetic_report import rank_report
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"
 
@@ -130,15 +134,10 @@ def test_report_sections_in_the_order_a_gpu_user_reads_them(tmp_path: Path) -> N
     real = variants.load("nccl_data.json.gz")
     variants.write(tmp_path, [variants.as_rank(real, rank, 2, shift_us=100.0 * rank) for rank in range(2)])
     report = build_report(tmp_path, plot=False, archive=False, link_gbps=400.0)
-    rank = report["ranks"][0]
-    assert (
-        rank["kernels"]["top"][0]["family"] == "communication"
-        and rank["collectives"][0]["kind"] == "allreduce"
-    )
-    assert report["collectives_across"][0]["ranks"] == 2
-    assert all(
-        row["below_link"] for row in report["collectives_across"] if row["busbw_gbps"]
-    )  # far below 200
+    rank = report.ranks[0]
+    assert rank.kernels.top[0].family == "communication" and rank.collectives[0].kind == "allreduce"
+    assert report.collectives_across[0].ranks == 2
+    assert all(row.below_link for row in report.collectives_across if row.busbw_gbps)  # far below 200
     markdown = (tmp_path / "meta" / "report.md").read_text()
     order = [
         "## Step time",
@@ -150,29 +149,31 @@ def test_report_sections_in_the_order_a_gpu_user_reads_them(tmp_path: Path) -> N
     positions = [markdown.index(heading) for heading in order]
     assert positions == sorted(positions), positions
     assert "⚠: bus bandwidth below 50% of the link's 400 GB/s (--link-gbps)." in markdown
-    assert report["kernels_across"] is None  # two copies of one trace: no rank is slower
+    assert report.kernels_across is None  # two copies of one trace: no rank is slower
 
 
 def test_the_kernels_that_differ_between_the_fastest_and_the_slowest_rank() -> None:
     from profiling.report.gpu_sections import kernels_across
 
-    def rank(number: int, step_ms: float, gemm_us: float) -> dict:
-        top = [
-            {"name": "gemm", "family": "gemm/conv", "per_step_us": gemm_us},
-            {"name": "add", "family": "elementwise", "per_step_us": 10.0},
-        ]
-        return {"rank": number, "step_time_ms": {"mean": step_ms}, "kernels": {"top": top}}
+    def rank(number: int, step_ms: float, gemm_us: float) -> RankReport:
+        top = [kernel("gemm", "gemm/conv", gemm_us), kernel("add", "elementwise", 10.0)]
+        made = rank_report(number, [1], [step_ms], {"compute": step_ms})
+        return msgspec.structs.replace(
+            made, kernels=Kernels(total_us=0, per_step_us=0, by_family_us={}, top=top)
+        )
+
+    def kernel(name: str, family: str, per_step_us: float) -> KernelRow:
+        return KernelRow(
+            name=name, family=family, count=1, total_us=per_step_us, per_step_us=per_step_us,
+            mean_us=per_step_us, p50_us=per_step_us, p99_us=per_step_us,
+        )  # fmt: skip
 
     across = kernels_across([rank(0, 10.0, 100.0), rank(1, 12.0, 300.0), rank(2, 11.0, 200.0)])
-    assert (across["fastest_rank"], across["slowest_rank"]) == (0, 1)
-    assert across["kernels"] == [
-        {
-            "name": "gemm",
-            "family": "gemm/conv",
-            "fastest_us": 100.0,
-            "slowest_us": 300.0,
-            "difference_us": 200.0,
-        }
+    assert (across.fastest_rank, across.slowest_rank) == (0, 1)
+    assert across.kernels == [
+        KernelDifference(
+            name="gemm", family="gemm/conv", fastest_us=100.0, slowest_us=300.0, difference_us=200.0
+        )
     ]  # the kernels that do not differ are left out
 
 

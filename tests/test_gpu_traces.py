@@ -157,10 +157,8 @@ def test_amd_hip_trace() -> None:
 def test_amd_trace_in_a_job_folder_gets_its_rank_from_the_name(tmp_path: Path) -> None:
     shutil.copy(DATA / TRACES["amd"], tmp_path / "rank0_iter1_2.json.gz")
     report = build_report(tmp_path, plot=False)
-    assert report["ranks"][0]["rank"] == 0 and report["ranks"][0]["device"] == "gpu"
-    assert report["warnings"] == [
-        "rank 0: the trace has no distributedInfo: rank 0 is taken from its file name"
-    ]
+    assert report.ranks[0].rank == 0 and report.ranks[0].device == "gpu"
+    assert report.warnings == ["rank 0: the trace has no distributedInfo: rank 0 is taken from its file name"]
     assert (
         "Warning: rank 0: the trace has no distributedInfo" in (meta_of(tmp_path) / "report.md").read_text()
     )
@@ -169,7 +167,7 @@ def test_amd_trace_in_a_job_folder_gets_its_rank_from_the_name(tmp_path: Path) -
 def test_one_rank_has_no_straggler_line(tmp_path: Path) -> None:
     shutil.copy(DATA / TRACES["ns_resolution"], tmp_path / "rank0_iter101_105.json.gz")
     report = build_report(tmp_path, archive=False, plot=False)
-    assert report["straggler"] is None
+    assert report.straggler is None
     title, *body = (meta_of(tmp_path) / "report.md").read_text().splitlines()
     assert not [line for line in body if "straggler" in line.lower()]
     assert "| 0 | " in "\n".join(body)
@@ -211,8 +209,8 @@ def test_real_pair_from_a_thinned_trace_is_not_misaligned(tmp_path: Path) -> Non
     for rank in (0, 1):
         shutil.copy(DATA / TRACES[f"trace_filter_{rank}"], tmp_path / f"rank{rank}_iter551_552.json.gz")
     report = build_report(tmp_path, plot=False, merged_json=True)
-    clock = report["ranks"][1]["clock"]
-    assert clock["method"] == "matched collectives" and abs(clock["shift_us"]) < 1000
+    clock = report.ranks[1].clock
+    assert clock.method == "matched collectives" and abs(clock.shift_us) < 1000
     with gzip.open(meta_of(tmp_path) / "merged_trace.json.gz") as handle:
         merged = json.load(handle)
     ends = {
@@ -229,9 +227,9 @@ def test_real_pair_from_a_thinned_trace_is_not_misaligned(tmp_path: Path) -> Non
     clock_obj = align(theirs, mine, prior_us=0.0, step_us=600_000.0)
     for i, j in clock_obj.matched.items():
         if theirs[i].symmetric:
-            assert abs((mine[j].end + clock["shift_us"]) - theirs[i].end) < 1000
+            assert abs((mine[j].end + clock.shift_us) - theirs[i].end) < 1000
     assert len(ends[0]) == len(ends[1]) == 10
-    assert report["ranks"][1]["clock"]["pairs"] >= 3
+    assert report.ranks[1].clock.pairs >= 3
     markdown = (meta_of(tmp_path) / "report.md").read_text()
     assert "| 1 | matched collectives |" in markdown
 
@@ -244,12 +242,12 @@ def test_merged_trace_keeps_within_budget_on_kernel_heavy_traces(tmp_path: Path,
     for rank in range(4):
         trace["distributedInfo"] = {**trace["distributedInfo"], "rank": rank, "world_size": 4}
         (tmp_path / f"rank{rank}_iter1_2.json").write_text(json.dumps(trace))
-    merge = build_report(tmp_path, plot=False, merged_json=True, merge_budget_bytes=budget_mb * 1e6)["merge"]
+    merge = build_report(tmp_path, plot=False, merged_json=True, merge_budget_bytes=budget_mb * 1e6).merge
     with gzip.open(meta_of(tmp_path) / "merged_trace.json.gz") as handle:
         written = len(handle.read())
-    assert written == merge["bytes"] and merge["events_dropped"] > 0
+    assert written == merge.bytes and merge.events_dropped > 0
     markdown = (meta_of(tmp_path) / "report.md").read_text()
     if budget_mb >= 4.0:
         assert written <= budget_mb * 1e6 and "still over it" not in markdown
     else:  # steps, collectives and top-level operators alone are 2.1 MB: kept, and said
-        assert merge["max_cpu_depth"] == ALWAYS and "still over it" in markdown
+        assert merge.max_cpu_depth == ALWAYS and "still over it" in markdown

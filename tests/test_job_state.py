@@ -183,10 +183,10 @@ def test_a_local_job_whose_ranks_were_sigkilled(traces_root: Path) -> None:
     listing = listed(folder)
     assert (listing["nodes"], listing["tasks_per_node"], listing["outcome"]) == (1, 2, "killed")
     # the step logs keep the run up to their last flush, and the report says where they end
-    ends = build_report(folder.path, jobs=1)["run"]["ends"]
-    assert flushed <= ends["last_step"] < 1999 and ends["expected_last_step"] is None
-    assert ends["note"] == (
-        f"no manifest: the job did not end by itself (killed?); the logs end at step {ends['last_step']}, "
+    ends = build_report(folder.path, jobs=1).run.ends
+    assert flushed <= ends.last_step < 1999 and ends.expected_last_step is None
+    assert ends.note == (
+        f"no manifest: the job did not end by itself (killed?); the logs end at step {ends.last_step}, "
         "their last flush"
     )
 

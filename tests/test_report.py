@@ -13,7 +13,7 @@ import pytest
 from profiling.analysis.breakdown import analyse
 from profiling.analysis.trace_events import from_document
 from profiling.folder.layout import JobFolder, analysis_record, meta_of
-from profiling.report import ReportError, build_report, main
+from profiling.report import ReportError, build_report, main, model
 from tests import trace_variants as tv
 from tests.common import SMALL_JOB, run_submit, submitted_job_id
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
@@ -93,21 +93,21 @@ def test_gpu_step_breakdown_from_kernels() -> None:
 def test_straggler_named_with_its_evidence_and_clocks_aligned(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
     report = build_report(tmp_path, merged_json=True)
-    verdict = report["straggler"]
-    assert (verdict["verdict"], verdict["rank"]) == ("straggler", 1)
-    assert verdict["last_arrivals"] == {"0": 0, "1": 8} and verdict["steps_held_back"] == {"0": 0, "1": 8}
-    assert verdict["p_value"] == pytest.approx(2 * 0.5**8)
-    assert "rank 1 arrived last at 8 of 8 collectives, 30.00 ms" not in verdict["text"]  # µs, not ms
-    assert verdict["text"].startswith("straggler: rank 1 arrived last at 8 of 8 collectives, 0.03 ms after")
+    verdict = report.straggler
+    assert (verdict.verdict, verdict.rank) == ("straggler", 1)
+    assert verdict.last_arrivals == {0: 0, 1: 8} and verdict.steps_held_back == {0: 0, 1: 8}
+    assert verdict.p_value == pytest.approx(2 * 0.5**8)
+    assert "rank 1 arrived last at 8 of 8 collectives, 30.00 ms" not in verdict.text  # µs, not ms
+    assert verdict.text.startswith("straggler: rank 1 arrived last at 8 of 8 collectives, 0.03 ms after")
     # rank 1's ts count from a base 1 ms later, and its clock is 7 µs ahead: every all-reduce
     # ends together once 1000 - 7 µs are added
-    clock = report["ranks"][1]["clock"]
-    assert clock["method"] == "matched collectives" and clock["pairs"] == 8
-    assert clock["shift_us"] == pytest.approx(1000 - 7.0)
-    assert clock["residual_us"] == pytest.approx(0.0)
+    clock = report.ranks[1].clock
+    assert clock.method == "matched collectives" and clock.pairs == 8
+    assert clock.shift_us == pytest.approx(1000 - 7.0)
+    assert clock.residual_us == pytest.approx(0.0)
 
     meta = meta_of(tmp_path)
-    assert json.loads((meta / "report.json").read_text()) == json.loads(json.dumps(report))
+    assert model.checked((meta / "report.json").read_bytes()) == report
     markdown = (meta / "report.md").read_text()
     assert "**Straggler: rank 1 arrived last at 8 of 8 collectives" in markdown
     assert "| 1 | matched collectives | 993.0 | 8 | 0.0 |" in markdown
@@ -132,11 +132,11 @@ def test_a_warm_report_keeps_the_picture_of_the_same_data_and_draws_a_changed_on
     picture = meta_of(tmp_path) / "report.png"
     drawn = picture.stat().st_mtime_ns
     again = build_report(tmp_path, archive=False)  # every record fresh, the same figures
-    assert again["drawn"] == first["drawn"] and set(first["drawn"]) == {"report.png"}
+    assert again.drawn == first.drawn and set(first.drawn) == {"report.png"}
     assert picture.stat().st_mtime_ns == drawn
     write_job(tmp_path, cpu_job(8, lambda step: {0: 30.0}), 8)  # another straggler
     changed = build_report(tmp_path, archive=False)
-    assert changed["drawn"] != first["drawn"] and picture.stat().st_mtime_ns != drawn
+    assert changed.drawn != first.drawn and picture.stat().st_mtime_ns != drawn
     picture.unlink()
     build_report(tmp_path, archive=False)  # the same data, but no picture: drawn again
     assert picture.exists()
@@ -152,7 +152,7 @@ def test_the_warm_report_after_a_cold_one_keeps_its_gpu_picture(tmp_path: Path) 
     picture = meta_of(folder) / "report.png"
     drawn = picture.stat().st_mtime_ns
     warm = build_report(folder, archive=False, jobs=2)
-    assert warm["reading"]["from_records"] == 2 and warm["drawn"] == cold["drawn"]
+    assert warm.reading.from_records == 2 and warm.drawn == cold.drawn
     assert picture.stat().st_mtime_ns == drawn
 
 
@@ -165,27 +165,27 @@ def test_a_warm_report_takes_the_clocks_it_kept_and_aligns_again_when_a_trace_ch
     written = kept.stat().st_mtime_ns
     warm = build_report(folder, archive=False, plot=False)
     assert kept.stat().st_mtime_ns == written  # taken, not computed again
-    assert warm["ranks"] == cold["ranks"] and warm["straggler"] == cold["straggler"]
-    assert [r["clock"]["shift_us"] for r in warm["ranks"]] == pytest.approx([0.0, -37.0, -74.0], abs=0.01)
+    assert warm.ranks == cold.ranks and warm.straggler == cold.straggler
+    assert [r.clock.shift_us for r in warm.ranks] == pytest.approx([0.0, -37.0, -74.0], abs=0.01)
     tv.write(tmp_path / "gpu", [traces[0], tv.as_rank(base, 1, 3, shift_us=50.0), traces[2]])
     changed = build_report(folder, archive=False, plot=False)
     assert kept.stat().st_mtime_ns != written
-    assert changed["ranks"][1]["clock"]["shift_us"] == pytest.approx(-50.0, abs=0.01)
+    assert changed.ranks[1].clock.shift_us == pytest.approx(-50.0, abs=0.01)
 
 
 def test_no_significant_straggler_when_the_late_rank_changes(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {step % 2: 30.0}), 8)  # rank 0, then 1, then 0...
-    verdict = build_report(tmp_path, archive=False, plot=False)["straggler"]
-    assert verdict["verdict"] == "none" and verdict["rank"] is None
-    assert verdict["steps_held_back"] == {"0": 4, "1": 4}
-    assert verdict["text"].startswith("no significant straggler: the most often late, rank ")
+    verdict = build_report(tmp_path, archive=False, plot=False).straggler
+    assert verdict.verdict == "none" and verdict.rank is None
+    assert verdict.steps_held_back == {0: 4, 1: 4}
+    assert verdict.text.startswith("no significant straggler: the most often late, rank ")
 
 
 def test_too_few_steps_to_tell(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(3, lambda step: {1: 30.0}), 3)
-    verdict = build_report(tmp_path, archive=False, plot=False)["straggler"]
-    assert (verdict["verdict"], verdict["rank"], verdict["candidate"]) == ("undetermined", None, 1)
-    assert verdict["text"].startswith(
+    verdict = build_report(tmp_path, archive=False, plot=False).straggler
+    assert (verdict.verdict, verdict.rank, verdict.candidate) == ("undetermined", None, 1)
+    assert verdict.text.startswith(
         "straggler undetermined: 3 step(s) recorded, 8 needed with 2 ranks (--active)"
     )
 
@@ -226,21 +226,18 @@ def real_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def test_report_of_a_real_job(real_job: Path, tmp_path: Path) -> None:
-    report = json.loads((meta_of(real_job) / "report.json").read_text())
-    assert [r["rank"] for r in report["ranks"]] == [0, 1]
+    report = model.checked((meta_of(real_job) / "report.json").read_bytes())
+    assert [r.rank for r in report.ranks] == [0, 1]
     # two processes of one machine: one clock, not estimated
-    assert (
-        report["ranks"][1]["clock"]["method"] == "one host"
-        and report["ranks"][1]["clock"]["uncertainty_us"] == 0
-    )
-    for rank in report["ranks"]:
-        assert rank["steps"] == [15, 16, 17]
-        breakdown = rank["breakdown_ms"]
-        assert sum(breakdown.values()) == pytest.approx(rank["step_time_ms"]["mean"], rel=1e-6)
+    assert report.ranks[1].clock.method == "one host" and report.ranks[1].clock.uncertainty_us == 0
+    for rank in report.ranks:
+        assert rank.steps == [15, 16, 17]
+        breakdown = rank.breakdown_ms
+        assert sum(breakdown.values()) == pytest.approx(rank.step_time_ms.mean, rel=1e-6)
         assert breakdown["forward"] > 0 and breakdown["backward"] > 0 and breakdown["optimizer"] > 0
-        assert rank["communication_total_ms"] > 0  # gloo all-reduces were seen
+        assert rank.communication_total_ms > 0  # gloo all-reduces were seen
     # rank 0 wrote the Perfetto archive; the merged JSON on request
-    assert report["archive"]["traces"][0] == "rank0_iter15_17.json.gz" and report["merged_trace"] is None
+    assert report.archive.traces[0] == "rank0_iter15_17.json.gz" and report.merged_trace is None
     build_report(real_job, tmp_path / "json", plot=False, archive=False, merged_json=True)
     with gzip.open(tmp_path / "json" / "merged_trace.json.gz") as handle:
         merged = json.load(handle)
@@ -260,17 +257,17 @@ def test_hta_loads_the_job_folder_as_is(real_job: Path) -> None:
     # By default HTA drops the last step of a trace as possibly incomplete; ours are complete.
     analyzer = hta.TraceAnalysis(trace_dir=str(real_job), include_last_profiler_step=True)
     assert sorted(analyzer.t.traces) == [0, 1]
-    report = json.loads((meta_of(real_job) / "report.json").read_text())
+    report = model.checked((meta_of(real_job) / "report.json").read_bytes())
     names = {index: name for name, index in analyzer.t.symbol_table.sym_index.items()}
-    for rank in report["ranks"]:
-        frame = analyzer.t.get_trace(rank["rank"])
-        steps = frame[frame["name"].map(lambda index: names[index].startswith("ProfilerStep#"))]
+    for rank in report.ranks:
+        frame = analyzer.t.get_trace(rank.rank)
+        steps = frame[frame.name.map(lambda index: names[index].startswith("ProfilerStep#"))]
         hta_ms = {
             int(names[row.name_id].split("#")[1]): row.dur / 1e3
             for row in steps.rename(columns={"name": "name_id"}).itertuples()
         }
-        assert sorted(hta_ms) == rank["steps"] == [15, 16, 17]
-        for step, ours in zip(rank["steps"], rank["step_ms"], strict=True):
+        assert sorted(hta_ms) == rank.steps == [15, 16, 17]
+        for step, ours in zip(rank.steps, rank.step_ms, strict=True):
             assert ours == pytest.approx(hta_ms[step], rel=0.01)
 
 
@@ -285,14 +282,15 @@ def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
     serial = build_report(tmp_path / "traces", tmp_path / "serial", plot=False, jobs=1, merged_json=True)
     shutil.rmtree(analysis_record(tmp_path / "traces" / "x").parent)  # read every trace again
     parallel = build_report(tmp_path / "traces", tmp_path / "parallel", plot=False, jobs=2, merged_json=True)
-    assert serial["reading"]["read_here"] == parallel["reading"]["read_here"] != []
-    for rank in serial["ranks"] + parallel["ranks"]:
-        assert {who.split(" (pid")[0] for who in rank.pop("analysed_by").values()} == {
+    assert serial.reading.read_here == parallel.reading.read_here != []
+    for rank in serial.ranks + parallel.ranks:
+        assert {who.split(" (pid")[0] for who in rank.analysed_by.values()} == {
             f"a report worker on {socket.gethostname()}"
         }
+        rank.analysed_by = {}  # which worker read which trace: the one difference allowed
     for key in ("ranks", "straggler", "step_time_spread_ms", "communication_wait_ms"):
-        assert serial[key] == parallel[key]
-    assert parallel["straggler"]["rank"] == 3
+        assert getattr(serial, key) == getattr(parallel, key)
+    assert parallel.straggler.rank == 3
     with (
         gzip.open(tmp_path / "serial" / "merged_trace.json.gz") as a,
         gzip.open(tmp_path / "parallel" / "merged_trace.json.gz") as b,

@@ -10,47 +10,53 @@ import os
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
+import msgspec
 import pytest
 
 from jobs.runtime.report_step import analyse_own_traces
 from profiling.analysis import record as records
 from profiling.folder.layout import ReportFiles, analysis_record
 from profiling.folder.traces import list_traces
-from profiling.report import build_report
+from profiling.report import build_report, model
 from profiling.report.plot import plot_report
 from profiling.report.progress import Progress
 from tests import trace_variants as tv
 from tests.common import REPO
 from tests.synthetic import cpu_job, write_job
+from tests.synthetic_report import synthetic_report, with_gpu_figures
 
 TIMINGS = ("generated_at", "seconds", "alignment_seconds")
 
 
-def without_timings(report: dict[str, Any]) -> dict[str, Any]:
+def without_timings(report: model.Report) -> model.Report:
     """The report less what differs from one run to the next: when, how long, and who read."""
-    kept = {k: v for k, v in report.items() if k not in (*TIMINGS, "reading", "archive", "folder")}
-    kept["ranks"] = [{k: v for k, v in r.items() if k != "analysed_by"} for r in report["ranks"]]
-    return kept
+    return msgspec.structs.replace(
+        report,
+        **dict.fromkeys(TIMINGS, ""),
+        reading=model.empty("", "").reading,
+        archive=None,
+        folder="",
+        ranks=[msgspec.structs.replace(r, analysed_by={}) for r in report.ranks],
+    )
 
 
 def test_a_trace_is_read_once_and_read_again_when_it_changes(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
     cold = build_report(tmp_path, plot=False, archive=False)
-    assert cold["reading"]["read_here"] == ["rank0_iter10_17.json", "rank1_iter10_17.json.gz"]
+    assert cold.reading.read_here == ["rank0_iter10_17.json", "rank1_iter10_17.json.gz"]
     warm = build_report(tmp_path, plot=False, archive=False)
-    assert (warm["reading"]["from_records"], warm["reading"]["read_here"]) == (2, [])
+    assert (warm.reading.from_records, warm.reading.read_here) == (2, [])
     assert without_timings(warm) == without_timings(cold)
     # a changed trace (a new mtime) is read again; so is every trace of an older analysis
     trace = tmp_path / "rank0_iter10_17.json"
     os.utime(trace, ns=(trace.stat().st_atime_ns, trace.stat().st_mtime_ns + 1))
-    assert build_report(tmp_path, plot=False, archive=False)["reading"]["read_here"] == [trace.name]
+    assert build_report(tmp_path, plot=False, archive=False).reading.read_here == [trace.name]
     record = json.loads(analysis_record(trace).read_text())
     # its cost on one core: the reader's CPU time, within its wall time
     assert 0 < record["cpu_seconds"] <= record["seconds"] + 0.01, record
     analysis_record(trace).write_text(json.dumps({**record, "version": records.ANALYSIS_VERSION - 1}))
-    assert build_report(tmp_path, plot=False, archive=False)["reading"]["read_here"] == [trace.name]
+    assert build_report(tmp_path, plot=False, archive=False).reading.read_here == [trace.name]
     markdown = ReportFiles.of(tmp_path).markdown.read_text()
     assert "1 read here (rank0_iter10_17.json), as none had a fresh record" in markdown
 
@@ -84,28 +90,6 @@ def test_progress_only_on_a_terminal() -> None:
     assert "\rread 2/2" in shown.getvalue() and hidden.getvalue() == ""
 
 
-def synthetic_report(ranks: int, steps: int = 12, slow: int = 7) -> dict[str, Any]:
-    parts = ("compute", "communication", "memory", "other", "idle")
-    return {
-        "ranks": [
-            {
-                "rank": r,
-                "steps": list(range(100, 100 + steps)),
-                "step_ms": [100.0 + (40.0 if r == slow and s > 5 else 0.0) for s in range(steps)],
-                "breakdown_ms": {p: 20.0 + (15.0 if r == slow and p == "idle" else 0.0) for p in parts},
-            }
-            for r in range(ranks)
-        ],
-        "straggler": {
-            "rank": slow,
-            "text": f"straggler: rank {slow} arrived last at 40 of 60 collectives, 41.5 ms after the next "
-            "rank on average, and held the others back in 11 of 12 steps (p = 8.8e-06; 150.00 ms per step "
-            "against a step-to-step noise of 3.51 ms); its compute per step is 51.00 ms, +2.0% against the "
-            "median rank",
-        },
-    }
-
-
 @pytest.mark.parametrize("ranks", [2, 32, 256])
 def test_the_picture_at_any_number_of_ranks(ranks: int, tmp_path: Path) -> None:
     from matplotlib.image import imread
@@ -131,29 +115,6 @@ def test_the_picture_at_any_number_of_ranks(ranks: int, tmp_path: Path) -> None:
         assert right.get_images()[0].get_array().shape == (ranks, 12)
         assert len(fig.axes) == 4  # the two colour bars
         assert any(text.get_text().startswith("rank 7: ×") for text in right.texts)
-
-
-def with_gpu_figures(report: dict[str, Any], slow: int = 7) -> dict[str, Any]:
-    from profiling.analysis.kernels import FAMILIES
-
-    for r in report["ranks"]:
-        per_step = {
-            f: 1000.0 * (i + 1) * (1.5 if r["rank"] == slow and f == "gemm/conv" else 1.0)
-            for i, f in enumerate(FAMILIES)
-        }
-        r["kernels"] = {"by_family_us": {f: v * len(r["steps"]) for f, v in per_step.items()}}
-    report["collectives_across"] = [
-        {
-            "kind": "allreduce",
-            "bytes": 2**20 * (k + 1),
-            "p50_us": 100.0,
-            "busbw_gbps": 50.0 + k,
-            "slowest_busbw_gbps": 40.0,
-        }
-        for k in range(12)
-    ]
-    report["link_gbps"] = 100.0
-    return report
 
 
 @pytest.mark.parametrize("ranks", [2, 256])
@@ -182,8 +143,9 @@ def test_gpu_panels_kernel_families_and_bus_bandwidth(ranks: int, tmp_path: Path
 def test_the_title_is_wrapped_not_cut() -> None:
     from profiling.report.plot import _title
 
-    text = synthetic_report(2)["straggler"]["text"]
-    assert _title({"text": text}).replace("\n", " ") == text and _title({"text": text}).count("\n") >= 1
+    text = synthetic_report(2).straggler.text
+    title = _title(synthetic_report(2).straggler)
+    assert title.replace("\n", " ") == text and title.count("\n") >= 1
 
 
 @pytest.mark.full_cluster
@@ -207,10 +169,8 @@ def test_big_folders_are_read_by_a_slurm_job_array(slurm_cluster, tmp_path: Path
     status, peak_kib = measured.stdout.split("\n", 1)[0].split()
     assert status == "0", measured.stdout + measured.stderr
     assert "submitted job " in measured.stdout and ": 4 task(s) reading 64 trace(s)" in measured.stdout
-    remote = json.loads(ReportFiles.of(folder).json.read_text())
-    assert remote["reading"]["from_records"] == 64 and remote["reading"]["analysed_by"] == [
-        "64 by a --slurm job array"
-    ]
+    remote = model.checked(ReportFiles.of(folder).json.read_bytes())
+    assert remote.reading.from_records == 64 and remote.reading.analysed_by == ["64 by a --slurm job array"]
     assert without_timings(remote) == without_timings(local)
     array_logs = ReportFiles.of(folder).folder / "analysis" / "slurm"
     assert not list(array_logs.glob(".submission_file_*"))  # submitit's hidden links: removed
@@ -220,7 +180,7 @@ def test_big_folders_are_read_by_a_slurm_job_array(slurm_cluster, tmp_path: Path
 def test_report_md_tables_show_16_ranks_those_that_matter_and_a_line_for_the_others(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {30: 300.0}, ranks=40), 8)
     report = build_report(tmp_path, plot=False, archive=False)
-    assert report["straggler"]["rank"] == 30
+    assert report.straggler.rank == 30
     markdown = ReportFiles.of(tmp_path).markdown.read_text()
     step_table = markdown.split("## Step time (ms)")[1].split("Spread of")[0]
     rows = [
@@ -228,7 +188,7 @@ def test_report_md_tables_show_16_ranks_those_that_matter_and_a_line_for_the_oth
     ]
     shown = [row.split(" | ")[0].removeprefix("| ") for row in rows]
     assert shown[:16] == [str(r) for r in range(16)] and "30" in shown  # the straggler beyond the 16
-    others = len(report["ranks"]) - (len(shown) - 1)
+    others = len(report.ranks) - (len(shown) - 1)
     assert rows[-1] == f"| {others} other ranks (report.json) |" + " |" * 5
     clock_rows = [
         line for line in markdown.split("## Clock alignment")[1].splitlines() if line.startswith("| ")

@@ -145,8 +145,8 @@ def test_a_slow_node_is_named_when_most_of_its_ranks_are_slow_and_no_other_nodes
         abs(node.first - 30) <= 1 and abs(node.last - 60) <= 1 and node.excess_ms == pytest.approx(60, abs=4)
     )
     report = build_report(folder.path, plot=False, archive=False)
-    [found] = report["run"]["slow_nodes"]
-    assert found["node"] == named and "--sbatch exclude=node2" in found["hint"]
+    [found] = report.run.slow_nodes
+    assert found.node == named and "--sbatch exclude=node2" in found.hint
     markdown = folder.report.markdown.read_text()
     assert f"**Slow node: node2**, steps {node.first}-{node.last}" in markdown
 
@@ -219,16 +219,16 @@ def test_the_report_of_a_job_without_traces_is_its_run(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "6")
     write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 2 and 30 <= step <= 60 else 0.0))
     report = build_report(folder.path, jobs=1)
-    run = report["run"]
-    assert report["ranks"] == [] and report["straggler"] is None
-    [segment] = run["segments"]
-    assert (segment["rank"], segment["first"], segment["last"], segment["traces"]) == (2, 30, 60, [])
-    assert segment["hint"] == (
+    run = report.run
+    assert report.ranks == [] and report.straggler is None
+    [segment] = run.segments
+    assert (segment.rank, segment.first, segment.last, segment.traces) == (2, 30, 60, [])
+    assert segment.hint == (
         "no trace of rank 2 covers steps 30-60: while it is slow, `python -m jobs.capture 6 --ranks 2`; "
         "in the next run, `--profile-ranks 0,2 --schedule-wait 25` records steps 30-32"
     )
     # no manifest: a job that did not end by itself
-    assert run["ends"]["note"].startswith("no manifest: the job did not end by itself (killed?)")
+    assert run.ends.note.startswith("no manifest: the job did not end by itself (killed?)")
     markdown = folder.report.markdown.read_text()
     assert "| 2 | node2 | 30-60 | 31 |" in markdown and "![rank × step](run.png)" in markdown
     assert folder.report.run_plot.stat().st_size > 10_000
@@ -243,8 +243,8 @@ def test_a_segment_links_the_traces_that_cover_it(tmp_path: Path) -> None:
     from profiling.report.run import run_section
 
     run, unreadable = read_run(folder.path)
-    [segment] = run_section(folder.path, run, unreadable)["segments"]
-    assert segment["traces"] == ["rank1_iter40_42.json"] and segment["hint"] is None
+    [segment] = run_section(folder.path, run, unreadable).segments
+    assert segment.traces == ["rank1_iter40_42.json"] and segment.hint is None
 
 
 def list_ranks(*args: str) -> subprocess.CompletedProcess:
@@ -292,9 +292,9 @@ def test_the_map_of_more_ranks_than_it_has_rows_draws_a_row_per_node(tmp_path: P
     write_logs(folder, slowed, ranks=MAP_ROWS + 64, per_node=8)
     run = combined(folder)
     drawn = map_for_plot(run, run_section(folder.path, run, []))
-    assert drawn["by_node"] and drawn["ratio"].shape == ((MAP_ROWS + 64) // 8, 100)
-    assert list(drawn["ranks"][:2]) == ["node1", "node2"]
-    row = list(drawn["ranks"]).index("node67")  # rank 530's node: its slowest rank shows
-    assert np.nanmax(drawn["ratio"][row, 35:55]) > 1.3 and np.nanmax(drawn["ratio"][row - 1, 35:55]) < 1.2
+    assert drawn.by_node and drawn.ratio.shape == ((MAP_ROWS + 64) // 8, 100)
+    assert list(drawn.rows[:2]) == ["node1", "node2"]
+    row = list(drawn.rows).index("node67")  # rank 530's node: its slowest rank shows
+    assert np.nanmax(drawn.ratio[row, 35:55]) > 1.3 and np.nanmax(drawn.ratio[row - 1, 35:55]) < 1.2
     report = build_report(folder.path, archive=False)
-    assert report["run_plot"] == "run.png" and folder.report.folder.joinpath("run.png").stat().st_size > 0
+    assert report.run_plot == "run.png" and folder.report.folder.joinpath("run.png").stat().st_size > 0

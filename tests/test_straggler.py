@@ -3,13 +3,13 @@ machine with ``--inject-slowdown``."""
 
 from __future__ import annotations
 
-import json
 import random
 
 import pytest
 
 from profiling.analysis.straggler import ALPHA, find_straggler, steps_needed
 from profiling.folder.layout import meta_of
+from profiling.report import model
 from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id
 
 
@@ -112,16 +112,16 @@ STRAGGLER_JOB = [
 ]  # fmt: skip
 
 
-def report_of(traces_root, *args: str) -> dict:
+def report_of(traces_root, *args: str) -> model.Report:
     return job_report(traces_root, *args)[0]
 
 
-def job_report(traces_root, *args: str) -> tuple[dict, str]:
+def job_report(traces_root, *args: str) -> tuple[model.Report, str]:
     """The job's report.json, and what submit.py printed."""
     result = run_submit("--traces-root", str(traces_root), *STRAGGLER_JOB, *args, timeout=400)
     assert result.returncode == 0, result.stdout + result.stderr
     job_dir = traces_root / submitted_job_id(result.stdout)
-    return json.loads((meta_of(job_dir) / "report.json").read_text()), result.stdout
+    return model.checked((meta_of(job_dir) / "report.json").read_bytes()), result.stdout
 
 
 # once more if it fails: it times ranks against each other, and a noisy neighbour on a shared
@@ -132,8 +132,8 @@ def test_injected_slowdown_is_named(traces_root) -> None:
     # slowed as well, and which of them arrived last was the scheduler's call (2026-12-02: rank 0
     # named twice, p = 0.057 for rank 2 three times, at 100 and 150 ms)
     report = report_of(traces_root, "--inject-slowdown", "1:100")
-    straggler = report["straggler"]
-    assert (straggler["verdict"], straggler["rank"]) == ("straggler", 1), straggler["text"]
+    straggler = report.straggler
+    assert (straggler.verdict, straggler.rank) == ("straggler", 1), straggler.text
 
 
 # once more if it fails: it times ranks against each other, and a noisy neighbour on a shared
@@ -142,8 +142,8 @@ def test_injected_slowdown_is_named(traces_root) -> None:
 def test_balanced_job_has_no_significant_straggler_and_no_slow_rank_in_its_run(traces_root) -> None:
     # 60 steps: the run map of a balanced job, long enough for bursts, shows no slow segment
     report, printed = job_report(traces_root, "--steps", "60")
-    assert report["straggler"]["verdict"] == "none", report["straggler"]["text"]
+    assert report.straggler.verdict == "none", report.straggler.text
     assert "the run: no rank persistently slow" in printed
-    run = report["run"]
-    assert run["segments"] == [], run["segments"]
-    assert [r["rank"] for r in run["ranks"]] == [0, 1] and run["steps"] == [0, 59]
+    run = report.run
+    assert run.segments == [], run.segments
+    assert [r.rank for r in run.ranks] == [0, 1] and run.steps == [0, 59]

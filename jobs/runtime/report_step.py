@@ -51,17 +51,17 @@ def report_on(trace_dir: Path, log: Callable[[str], None]) -> None:
     except Exception as error:  # the traces are what the job is for; a report can be redone
         log(f"report failed ({type(error).__name__}: {error}); rerun: python -m profiling.report {trace_dir}")
         return
-    reading = report["reading"]
-    verdict = f": {report['straggler']['text']}" if report["straggler"] else ""
-    run = report["run"]
+    reading = report.reading
+    verdict = f": {report.straggler.text}" if report.straggler else ""
+    run = report.run
     if run is not None:
-        nodes = [f"node {n['node']} slow in steps {n['first']}-{n['last']}" for n in run["slow_nodes"]]
-        ranks = [f"rank {s['rank']} slow in steps {s['first']}-{s['last']}" for s in run["segments"]]
+        nodes = [f"node {n.node} slow in steps {n.first}-{n.last}" for n in run.slow_nodes]
+        ranks = [f"rank {s.rank} slow in steps {s.first}-{s.last}" for s in run.segments]
         slow = "; ".join([*nodes, *ranks][:3])
         verdict += f"; the run: {slow or 'no rank persistently slow'}"
     log(
-        f"report in {ReportFiles.of(trace_dir).folder} ({report['seconds']:.1f}s: "
-        f"{reading['from_records']} of {reading['traces']} traces from their ranks' records, "
-        f"{len(reading['read_here'])} read here in {reading['seconds']:.1f}s, "
-        f"combined in {report['seconds'] - reading['seconds']:.1f}s){verdict}"
+        f"report in {ReportFiles.of(trace_dir).folder} ({report.seconds:.1f}s: "
+        f"{reading.from_records} of {reading.traces} traces from their ranks' records, "
+        f"{len(reading.read_here)} read here in {reading.seconds:.1f}s, "
+        f"combined in {report.seconds - reading.seconds:.1f}s){verdict}"
     )

@@ -14,10 +14,12 @@ from typing import Any
 
 import msgspec
 
+from profiling.report.model import Report, Straggler
+from profiling.report.model_ranks import TraceClock
 from slurm.basics import atomic_path
 
 
-def encode_report(report: dict[str, Any]) -> bytes:
+def encode_report(report: Report) -> bytes:
     """``report`` as JSON, compact (``jq .`` shows it indented)."""
     return msgspec.json.encode(report, enc_hook=_plain)
 
@@ -29,30 +31,33 @@ def write_report_json(path: Path, encoded: bytes) -> None:
 
 
 class _Verdict(msgspec.Struct):
-    straggler: dict[str, Any] | None = None
+    straggler: Straggler | None = None
 
 
-class _RankClocks(msgspec.Struct):
+class ArchiveRank(msgspec.Struct):
+    """Of a rank, what the archive reads: its host, compute time and trace clocks."""
+
     rank: int
-    host: str | None = None
-    compute_ms: float = 0.0
-    trace_clocks: list[dict[str, Any]] = []
+    host: str
+    compute_ms: float
+    trace_clocks: list[TraceClock]
 
 
-class _ArchiveFields(msgspec.Struct):
-    ranks: list[_RankClocks]
-    straggler: dict[str, Any] | None = None
+class ArchiveFields(msgspec.Struct):
+    """The part of ``report.json`` the archive reads (a whole :class:`Report` serves as well)."""
+
+    ranks: list[ArchiveRank]
+    straggler: Straggler | None = None
 
 
-def read_straggler(path: Path) -> dict[str, Any] | None:
+def read_straggler(path: Path) -> Straggler | None:
     """The straggler verdict alone (``ValueError`` if the file is not a report)."""
     return msgspec.json.decode(path.read_bytes(), type=_Verdict).straggler
 
 
-def read_archive_fields(path: Path) -> dict[str, Any]:
-    """What the archive reads of each rank (its host, compute time and trace clocks) and the
-    straggler verdict, as plain dicts shaped as in the whole report."""
-    return msgspec.to_builtins(msgspec.json.decode(path.read_bytes(), type=_ArchiveFields))
+def read_archive_fields(path: Path) -> ArchiveFields:
+    """What the archive reads of the report (``ValueError`` if the file is not a report)."""
+    return msgspec.json.decode(path.read_bytes(), type=ArchiveFields)
 
 
 def _plain(value: Any) -> Any:

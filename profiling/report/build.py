@@ -8,7 +8,9 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TextIO
+
+import msgspec
 
 from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
 from profiling.analysis.record import ReportError, TraceRecord
@@ -52,7 +54,7 @@ def build_report(
     merge_budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
     progress: TextIO | None = None,
     link_gbps: float | None = None,
-) -> dict[str, Any]:
+) -> model.Report:
     """Report on every trace in ``folder``; returns ``report.json``'s content.
 
     ``jobs`` processes read the traces that have no fresh record (default: this process's
@@ -96,23 +98,27 @@ def build_report(
             report = _traces_report(folder, sources, has_run, files, workers, pictures, started, **options)
         else:
             report = _empty_report(folder)
-        report["run"] = section
-        report["run_plot"] = files.run_plot.name if pictures and section else None
         if run_plotted is not None:
             run_plotted.result()
-        report["drawn"] = pictures.drawn if pictures else {}
-    report["seconds"] = round(time.perf_counter() - started, 3)
-    report = {"schema_version": model.SCHEMA_VERSION, **report}
+    report = msgspec.structs.replace(
+        report,
+        run=section,
+        run_plot=files.run_plot.name if pictures and section else None,
+        drawn=pictures.drawn if pictures else {},
+        seconds=round(time.perf_counter() - started, 3),
+    )
     encoded = encode_report(report)
-    typed = model.checked(encoded)  # report.json is what its model says: a drift fails here, not in a reader
+    # what was built is held to its model as programs will read it: a float field holding a
+    # string, or a field the model lacks, fails here and not in a reader
+    typed = model.checked(encoded)
     write_report_json(files.json, encoded)
     write_text_atomically(files.markdown, report_markdown(typed))
-    return report
+    return typed
 
 
 def _run_report(
     folder: Path, run: tuple[RunMap, list[str]], pictures: Pictures | None, files: ReportFiles
-) -> tuple[dict[str, Any] | None, Future | None]:
+) -> tuple[model.Run | None, Future | None]:
     """``report.json``'s ``run``, and run.png being drawn."""
     section = run_section(folder, *run)
     if pictures is None or not section:
@@ -137,44 +143,42 @@ def _traces_report(
     merged_json: bool,
     merge_budget_bytes: float | None,
     link_gbps: float | None,
-) -> dict[str, Any]:
+) -> model.Report:
     read = read_records(sources, workers, progress)
     if pictures:  # a core is free from here: this process aligns the clocks alone
         pictures.warm()
     if not read.traces and not has_run:
         raise ReportError(f"{folder} holds no trace the report can read: {'; '.join(read.skipped)}")
     if not read.traces:
-        report = _empty_report(folder)
-        report["warnings"] = read.skipped
-        return report
-    reading_s = time.perf_counter() - started
+        return msgspec.structs.replace(_empty_report(folder), warnings=read.skipped)
+    reading = _reading(read.records, read.read_here, time.perf_counter() - started)
     aligning = time.perf_counter()
     per_rank = kept_alignment(files.clocks, read.traces, read.records, nodes_of(folder))
     aligning = time.perf_counter() - aligning
-    report = summarise(folder, per_rank, link_gbps)
-    report["warnings"] = read.skipped + report["warnings"]
-    report["reading"] = _reading(read.records, read.read_here, reading_s)
+    report = summarise(folder, per_rank, reading, link_gbps, warnings=read.skipped)
     # drawn while this process packs the archive
     plotted = pictures.draw(plot_report, report, files.plot) if pictures else None
-    report["archive"] = (
+    packed = (
         write_archive(
             folder,
             report,
             files.archive,
-            ranks=_chosen(archive_ranks, [r["rank"] for r in report["ranks"]]),
+            ranks=_chosen(archive_ranks, [r.rank for r in report.ranks]),
             budget_bytes=archive_budget_bytes,
         )
         if archive
         else None
     )
-    report["merged_trace"] = files.merged.name if merged_json else None
-    report["merge"] = (
-        write_merged_json(per_rank, files.merged, workers, merge_budget_bytes) if merged_json else None
-    )
+    merge = write_merged_json(per_rank, files.merged, workers, merge_budget_bytes) if merged_json else None
     if plotted is not None:
         plotted.result()
-    report["alignment_seconds"] = round(aligning, 3)
-    return report
+    return msgspec.structs.replace(
+        report,
+        archive=packed,
+        merged_trace=files.merged.name if merged_json else None,
+        merge=merge,
+        alignment_seconds=round(aligning, 3),
+    )
 
 
 def nodes_of(folder: Path) -> dict[int, str]:
@@ -190,21 +194,21 @@ def _chosen(selection: RankSelection | None, profiled: list[int]) -> list[int] |
     return profiled if selection.everyone else sorted(selection.resolve(max(profiled) + 1))
 
 
-def _empty_report(folder: Path) -> dict[str, Any]:
+def _empty_report(folder: Path) -> model.Report:
     """A job without traces (``--profile-ranks none``): its run alone."""
     return model.empty(str(folder), utc_now())
 
 
-def _reading(records: Sequence[TraceRecord], read_here: list[str], seconds: float) -> dict[str, Any]:
+def _reading(records: Sequence[TraceRecord], read_here: list[str], seconds: float) -> model.Reading:
     """What ``report.json`` says of how the traces were read, and by whom."""
     readers = collections.Counter(_kind_of_reader(r.analysed_by) for r in records if r.trace not in read_here)
-    return {
-        "traces": len(records),
-        "from_records": len(records) - len(read_here),
-        "read_here": read_here,
-        "analysed_by": [f"{count} by {who}" for who, count in readers.most_common()],
-        "seconds": round(seconds, 3),
-    }
+    return model.Reading(
+        traces=len(records),
+        from_records=len(records) - len(read_here),
+        read_here=read_here,
+        analysed_by=[f"{count} by {who}" for who, count in readers.most_common()],
+        seconds=round(seconds, 3),
+    )
 
 
 def _kind_of_reader(analysed_by: str) -> str:

@@ -12,53 +12,62 @@ import bisect
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+
+import msgspec
 
 from profiling.analysis.alignment import Alignment
 from profiling.analysis.rank_clocks import Aligned
 from profiling.analysis.straggler import find_straggler
 from profiling.analysis.waiting import WaitSplit, split_waiting
-from profiling.report import gpu_sections
+from profiling.report import gpu_sections, model, model_ranks
 from slurm.basics import utc_now
 
 
 def summarise(
-    folder: Path, per_rank: dict[int, list[Aligned]], link_gbps: float | None = None
-) -> dict[str, Any]:
-    """``report.json``'s content (see :mod:`profiling.report`) from every trace, by rank then window."""
-    ranks = [_rank_summary(rank, traces) for rank, traces in sorted(per_rank.items())]
-    means = [r["step_time_ms"]["mean"] for r in ranks]
+    folder: Path,
+    per_rank: dict[int, list[Aligned]],
+    reading: model.Reading,
+    link_gbps: float | None = None,
+    warnings: Sequence[str] = (),
+) -> model.Report:
+    """The report (see :mod:`profiling.report.model`) from every trace, by rank then window;
+    ``warnings``: the reading's, put first."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     waits = split_waiting(spans)
-    for r in ranks:
-        r["collective_wait"] = _wait(waits.get(r["rank"]), len(r["steps"]))
+    ranks = [_rank_summary(rank, traces, waits.get(rank)) for rank, traces in sorted(per_rank.items())]
+    means = [r.step_time_ms.mean for r in ranks]
+    anchor_steps = _anchor_steps(per_rank[min(per_rank)])
     straggler = find_straggler(
         arrivals={
             rank: {key: arrival for key, (arrival, _) in found.items()} if found is not None else None
             for rank, found in spans.items()
         },
-        anchor_steps=_anchor_steps(per_rank[min(per_rank)]),
-        step_ms={r["rank"]: r["step_ms"] for r in ranks},
-        compute_ms={r["rank"]: r["compute_ms"] for r in ranks},
-        clock_uncertainty_us={r["rank"]: r["clock"]["uncertainty_us"] or 0.0 for r in ranks},
+        anchor_steps=anchor_steps,
+        step_ms={r.rank: r.step_ms for r in ranks},
+        compute_ms={r.rank: r.compute_ms for r in ranks},
+        clock_uncertainty_us={r.rank: r.clock.uncertainty_us or 0.0 for r in ranks},
     )
-    return {
-        "folder": str(folder),
-        "generated_at": utc_now(),
-        "ranks": ranks,
-        "straggler": straggler,
-        "step_time_spread_ms": {
-            "min": min(means),
-            "median": statistics.median(means),
-            "max": max(means),
-            "max_minus_min": max(means) - min(means),
-        },
-        "communication_wait_ms": {str(r["rank"]): r["breakdown_ms"]["communication"] for r in ranks},
-        "kernels_across": gpu_sections.kernels_across(ranks),
-        "collectives_across": gpu_sections.collectives_across(ranks, link_gbps),
-        "link_gbps": link_gbps,
-        "warnings": [f"rank {r['rank']}: {w}" for r in ranks for w in r["warnings"]],
-    }
+    return model.Report(
+        folder=str(folder),
+        generated_at=utc_now(),
+        ranks=ranks,
+        # the verdict's analysis knows no report: it is held to the model here
+        straggler=msgspec.convert(straggler, model.Straggler, strict=False)
+        if straggler is not None
+        else None,
+        step_time_spread_ms=model.Spread(
+            min=min(means),
+            median=statistics.median(means),
+            max=max(means),
+            max_minus_min=max(means) - min(means),
+        ),
+        communication_wait_ms={r.rank: r.breakdown_ms["communication"] for r in ranks},
+        kernels_across=gpu_sections.kernels_across(ranks),
+        collectives_across=gpu_sections.collectives_across(ranks, link_gbps),
+        link_gbps=link_gbps,
+        warnings=[*warnings, *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings)],
+        reading=reading,
+    )
 
 
 def _spans(traces: list[Aligned]) -> dict[tuple[int, int], tuple[float, float]] | None:
@@ -81,17 +90,17 @@ def _spans(traces: list[Aligned]) -> dict[tuple[int, int], tuple[float, float]] 
     }
 
 
-def _wait(split: WaitSplit | None, steps: int) -> dict[str, Any] | None:
+def _wait(split: WaitSplit | None, steps: int) -> model_ranks.CollectiveWait | None:
     """A rank's time in the collectives every compared rank reached, per step (ms)."""
     if split is None:
         return None
-    return {
-        "collectives": split.collectives,
-        "wait_ms": split.wait_us / 1e3 / max(steps, 1),
-        "transfer_ms": split.transfer_us / 1e3 / max(steps, 1),
-        "waiting_share": split.waiting_share,
-        "last_arrivals": split.last_arrivals,
-    }
+    return model_ranks.CollectiveWait(
+        collectives=split.collectives,
+        wait_ms=split.wait_us / 1e3 / max(steps, 1),
+        transfer_ms=split.transfer_us / 1e3 / max(steps, 1),
+        waiting_share=split.waiting_share,
+        last_arrivals=split.last_arrivals,
+    )
 
 
 def _anchor_steps(reference: list[Aligned]) -> dict[tuple[int, int], int]:
@@ -110,7 +119,7 @@ def _anchor_steps(reference: list[Aligned]) -> dict[tuple[int, int], int]:
     return found
 
 
-def _rank_summary(rank: int, traces: list[Aligned]) -> dict[str, Any]:
+def _rank_summary(rank: int, traces: list[Aligned], wait: WaitSplit | None) -> model_ranks.RankReport:
     records = [t.record for t in traces]
     steps = [step for record in records for step in record.steps]
     parts = records[0].parts
@@ -118,56 +127,58 @@ def _rank_summary(rank: int, traces: list[Aligned]) -> dict[str, Any]:
     gpu_steps = [s.gpu for s in steps if s.gpu is not None]
     gpu = None
     if gpu_steps:
-        gpu = {
-            "span_ms": mean([g.duration_us / 1e3 for g in gpu_steps]),
-            "busy_ms": mean([g.busy_us / 1e3 for g in gpu_steps]),
-            "idle_ms": mean([s.parts_us["idle"] / 1e3 for s in steps]),
-            "communication_overlapped_ms": mean([g.communication_overlapped_us / 1e3 for g in gpu_steps]),
-            "compute_by_phase_ms": {
+        gpu = model_ranks.GpuTime(
+            span_ms=mean([g.duration_us / 1e3 for g in gpu_steps]),
+            busy_ms=mean([g.busy_us / 1e3 for g in gpu_steps]),
+            idle_ms=mean([s.parts_us["idle"] / 1e3 for s in steps]),
+            communication_overlapped_ms=mean([g.communication_overlapped_us / 1e3 for g in gpu_steps]),
+            compute_by_phase_ms={
                 phase: mean([g.compute_by_phase_us[phase] / 1e3 for g in gpu_steps])
                 for phase in gpu_steps[0].compute_by_phase_us
             },
-            "idle_causes_ms": gpu_sections.idle_causes_per_step([r.idle for r in records], len(steps)),
-            "unlaunched": sum(r.unlaunched for r in records),
-        }
-    return {
-        "rank": rank,
-        "host": records[0].host,
-        "device": records[0].device,
-        "trace_files": [t.trace.name for t in traces],
-        "steps": [s.step for s in steps],
-        "step_ms": step_ms,
-        "step_time_ms": {
-            "mean": mean(step_ms),
-            "min": min(step_ms, default=0.0),
-            "max": max(step_ms, default=0.0),
-        },
-        "breakdown_ms": {part: mean([s.parts_us[part] / 1e3 for s in steps]) for part in parts},
-        "breakdown_steps_ms": {part: [s.parts_us[part] / 1e3 for s in steps] for part in parts},
-        "accounted_ms": mean([s.accounted_us / 1e3 for s in steps]),
-        "compute_ms": mean([s.compute_us / 1e3 for s in steps]),
-        "communication_total_ms": mean([s.collectives_us / 1e3 for s in steps]),
-        "gpu": gpu,
-        "kernels": gpu_sections.rank_kernels([r.kernels for r in records], steps=len(steps)),
-        "collectives": gpu_sections.rank_collectives([r.collectives for r in records]),
-        "clock": _clock(traces[0].clock),
-        "trace_clocks": [{"trace": t.trace.name, **_clock(t.clock)} for t in traces],
-        "analysed_by": {t.trace.name: t.record.analysed_by for t in traces},
-        "warnings": list(dict.fromkeys(w for record in records for w in record.warnings)),
-    }
+            idle_causes_ms=gpu_sections.idle_causes_per_step([r.idle for r in records], len(steps)) or {},
+            unlaunched=sum(r.unlaunched for r in records),
+        )
+    return model_ranks.RankReport(
+        rank=rank,
+        host=records[0].host,
+        device=records[0].device,
+        trace_files=[t.trace.name for t in traces],
+        steps=[s.step for s in steps],
+        step_ms=step_ms,
+        step_time_ms=model_ranks.StepTime(
+            mean=mean(step_ms), min=min(step_ms, default=0.0), max=max(step_ms, default=0.0)
+        ),
+        breakdown_ms={part: mean([s.parts_us[part] / 1e3 for s in steps]) for part in parts},
+        breakdown_steps_ms={part: [s.parts_us[part] / 1e3 for s in steps] for part in parts},
+        accounted_ms=mean([s.accounted_us / 1e3 for s in steps]),
+        compute_ms=mean([s.compute_us / 1e3 for s in steps]),
+        communication_total_ms=mean([s.collectives_us / 1e3 for s in steps]),
+        gpu=gpu,
+        kernels=gpu_sections.rank_kernels([r.kernels for r in records], steps=len(steps)),
+        collectives=gpu_sections.rank_collectives([r.collectives for r in records]),
+        clock=_clock(traces[0].clock),
+        trace_clocks=[
+            model_ranks.TraceClock(trace=t.trace.name, **msgspec.structs.asdict(_clock(t.clock)))
+            for t in traces
+        ],
+        analysed_by={t.trace.name: t.record.analysed_by for t in traces},
+        warnings=list(dict.fromkeys(w for record in records for w in record.warnings)),
+        collective_wait=_wait(wait, len(steps)),
+    )
 
 
-def _clock(clock: Alignment) -> dict[str, Any]:
-    return {
-        "method": clock.method,
-        "shift_us": clock.shift_us,
-        "pairs": clock.pairs,
-        "residual_us": clock.residual_us,
-        "max_residual_us": clock.max_residual_us,
-        "paired_share": clock.paired_share,
-        "uncertainty_us": clock.uncertainty_us,
-        "note": clock.note,
-    }
+def _clock(clock: Alignment) -> model_ranks.Clock:
+    return model_ranks.Clock(
+        method=clock.method,
+        shift_us=clock.shift_us,
+        pairs=clock.pairs,
+        residual_us=clock.residual_us,
+        max_residual_us=clock.max_residual_us,
+        paired_share=clock.paired_share,
+        uncertainty_us=clock.uncertainty_us,
+        note=clock.note,
+    )
 
 
 def mean(values: Sequence[float]) -> float:

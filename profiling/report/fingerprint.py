@@ -14,7 +14,9 @@ def fingerprint(data: Any) -> str:
     """Of the values, not of how they are held: a cold report's numbers come from its readers
     (numpy scalars, tuples), a warm one's from records on disk (floats, lists), and a picture
     of the same numbers is the same picture."""
-    encoded = msgspec.json.encode(data, enc_hook=_array, order="deterministic")
+    # keys sorted, so keys by rank are text first (the report's dicts by rank have int keys)
+    plain = msgspec.to_builtins(data, enc_hook=_array, str_keys=True)
+    encoded = msgspec.json.encode(plain, order="deterministic")
     return hashlib.blake2b(encoded, digest_size=16).hexdigest()
 
 

@@ -234,10 +234,10 @@ def checked(encoded: bytes) -> Report:
     return _DECODER.decode(encoded)
 
 
-def empty(folder: str, generated_at: str) -> dict[str, Any]:
-    """A report of no trace (a job's run alone), as the report's other parts build it."""
+def empty(folder: str, generated_at: str) -> Report:
+    """A report of no trace (a job's run alone)."""
     reading = Reading(traces=0, from_records=0, read_here=[], analysed_by=[], seconds=0.0)
-    return msgspec.to_builtins(Report(folder=folder, generated_at=generated_at, ranks=[], reading=reading))
+    return Report(folder=folder, generated_at=generated_at, ranks=[], reading=reading)
 
 
 def json_schema() -> dict[str, Any]:

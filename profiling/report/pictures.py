@@ -16,13 +16,21 @@ from typing import Any
 
 import msgspec
 
+from profiling.report import model
 from profiling.report.fingerprint import fingerprint
 from profiling.report.workers import Ahead
 
-# report.json's keys that no picture draws, and that change from one run to the next
-_NOT_DRAWN = frozenset(
-    ("generated_at", "seconds", "reading", "archive", "merge", "merged_trace", "alignment_seconds", "drawn")
-)
+# what no picture draws, and changes from one report to the next: left out of the fingerprint
+_NOT_DRAWN = {
+    "generated_at": "",
+    "seconds": 0.0,
+    "reading": model.Reading(traces=0, from_records=0, read_here=[], analysed_by=[], seconds=0.0),
+    "archive": None,
+    "merge": None,
+    "merged_trace": None,
+    "alignment_seconds": 0.0,
+    "drawn": {},
+}
 
 
 class _Drawn(msgspec.Struct):
@@ -52,7 +60,7 @@ class Pictures:
 
     def draw(self, function: Callable[[Any, Path], Any], data: Any, path: Path) -> Future | None:
         """``function(data, path)`` in the plot's process; None where ``path`` is current."""
-        shown = data if not isinstance(data, dict) else {k: v for k, v in data.items() if k not in _NOT_DRAWN}
+        shown = msgspec.structs.replace(data, **_NOT_DRAWN) if isinstance(data, model.Report) else data
         key = fingerprint(shown)
         self.drawn[path.name] = key
         if self._previous.get(path.name) == key and path.exists():

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 import textwrap
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from profiling.analysis.kernels import FAMILIES
-from profiling.report import plot_gpu
+from profiling.report import model, plot_gpu
+from profiling.report.model_ranks import RankReport
+
+if TYPE_CHECKING:  # the plot's process imports no more than it draws with
+    from profiling.report.run import RunPicture
 
 BARS_UP_TO = 32
 _TITLE_WIDTH = 130
@@ -29,12 +33,12 @@ def prepare() -> None:
     import matplotlib.figure  # noqa: F401
 
 
-def plot_report(report: dict[str, Any], path: Path) -> Any:
+def plot_report(report: model.Report, path: Path) -> Any:
     """Draw report.png; returns the Figure drawn (what the tests look at)."""
     # matplotlib's Figure without pyplot: no global state, and less to import
     from matplotlib.figure import Figure
 
-    ranks = report["ranks"]
+    ranks = report.ranks
     gpu = plot_gpu.has_panels(report)
     fig = Figure(figsize=(13, 10.5 if gpu else 5.5))
     grid = fig.subplots(2 if gpu else 1, 2, gridspec_kw={"wspace": 0.4, "hspace": 0.45}, squeeze=False)
@@ -54,7 +58,7 @@ def plot_report(report: dict[str, Any], path: Path) -> Any:
             kernels.set_xticks(range(len(FAMILIES)), FAMILIES, rotation=30, ha="right")
             kernels.set(title="GPU time per step by kernel family: rank × family", ylabel="rank")
         plot_gpu.bandwidth(collectives, report)
-    title = _title(report["straggler"])
+    title = _title(report.straggler)
     fig.suptitle(title, fontsize="medium", y=0.99)
     scale = 5.5 / (10.5 if gpu else 5.5)  # the title's lines, as a share of the figure's height
     top = 1 - (0.07 + 0.035 * title.count("\n")) * scale
@@ -65,21 +69,21 @@ def plot_report(report: dict[str, Any], path: Path) -> Any:
     return fig
 
 
-def _title(verdict: dict[str, Any] | None) -> str:
+def _title(verdict: model.Straggler | None) -> str:
     if verdict is None:
         return "one rank"
-    return "\n".join(textwrap.wrap(verdict["text"], _TITLE_WIDTH))
+    return "\n".join(textwrap.wrap(verdict.text, _TITLE_WIDTH))
 
 
-def _parts(ranks: list[dict[str, Any]]) -> list[str]:
-    return list(dict.fromkeys(p for r in ranks for p in r["breakdown_ms"]))
+def _parts(ranks: list[RankReport]) -> list[str]:
+    return list(dict.fromkeys(p for r in ranks for p in r.breakdown_ms))
 
 
-def _bars(axes: Any, ranks: list[dict[str, Any]]) -> None:
-    labels = [str(r["rank"]) for r in ranks]
+def _bars(axes: Any, ranks: list[RankReport]) -> None:
+    labels = [str(r.rank) for r in ranks]
     bottom = np.zeros(len(ranks))
     for part in _parts(ranks):
-        values = np.array([r["breakdown_ms"].get(part, 0.0) for r in ranks])
+        values = np.array([r.breakdown_ms.get(part, 0.0) for r in ranks])
         axes.bar(labels, values, bottom=bottom, label=part)
         bottom += values
     axes.set(title="Mean step breakdown per rank", xlabel="rank", ylabel="ms per step")
@@ -87,11 +91,11 @@ def _bars(axes: Any, ranks: list[dict[str, Any]]) -> None:
     axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
-def _lines(axes: Any, ranks: list[dict[str, Any]]) -> None:
+def _lines(axes: Any, ranks: list[RankReport]) -> None:
     from matplotlib.ticker import MaxNLocator
 
     for r in ranks:
-        axes.plot(r["steps"], r["step_ms"], marker="o", label=f"rank {r['rank']}")
+        axes.plot(r.steps, r.step_ms, marker="o", label=f"rank {r.rank}")
     axes.set(title="Step time per rank", xlabel="step (ProfilerStep#)", ylabel="ms")
     axes.xaxis.set_major_locator(MaxNLocator(integer=True))
     if len(ranks) <= 16:
@@ -104,7 +108,7 @@ def _relative(values: np.ndarray) -> np.ndarray:
     return np.divide(values, median, out=np.ones_like(values), where=median > 0)
 
 
-def _heat(fig: Any, axes: Any, values: np.ndarray, label: str, ranks: list[dict[str, Any]]) -> None:
+def _heat(fig: Any, axes: Any, values: np.ndarray, label: str, ranks: list[RankReport]) -> None:
     spread = max(0.05, float(np.nanmax(np.abs(values - 1.0))) if values.size else 0.05)
     image = axes.imshow(
         values, aspect="auto", interpolation="nearest", cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread
@@ -112,14 +116,14 @@ def _heat(fig: Any, axes: Any, values: np.ndarray, label: str, ranks: list[dict[
     fig.colorbar(image, ax=axes, label=label, fraction=0.05, pad=0.02)
     # a rank's row is a pixel or two at hundreds of ranks: the outliers are named beside it
     ticks = np.linspace(0, len(ranks) - 1, min(len(ranks), 12)).round().astype(int)
-    axes.set_yticks(ticks, [str(ranks[row]["rank"]) for row in ticks])
+    axes.set_yticks(ticks, [str(ranks[row].rank) for row in ticks])
     deviation = np.nanmax(np.abs(values - 1.0), axis=1)
     for row in np.argsort(-deviation)[:_OUTLIERS]:
         if deviation[row] < _OUTLIER_AT:
             break
         worst = float(values[row][np.nanargmax(np.abs(values[row] - 1.0))])
         axes.annotate(
-            f"rank {ranks[row]['rank']}: ×{worst:.2f}",
+            f"rank {ranks[row].rank}: ×{worst:.2f}",
             xy=(-0.5, row),
             xytext=(4, 6),
             textcoords="offset points",
@@ -130,20 +134,20 @@ def _heat(fig: Any, axes: Any, values: np.ndarray, label: str, ranks: list[dict[
         )
 
 
-def _parts_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
+def _parts_map(fig: Any, axes: Any, ranks: list[RankReport]) -> None:
     parts = _parts(ranks)
-    values = np.array([[r["breakdown_ms"].get(p, 0.0) for p in parts] for r in ranks])
+    values = np.array([[r.breakdown_ms.get(p, 0.0) for p in parts] for r in ranks])
     _heat(fig, axes, _relative(values), "× the median rank", ranks)
     axes.set_xticks(range(len(parts)), parts, rotation=30, ha="right")
     axes.set(title="Mean step breakdown: rank × part", ylabel="rank")
 
 
-def _steps_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
-    steps = sorted({s for r in ranks for s in r["steps"]})
+def _steps_map(fig: Any, axes: Any, ranks: list[RankReport]) -> None:
+    steps = sorted({s for r in ranks for s in r.steps})
     column = {s: i for i, s in enumerate(steps)}
     values = np.full((len(ranks), len(steps)), np.nan)
     for row, r in enumerate(ranks):
-        for step, ms in zip(r["steps"], r["step_ms"], strict=True):
+        for step, ms in zip(r.steps, r.step_ms, strict=True):
             values[row, column[step]] = ms
     filled = np.where(np.isnan(values), np.nanmedian(values, axis=0, keepdims=True), values)
     _heat(fig, axes, _relative(filled), "× the step's median rank", ranks)
@@ -152,20 +156,20 @@ def _steps_map(fig: Any, axes: Any, ranks: list[dict[str, Any]]) -> None:
     axes.set(title="Step time: rank × step", xlabel="step (ProfilerStep#)", ylabel="rank")
 
 
-def plot_run(drawn: dict[str, Any], path: Path) -> None:
+def plot_run(drawn: RunPicture, path: Path) -> None:
     """``run.png``: every rank's time for every step, against the other ranks' median (a slow
     rank is a stripe, a slow node a band, a step where everyone is slow a bump in the line
     above); each slow segment outlined. ``drawn``: :func:`profiling.report.run.map_for_plot`."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
 
-    ratio, ranks, nodes = drawn["ratio"], drawn["ranks"], drawn["nodes"]
-    edges = np.concatenate([drawn["first"], [drawn["last"][-1] + 1]]) - 0.5
+    ratio, ranks, nodes = drawn.ratio, drawn.rows, drawn.nodes
+    edges = np.concatenate([drawn.first, [drawn.last[-1] + 1]]) - 0.5
     fig = Figure(figsize=(13, 3.0 + min(len(ranks), 64) * 0.09))
     pace, heat = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [1, 4], "hspace": 0.08})
-    pace.plot((edges[:-1] + edges[1:]) / 2, drawn["step_median_ms"], color="0.3", linewidth=1)
+    pace.plot((edges[:-1] + edges[1:]) / 2, drawn.step_median_ms, color="0.3", linewidth=1)
     pace.set(ylabel="median ms")
-    pace.set_title(drawn["title"], fontsize="medium", loc="left")
+    pace.set_title(drawn.title, fontsize="medium", loc="left")
     spread = float(np.nanpercentile(np.abs(ratio - 1.0), 99.5)) if np.isfinite(ratio).any() else 0.1
     spread = min(max(spread, 0.1), 1.0)
     image = heat.pcolormesh(
@@ -173,7 +177,7 @@ def plot_run(drawn: dict[str, Any], path: Path) -> None:
     )
     heat.invert_yaxis()
     fig.colorbar(image, ax=[pace, heat], label="× the other ranks' median", fraction=0.03, pad=0.01)
-    by_node = bool(drawn.get("by_node"))  # thousands of ranks: a row per node, its slowest rank
+    by_node = drawn.by_node
     for row in range(1, len(ranks)):
         if not by_node and nodes[row] != nodes[row - 1]:  # a band per node
             heat.axhline(row - 0.5, color="0.2", linewidth=0.6)
@@ -184,12 +188,12 @@ def plot_run(drawn: dict[str, Any], path: Path) -> None:
     else:
         ticks = np.linspace(0, len(ranks) - 1, 12).round().astype(int)
         heat.set_yticks(ticks, [str(ranks[row]) for row in ticks])
-    for segment in drawn["segments"]:
-        row = list(ranks).index(segment["node"]) if by_node else int(np.searchsorted(ranks, segment["rank"]))
+    for segment in drawn.segments:
+        row = list(ranks).index(segment.node) if by_node else int(np.searchsorted(ranks, segment.rank))
         heat.add_patch(
             Rectangle(
-                (segment["first"] - 0.5, row - 0.5),
-                segment["last"] - segment["first"] + 1,
+                (segment.first - 0.5, row - 0.5),
+                segment.last - segment.first + 1,
                 1,
                 fill=False,
                 edgecolor="black",

@@ -15,21 +15,23 @@ from typing import Any
 import numpy as np
 
 from profiling.analysis.kernels import FAMILIES
+from profiling.report import model
 from profiling.report.gpu_sections import LINK_SHARE
+from profiling.report.model_ranks import RankReport
 
 SHOWN_COLLECTIVES = 8
 
 
-def has_panels(report: dict[str, Any]) -> bool:
-    return any(r.get("kernels") for r in report["ranks"]) or bool(report.get("collectives_across"))
+def has_panels(report: model.Report) -> bool:
+    return any(r.kernels for r in report.ranks) or bool(report.collectives_across)
 
 
-def family_values(ranks: list[dict[str, Any]]) -> np.ndarray:
+def family_values(ranks: list[RankReport]) -> np.ndarray:
     """rank × family: GPU time per step (µs)."""
     return np.array(
         [
             [
-                (r.get("kernels") or {}).get("by_family_us", {}).get(f, 0.0) / max(len(r["steps"]), 1)
+                (r.kernels.by_family_us.get(f, 0.0) if r.kernels else 0.0) / max(len(r.steps), 1)
                 for f in FAMILIES
             ]
             for r in ranks
@@ -37,8 +39,8 @@ def family_values(ranks: list[dict[str, Any]]) -> np.ndarray:
     )
 
 
-def kernel_bars(axes: Any, ranks: list[dict[str, Any]]) -> None:
-    labels = [str(r["rank"]) for r in ranks]
+def kernel_bars(axes: Any, ranks: list[RankReport]) -> None:
+    labels = [str(r.rank) for r in ranks]
     values = family_values(ranks) / 1e3
     bottom = np.zeros(len(ranks))
     for column, family in enumerate(FAMILIES):
@@ -48,24 +50,24 @@ def kernel_bars(axes: Any, ranks: list[dict[str, Any]]) -> None:
     axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
-def bandwidth(axes: Any, report: dict[str, Any]) -> None:
-    rows = (report.get("collectives_across") or [])[:SHOWN_COLLECTIVES]
-    sized = [row for row in rows if row["busbw_gbps"] is not None]
+def bandwidth(axes: Any, report: model.Report) -> None:
+    rows = report.collectives_across[:SHOWN_COLLECTIVES]
+    sized = [row for row in rows if row.busbw_gbps is not None]
     if not rows:
         axes.set_axis_off()
         axes.set_title("Collectives: none in these traces")
         return
     if sized:
-        labels = [f"{row['kind']}\n{_size(row['bytes'])}" for row in sized]
+        labels = [f"{row.kind}\n{_size(row.bytes or 0)}" for row in sized]
         bars = axes.bar(
-            labels, [row["busbw_gbps"] for row in sized], color="tab:blue", label="median rank's p50"
+            labels, [row.busbw_gbps for row in sized], color="tab:blue", label="median rank's p50"
         )
         axes.bar_label(bars, fmt="%.3g", fontsize="small", padding=2)
         axes.scatter(
-            labels, [row["slowest_busbw_gbps"] or 0.0 for row in sized], color="firebrick", zorder=3,
+            labels, [row.slowest_busbw_gbps or 0.0 for row in sized], color="firebrick", zorder=3,
             label="slowest rank's",
         )  # fmt: skip
-        link = report.get("link_gbps")
+        link = report.link_gbps
         if link:
             axes.axhline(link, color="0.3", linestyle="--", linewidth=1, label=f"link {link:g} GB/s")
             axes.axhline(
@@ -74,8 +76,8 @@ def bandwidth(axes: Any, report: dict[str, Any]) -> None:
         axes.set(title="Collectives: bus bandwidth (nccl-tests)", ylabel="GB/s")
         axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
     else:
-        labels = [row["kind"] for row in rows]
-        axes.bar(labels, [row["p50_us"] / 1e3 for row in rows], color="tab:gray")
+        labels = [row.kind for row in rows]
+        axes.bar(labels, [row.p50_us / 1e3 for row in rows], color="tab:gray")
         axes.set(title="Collectives: p50 duration (no message sizes in the traces)", ylabel="ms")
     axes.tick_params(axis="x", labelsize="small", labelrotation=30)
 

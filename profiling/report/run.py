@@ -23,13 +23,14 @@ from profiling.folder.traces import TraceFile, list_traces
 from profiling.ranks import RankSelection, format_ranks
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.schedule import ScheduleConfig
+from profiling.report import model
 from slurm.settings import argv_of
 
 MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
 MAP_ROWS = 512  # at most this many rows of ranks in run.png; beyond, a row per node
 
 
-def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> dict[str, Any]:
+def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> model.Run:
     """``report.json``'s ``run``: scores, slow segments, where the logs end."""
     job = JobFolder.of_traces(trace_folder)
     manifest = _manifest(job)
@@ -37,42 +38,56 @@ def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> dict[
     limit, noise = run_map.threshold(run)
     scores = run_map.scores(run)
     nodes = dict(zip(run.ranks.tolist(), run.nodes, strict=True))
-    return {
-        "metric": run_map.METRIC,
-        "measures": "the training thread's CPU time per step (ms): waiting in a collective takes none",
-        "steps": [int(run.first[0]), run.last_of(len(run.first) - 1)],
-        "columns": len(run.first),
-        "gpu": run.gpu,
-        "slow_above": 1.0 + limit,
-        "min_steps": run_map.MIN_STEPS,
-        "noise": noise,
-        "ranks": [
-            {
-                "rank": s.rank,
-                "node": nodes[s.rank],
-                "median_ms": s.median_ms,
-                "wall_median_ms": _finite(run.row_medians["wall"][row]),
-                "gpu_median_ms": _finite(run.row_medians["gpu"][row]) if run.gpu else None,
-                "relative": s.relative,
-                "individual": s.individual,
-                "last_step": int(run.last_step[row]),
-                "intervals": [
-                    {"first": a, "last": b, "median_ms": m, "relative": rel, "individual": ind}
+    return model.Run(
+        metric=run_map.METRIC,
+        measures="the training thread's CPU time per step (ms): waiting in a collective takes none",
+        steps=[int(run.first[0]), run.last_of(len(run.first) - 1)],
+        columns=len(run.first),
+        gpu=run.gpu,
+        slow_above=1.0 + limit,
+        min_steps=run_map.MIN_STEPS,
+        noise=noise,
+        ranks=[
+            model.RunRank(
+                rank=s.rank,
+                node=nodes[s.rank],
+                median_ms=s.median_ms,
+                wall_median_ms=_finite(run.row_medians["wall"][row]),
+                gpu_median_ms=_finite(run.row_medians["gpu"][row]) if run.gpu else None,
+                relative=s.relative,
+                individual=s.individual,
+                last_step=int(run.last_step[row]),
+                intervals=[
+                    model.Interval(first=a, last=b, median_ms=m, relative=rel, individual=ind)
                     for a, b, m, rel, ind in s.intervals
                 ],
-            }
+            )
             for row, s in enumerate(scores)
         ],
-        "segments": [_segment(segment, traces, job, manifest) for segment in run_map.segments(run)],
-        "slow_nodes": [_slow_node(node, job) for node in slow_nodes(run)],
-        "ends": _ends(run, manifest),
-        "unreadable": unreadable,
-    }
+        segments=[_segment(segment, traces, job, manifest) for segment in run_map.segments(run)],
+        slow_nodes=[_slow_node(node, job) for node in slow_nodes(run)],
+        ends=_ends(run, manifest),
+        unreadable=unreadable,
+    )
 
 
-def map_for_plot(run: RunMap, section: dict[str, Any]) -> dict[str, Any]:
-    """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns (small enough to send to the
-    plot's process)."""
+@dataclasses.dataclass(frozen=True)
+class RunPicture:
+    """What ``run.png`` draws (small enough to send to the plot's process)."""
+
+    ratio: np.ndarray  # row x column: the row's time against the other rows' median
+    first: np.ndarray  # each column's first step
+    last: np.ndarray  # ... and last
+    rows: np.ndarray  # each row's rank, or its node's name where a row is a node
+    nodes: list[str]  # each row's node
+    by_node: bool  # thousands of ranks: a row per node, its slowest rank in each column
+    step_median_ms: np.ndarray  # each column's median step time
+    segments: list[model.Segment]
+    title: str
+
+
+def map_for_plot(run: RunMap, section: model.Run) -> RunPicture:
+    """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns."""
     binned = run_map.binned(run, MAP_COLUMNS)
     rows, labels, nodes = binned.ratio, run.ranks, run.nodes
     if len(run.ranks) > MAP_ROWS:  # a row per node: the slowest of its ranks in each column
@@ -82,61 +97,57 @@ def map_for_plot(run: RunMap, section: dict[str, Any]) -> dict[str, Any]:
         starts = np.searchsorted(code[order], np.arange(len(names)))
         filled = np.nan_to_num(binned.ratio[order], nan=0.0)
         rows, labels, nodes = np.maximum.reduceat(filled, starts, axis=0), np.array(names), names
-    segments = section["segments"]
+    segments = section.segments
     found = "; ".join(
-        f"rank {s['rank']} slow in steps {s['first']}-{s['last']} (+{s['excess_ms']:.1f} ms)"
-        for s in segments[:4]
+        f"rank {s.rank} slow in steps {s.first}-{s.last} (+{s.excess_ms:.1f} ms)" for s in segments[:4]
     )
     more = f" and {len(segments) - 4} more" if len(segments) > 4 else ""
-    return {
-        "ratio": rows.astype(np.float32),
-        "first": binned.first,
-        "last": binned.last,
-        "ranks": labels,
-        "nodes": nodes,
-        "by_node": len(run.ranks) > MAP_ROWS,
-        "step_median_ms": binned.step_median,
-        "segments": segments,
-        "title": (
+    return RunPicture(
+        ratio=rows.astype(np.float32),
+        first=binned.first,
+        last=binned.last,
+        rows=labels,
+        nodes=list(nodes),
+        by_node=len(run.ranks) > MAP_ROWS,
+        step_median_ms=binned.step_median,
+        segments=segments,
+        title=(
             "Each rank's CPU time per step against the other ranks' median. "
             + (f"{found}{more}." if segments else "No rank was persistently slow.")
         ),
-    }
+    )
 
 
 def _segment(
     segment: Segment, traces: list[TraceFile], job: JobFolder, manifest: dict[str, Any]
-) -> dict[str, Any]:
+) -> model.Segment:
     covering = [
         t.name
         for t in traces
         if t.rank == segment.rank and t.first_step <= segment.last and t.last_step >= segment.first
     ]
-    found = {
-        "rank": segment.rank,
-        "node": segment.node,
-        "first": segment.first,
-        "last": segment.last,
-        "slow_steps": segment.slow_steps,
-        "excess_ms": segment.excess_ms,
-        "ratio": segment.ratio,
-        "traces": covering,
-        "hint": None,
-    }
-    if not covering:
-        found["hint"] = _hint(segment, job, manifest)
-    return found
+    return model.Segment(
+        rank=segment.rank,
+        node=segment.node,
+        first=segment.first,
+        last=segment.last,
+        slow_steps=segment.slow_steps,
+        excess_ms=segment.excess_ms,
+        ratio=segment.ratio,
+        traces=covering,
+        hint=None if covering else _hint(segment, job, manifest),
+    )
 
 
-def _slow_node(node: SlowNode, job: JobFolder) -> dict[str, Any]:
+def _slow_node(node: SlowNode, job: JobFolder) -> model.SlowNode:
     """A slow node, with the command that resubmits without it."""
-    return {
+    return model.SlowNode(
         **dataclasses.asdict(node),
-        "hint": (
+        hint=(
             f"resubmit without {node.node}: `python submit.py <your options> --sbatch exclude={node.node}`, "
             f"or `python submit.py <your options> --exclude-slow-from {job.path}`"
         ),
-    }
+    )
 
 
 def _hint(segment: Segment, job: JobFolder, manifest: dict[str, Any]) -> str:
@@ -155,13 +166,13 @@ def _hint(segment: Segment, job: JobFolder, manifest: dict[str, Any]) -> str:
     )
 
 
-def _ends(run: RunMap, manifest: dict[str, Any]) -> dict[str, Any]:
+def _ends(run: RunMap, manifest: dict[str, Any]) -> model.Ends:
     """Where the logs end, against the run's steps: a killed job's end at its last flush."""
     steps = manifest.get("workload", {}).get("steps")
     expected = steps - 1 if isinstance(steps, int) else None
     last = int(run.last_step.max())
     short = [
-        {"rank": int(rank), "last_step": int(end)}
+        model.ShortLog(rank=int(rank), last_step=int(end))
         for rank, end in zip(run.ranks, run.last_step, strict=True)
         if end < (expected if expected is not None else last)
     ]
@@ -171,12 +182,12 @@ def _ends(run: RunMap, manifest: dict[str, Any]) -> dict[str, Any]:
             "their last flush"
         )
     elif short:
-        ends = ", ".join(f"rank {s['rank']} at step {s['last_step']}" for s in short[:8])
+        ends = ", ".join(f"rank {s.rank} at step {s.last_step}" for s in short[:8])
         more = f" and {len(short) - 8} more" if len(short) > 8 else ""
         note = f"the run has steps 0-{expected}; logs end early ({ends}{more}): their last flush"
     else:
         note = None
-    return {"expected_last_step": expected, "last_step": last, "short": short, "note": note}
+    return model.Ends(expected_last_step=expected, last_step=last, short=short, note=note)
 
 
 def _manifest(job: JobFolder) -> dict[str, Any]:
