@@ -36,7 +36,8 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
             table = json.loads(
                 list_ranks(str(traces_root), "--ranks", job.job_id, "--last", "10", "--json").stdout
             )
-            if min(r["last_step"] for r in table["ranks"]) >= 35 or time.monotonic() > deadline:
+            # the listing's last 10 steps all slow ones: 27-36 once, when the logs reached 36
+            if table["recent"][0] >= 30 or time.monotonic() > deadline:
                 break
             time.sleep(1)
         now = list_ranks(str(traces_root), "--ranks", job.job_id, "--last", "10")
@@ -52,10 +53,13 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     assert slowest["recent_relative"] == pytest.approx(other["recent_ms"] / slowest["recent_ms"]), table
     assert now.returncode == 0 and f"python -m jobs.capture {job.job_id} --ranks 1" in now.stdout, now.stdout
     report = json.loads(folder.report.json.read_text())
-    [segment] = report["run"]["segments"]
-    assert segment["rank"] == 1, segment
-    assert abs(segment["first"] - 30) <= 2 and abs(segment["last"] - 90) <= 2, segment
-    assert segment["excess_ms"] > 50 and segment["hint"].startswith("no trace of rank 1 covers")
+    # one segment; two where a noisy neighbour made a few steps in the middle fast enough to split
+    # it (CI, twice in ten runs): the window is theirs together
+    segments = report["run"]["segments"]
+    assert 1 <= len(segments) <= 2 and all(s["rank"] == 1 for s in segments), segments
+    segment = segments[0]
+    assert abs(segment["first"] - 30) <= 2 and abs(segments[-1]["last"] - 90) <= 2, segments
+    assert all(s["excess_ms"] > 50 and s["hint"].startswith("no trace of rank 1 covers") for s in segments)
     assert report["run"]["ends"]["note"] is None and report["ranks"] == []
     ranks = load_manifest_ranks(folder)
     assert all(r["step_log"]["steps"] == 120 and not r["profiled"] for r in ranks)
