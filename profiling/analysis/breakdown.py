@@ -43,15 +43,17 @@ import numpy as np
 
 from profiling.analysis import intervals
 from profiling.analysis.collectives import Collective, is_cpu_communication
+from profiling.analysis.critical_path import PHASES
 from profiling.analysis.idle import IdleCauses
 from profiling.analysis.intervals import Intervals
 from profiling.analysis.kernels import KERNEL_TYPES, hta_kernel_type
+from profiling.analysis.lanes import Names, StepLane, cpu_lane, gpu_lanes
 from profiling.analysis.launches import idle_of_counted, launch_times, steps_of
 from profiling.analysis.trace_columns import STEP_PREFIX, TraceEvents
 
 CPU_PARTS = ("forward", "backward", "optimizer", "communication", "other")
 GPU_PARTS = ("compute", "communication", "memory", "other", "idle")
-COMPUTE_PHASES = ("forward", "backward", "optimizer")
+COMPUTE_PHASES = PHASES
 
 _BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 _OPTIMIZER_PREFIX = "Optimizer."
@@ -101,6 +103,8 @@ class RankAnalysis:
     warnings: tuple[str, ...] = ()
     unlaunched: int = 0  # GPU activities whose launch the trace does not hold, counted where they ran
     idle: IdleCauses | None = None  # the GPU streams' idle time by cause (GPU traces)
+    lanes: list[StepLane] = dataclasses.field(default_factory=list)  # each step's (critical path)
+    lane_names: list[str] = dataclasses.field(default_factory=list)  # the lanes' names by code
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -124,7 +128,21 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
     gpu = len(trace.gpu_start) > 0
     launched_at = launch_times(trace)
     step_of = steps_of(trace, steps, launched_at)  # -1: not counted (HTA's rule)
-    breakdowns = _gpu_steps(trace, steps, launched_at, step_of) if gpu else _cpu_steps(trace, steps)
+    ops = _CpuOps(trace)
+    names = Names()
+    if gpu:
+        phase = _compute_phase(ops, steps, launched_at, step_of)
+        breakdowns = _gpu_steps(trace, steps, step_of, phase)
+        windows = [
+            (b.step, (b.gpu.start_us, b.gpu.start_us + b.gpu.duration_us)) for b in breakdowns if b.gpu
+        ]
+        lanes = gpu_lanes(trace, windows, step_of >= 0, launched_at, phase, names)
+    else:
+        breakdowns = _cpu_steps(ops, steps)
+        lanes = [
+            cpu_lane(trace, number, (start, end), thread, _phase_spans(ops.phases(start, end)), names)
+            for number, start, end, thread in steps
+        ]
     return RankAnalysis(
         rank=rank,
         world_size=info.get("world_size"),
@@ -136,6 +154,8 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
         warnings=tuple(warnings),
         unlaunched=int(np.isnan(launched_at).sum()),
         idle=idle_of_counted(trace, launched_at, step_of >= 0 if steps else None) if gpu else None,
+        lanes=lanes,
+        lane_names=names.text,
     )
 
 
@@ -179,8 +199,11 @@ class _StepPhases:
     first_backward: float  # when the first backward operator started (the step's end if none)
 
 
-def _cpu_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[StepBreakdown]:
-    ops = _CpuOps(trace)
+def _phase_spans(phases: _StepPhases) -> tuple[Intervals, Intervals, float]:
+    return phases.backward, phases.optimizer, phases.first_backward
+
+
+def _cpu_steps(ops: _CpuOps, steps: list[tuple[int, float, float, int]]) -> list[StepBreakdown]:
     main_tid = steps[0][3] if steps else -1
     found = []
     for number, start, end, _ in steps:
@@ -232,8 +255,8 @@ def _exclusive(labelled: list[tuple[str, Intervals]]) -> dict[str, float]:
 def _gpu_steps(
     trace: TraceEvents,
     steps: list[tuple[int, float, float, int]],
-    launched_at: np.ndarray,
     step_of: np.ndarray,
+    phase: np.ndarray,
 ) -> list[StepBreakdown]:
     kind_of_name = np.array(
         [KERNEL_TYPES.index(hta_kernel_type(name)) for name in trace.names], dtype=np.int8
@@ -249,7 +272,6 @@ def _gpu_steps(
         for i in range(len(steps))
     ]
     last_end = float(trace.gpu_end[step_of >= 0].max()) if (step_of >= 0).any() else None
-    phase = _compute_phase(trace, steps, launched_at, step_of)
     compute = tied & (kinds == KERNEL_TYPES.index("compute"))
     by_phase = [
         intervals.union(trace.gpu_start[compute & (phase == code)], trace.gpu_end[compute & (phase == code)])
@@ -309,13 +331,9 @@ def _with_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) 
 
 
 def _compute_phase(
-    trace: TraceEvents,
-    steps: list[tuple[int, float, float, int]],
-    launched_at: np.ndarray,
-    step_of: np.ndarray,
+    ops: _CpuOps, steps: list[tuple[int, float, float, int]], launched_at: np.ndarray, step_of: np.ndarray
 ) -> np.ndarray:
     """The code (index in COMPUTE_PHASES) of the CPU phase that launched each GPU activity (-1: none)."""
-    ops = _CpuOps(trace)
     phase = np.full(len(launched_at), -1, dtype=np.int8)
     for index, (_, start, end, _) in enumerate(steps):
         phases = ops.phases(start, end)

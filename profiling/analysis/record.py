@@ -25,6 +25,7 @@ from profiling.analysis.breakdown import CPU_PARTS, GPU_PARTS, StepBreakdown, an
 from profiling.analysis.collectives import Instance, instances
 from profiling.analysis.idle import IdleCauses
 from profiling.analysis.kernels import KernelSummary, summarise_kernels
+from profiling.analysis.lanes import StepLane
 from profiling.analysis.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceFile, TraceSource
@@ -32,8 +33,9 @@ from slurm.basics import atomic_path
 
 # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
 # 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers
-# an error a group of pairs shares (kept clocks are aligned again)
-ANALYSIS_VERSION = 6
+# an error a group of pairs shares (kept clocks are aligned again); 7: each step's lane (the
+# critical path)
+ANALYSIS_VERSION = 7
 
 
 class ReportError(ValueError):
@@ -58,6 +60,8 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     unlaunched: int  # GPU activities whose launch the trace does not hold
     main_pid: int | str | None  # the profiled process (its CPU threads), as opposed to device lanes
     lanes: int  # the (process, thread) lanes of its CPU side
+    step_lanes: list[StepLane]  # what the rank did at each instant of each step (the critical path)
+    lane_names: list[str]  # the ops and kernels step_lanes name, by code
     warnings: list[str]
     analysed_by: str  # "rank 3 on node2", "a report worker on login1"
     seconds: float  # how long reading and analysing it took
@@ -127,6 +131,8 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         unlaunched=analysis.unlaunched,
         main_pid=events.main_pid(),
         lanes=len(events.threads),
+        step_lanes=analysis.lanes,
+        lane_names=analysis.lane_names,
         warnings=list(analysis.warnings),
         analysed_by=analysed_by,
         seconds=round(time.perf_counter() - started, 4),

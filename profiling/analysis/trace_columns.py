@@ -15,7 +15,6 @@ from profiling.analysis.trace_errors import Unfit
 
 STEP_PREFIX = "ProfilerStep#"
 FLOW_PHASES = ("s", "t", "f")
-ANALYSED_CATEGORIES = frozenset({"cpu_op", "user_annotation"})
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 GPU_ACTIVITY = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
 # What identifies a collective, where the trace records it (NCCL kernels and record_param_comms
@@ -35,10 +34,13 @@ COLLECTIVE_ARGS = (
 # tid, ts and dur compactly encoded (``{"ph":"X","cat":"","name":"","pid":0,"tid":281473065648800,
 # "ts":1718000000000000.000,"dur":12.345,"args":}`` is 100)
 ENCODED_FIELD_BYTES = 100
-# span kinds (and what becomes no span: GPU activity, GPU-side annotations)
-ANALYSED, LAUNCH, OTHER_CPU, GPU, IGNORED = 0, 1, 2, 3, 4
+# span kinds (and what becomes no span: GPU activity, GPU-side annotations); the analysis reads
+# operators and annotations alike, save the critical path: an annotation is a label, not work
+ANALYSED, LAUNCH, OTHER_CPU, GPU, IGNORED, ANNOTATION = 0, 1, 2, 3, 4, 5
+ANALYSED_KINDS = (ANALYSED, ANNOTATION)
 KIND_OF_CATEGORY = {
-    **dict.fromkeys(ANALYSED_CATEGORIES, ANALYSED),
+    "cpu_op": ANALYSED,
+    "user_annotation": ANNOTATION,
     **dict.fromkeys(LAUNCH_CATEGORIES, LAUNCH),
     **dict.fromkeys(GPU_ACTIVITY, GPU),
     "gpu_user_annotation": IGNORED,
@@ -61,7 +63,7 @@ class TraceEvents:
     span_end: np.ndarray
     span_thread: np.ndarray  # thread codes: threads[span_thread[i]]
     span_name: np.ndarray  # name codes: names[span_name[i]]
-    span_kind: np.ndarray  # ANALYSED, LAUNCH or OTHER_CPU
+    span_kind: np.ndarray  # ANALYSED, ANNOTATION, LAUNCH or OTHER_CPU
     span_ordinal: np.ndarray  # the event's position among all events of the file
     flow_ordinal: np.ndarray  # the positions of flow events (arrows from a launch to its kernel...)
     gpu_ordinal: np.ndarray  # the positions of the GPU activities
@@ -77,7 +79,7 @@ class TraceEvents:
     event_count: int  # every event of the trace, of any kind
 
     def _analysed(self) -> np.ndarray:
-        return self.span_kind == ANALYSED
+        return np.isin(self.span_kind, ANALYSED_KINDS)
 
     @property
     def cpu_start(self) -> np.ndarray:

@@ -32,7 +32,7 @@ from profiling.analysis import trace_scan
 from profiling.analysis.collectives import Collective, is_collective
 from profiling.analysis.json_stream import CHUNK_BYTES, TraceFormatError, TraceStream
 from profiling.analysis.trace_columns import (
-    ANALYSED,
+    ANALYSED_KINDS,
     ARGS,
     ENCODED_FIELD_BYTES,
     FLOW_PHASES,
@@ -143,10 +143,10 @@ class TraceBuilder:
 
         flags = self._collective_name
         flags.extend(is_collective(n) for n in itertools.islice(names, len(flags), None))
-        candidates = np.array(flags, dtype=bool)[name] & ((kind == ANALYSED) | gpu)
+        candidates = np.array(flags, dtype=bool)[name] & (np.isin(kind, ANALYSED_KINDS) | gpu)
         for i in np.flatnonzero(candidates).tolist():
             event = events[i]
-            if kind[i] == ANALYSED or event.cat == "kernel":  # NCCL kernels, not their memcpys
+            if kind[i] in ANALYSED_KINDS or event.cat == "kernel":  # NCCL kernels, not their memcpys
                 self._add_collective(event, float(start[i]), float(end[i]), gpu=bool(gpu[i]))
 
     def _add_collective(self, event: ReadEvent, start: float, end: float, gpu: bool) -> None:

@@ -27,7 +27,7 @@ import numpy as np
 from profiling.analysis.collectives import is_collective
 from profiling.analysis.json_stream import CHUNK_BYTES, CutInside, TraceStream
 from profiling.analysis.trace_columns import (
-    ANALYSED,
+    ANALYSED_KINDS,
     ARGS,
     GPU,
     IGNORED,
@@ -96,9 +96,10 @@ class _Scanned:
         end = start + duration
         gpu = kind == GPU
         found = []
-        candidates = self._collective_name[name] & ((kind == ANALYSED) | gpu)
+        candidates = self._collective_name[name] & (np.isin(kind, ANALYSED_KINDS) | gpu)
         for i in np.flatnonzero(candidates).tolist():
-            if kind[i] == ANALYSED or category[i] == self._kernel_code:  # NCCL kernels, not their memcpys
+            # NCCL kernels, not their memcpys
+            if kind[i] in ANALYSED_KINDS or category[i] == self._kernel_code:
                 at, length = int(args_at[i]), int(args_length[i])
                 args = _decoded_args(chunk[at : at + length]) if at >= 0 else {}
                 found.append((int(name[i]), float(start[i]), float(end[i]), int(lane[i]), bool(gpu[i]), args))

@@ -20,6 +20,7 @@ from profiling.analysis.rank_clocks import Aligned
 from profiling.analysis.straggler import find_straggler
 from profiling.analysis.waiting import WaitSplit, split_waiting
 from profiling.report import gpu_sections, model, model_ranks
+from profiling.report.critical import critical_path
 from slurm.basics import utc_now
 
 
@@ -60,6 +61,13 @@ def summarise(
             median=statistics.median(means),
             max=max(means),
             max_minus_min=max(means) - min(means),
+        ),
+        critical_path=critical_path(
+            per_rank,
+            spans,
+            anchor_steps,
+            noise_ms=straggler.get("step_noise_ms") if straggler else None,
+            straggler=straggler.get("rank") if straggler else None,
         ),
         communication_wait_ms={r.rank: r.breakdown_ms["communication"] for r in ranks},
         kernels_across=gpu_sections.kernels_across(ranks),

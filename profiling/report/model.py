@@ -13,6 +13,7 @@ from typing import Annotated, Any
 
 import msgspec
 
+from profiling.report.model_path import CriticalPath
 from profiling.report.model_ranks import Part, RankReport, about
 
 SCHEMA_VERSION = 1
@@ -199,6 +200,9 @@ class Report(Part, kw_only=True):
     ranks: Annotated[list[RankReport], about("per rank, sorted")]
     straggler: Annotated[Straggler | None, about("null for one rank")] = None
     step_time_spread_ms: Annotated[Spread | None, about("of the ranks' mean step times")] = None
+    critical_path: Annotated[
+        CriticalPath | None, about("what set each step's length across ranks, and what fixing it would gain")
+    ] = None
     communication_wait_ms: Annotated[
         dict[int, float], about("mean exposed communication per step, by rank")
     ] = msgspec.field(default_factory=dict)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profiling.report import render_gpu
+from profiling.report import render_gpu, render_path
 from profiling.report.model import Archive, Merge, RankReport, Report, Run
 from profiling.report.table_ranks import others_line, shown_ranks
 
@@ -11,6 +11,7 @@ def report_markdown(report: Report) -> str:
     lines = [f"# Trace report: {report.folder}", ""]
     if report.straggler is not None:
         lines += [f"**{report.straggler.text[0].upper()}{report.straggler.text[1:]}.**", ""]
+    lines += render_path.markdown(report)
     lines += [f"Warning: {w}." for w in report.warnings] + ([""] if report.warnings else [])
     run = report.run
     run_lines = _run_lines(run, report.run_plot) if run is not None else []

@@ -1,0 +1,204 @@
+"""The critical path across ranks, on steps whose path is known: a late rank, exposed
+communication, a launch-bound host, a collective hidden under compute, and a step that cannot
+be followed. The path and every gain come out exact."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from profiling.analysis.critical_path import Meeting, RankStep, Span, StepPath, Undecided, step_path
+from profiling.folder.layout import ReportFiles
+from profiling.report import build_report
+from profiling.report.model_path import CriticalPath
+from tests.synthetic import cpu_job, write_job, write_trace, x
+
+GPU_TRACES = Path(__file__).parent / "data" / "gpu_traces"
+
+
+def lane(*spans: tuple[float, float, str, str]) -> list[Span]:
+    return [Span(start, end, kind, name) for start, end, kind, name in spans]
+
+
+def path_of(found: StepPath | Undecided) -> list[tuple[int, str, float, float, str]]:
+    assert isinstance(found, StepPath), found
+    assert sum(s.duration for s in found.segments) == pytest.approx(found.duration)
+    return [(s.rank, s.kind, s.start, s.end, s.name) for s in found.segments]
+
+
+def test_a_late_rank_holds_the_others_in_the_collective_and_the_path_goes_through_it() -> None:
+    ranks = {
+        0: RankStep(0, 0.0, 100.0, lane((0, 30, "compute", "fwd"), (30, 70, "communication", "ar"),
+                                        (70, 100, "compute", "opt"))),
+        1: RankStep(1, 0.0, 100.0, lane((0, 60, "compute", "fwd"), (60, 70, "communication", "ar"),
+                                        (70, 100, "compute", "opt"))),
+    }  # fmt: skip
+    meeting = Meeting("allreduce", arrivals={0: 30.0, 1: 60.0}, ends={0: 70.0, 1: 70.0})
+    found = step_path(16, ranks, [meeting])
+    assert path_of(found) == [
+        (1, "compute", 0.0, 60.0, "fwd"),
+        (0, "communication", 60.0, 70.0, "allreduce"),
+        (0, "compute", 70.0, 100.0, "opt"),
+    ]
+    assert found.gains_us == {"straggler": 30.0, "overlap": 10.0, "host": 0.0}
+
+
+def test_exposed_communication_is_on_the_path_and_what_overlap_would_gain() -> None:
+    same = lane((0, 40, "compute", "bwd"), (40, 90, "communication", "ar"), (90, 100, "compute", "opt"))
+    ranks = {r: RankStep(r, 0.0, 100.0, same) for r in range(3)}
+    meeting = Meeting("allreduce", arrivals=dict.fromkeys(range(3), 40.0), ends=dict.fromkeys(range(3), 90.0))
+    found = step_path(3, ranks, [meeting])
+    assert [(r, kind) for r, kind, *_ in path_of(found)] == [
+        (0, "compute"),
+        (0, "communication"),
+        (0, "compute"),
+    ]
+    assert found.gains_us == {"straggler": 0.0, "overlap": 50.0, "host": 0.0}
+
+
+def test_a_launch_bound_host_is_on_the_path_as_host() -> None:
+    ranks = {
+        0: RankStep(0, 0.0, 100.0, lane((0, 10, "compute", "k1"), (10, 50, "host", "cudaLaunchKernel"),
+                                        (50, 100, "compute", "k2")))
+    }  # fmt: skip
+    found = step_path(1, ranks, [])
+    assert path_of(found) == [
+        (0, "compute", 0.0, 10.0, "k1"),
+        (0, "host", 10.0, 50.0, "cudaLaunchKernel"),
+        (0, "compute", 50.0, 100.0, "k2"),
+    ]
+    assert found.gains_us == {"straggler": 0.0, "overlap": 0.0, "host": 40.0}
+
+
+def test_a_collective_hidden_under_compute_is_not_followed() -> None:
+    # rank 0 was computing when the collective ended: its late peer did not hold it
+    ranks = {
+        0: RankStep(0, 0.0, 100.0, lane((0, 100, "compute", "bwd"))),
+        1: RankStep(1, 0.0, 90.0, lane((0, 80, "host", "sleep"), (80, 90, "compute", "bwd"))),
+    }
+    meeting = Meeting("allreduce", arrivals={0: 10.0, 1: 80.0}, ends={0: 85.0, 1: 85.0})
+    found = step_path(2, ranks, [meeting])
+    assert path_of(found) == [(0, "compute", 0.0, 100.0, "bwd")]
+    assert found.gains_us["straggler"] == 0.0
+
+
+def test_time_the_lane_does_not_cover_and_a_rank_that_began_later_are_other() -> None:
+    ranks = {
+        0: RankStep(0, 0.0, 100.0, lane((0, 20, "compute", "a"), (20, 100, "communication", "ar"))),
+        1: RankStep(1, 10.0, 100.0, lane((10, 30, "compute", "b"), (50, 95, "compute", "c"),
+                                         (95, 100, "communication", "ar"))),
+    }  # fmt: skip
+    meeting = Meeting("allreduce", arrivals={0: 20.0, 1: 95.0}, ends={0: 100.0, 1: 100.0})
+    assert path_of(step_path(4, ranks, [meeting])) == [
+        (1, "other", 0.0, 10.0, "rank 1's previous step"),
+        (1, "compute", 10.0, 30.0, "b"),
+        (1, "other", 30.0, 50.0, "outside the trace's operators"),
+        (1, "compute", 50.0, 95.0, "c"),
+        (0, "communication", 95.0, 100.0, "allreduce"),
+    ]
+
+
+def test_a_step_no_rank_can_be_followed_through_is_undecided_with_the_reason() -> None:
+    ranks = {0: RankStep(0, 0.0, 10.0, lane((0, 10, "compute", "a"))), 1: None, 2: None}
+    found = step_path(7, ranks, [])
+    assert found == Undecided(7, "rank(s) 1, 2: clock not aligned, or no record of the step")
+    assert step_path(7, {}, []) == Undecided(7, "no rank recorded it")
+
+
+# --- on traces from the trace builder (tests/synthetic.py), through the whole report ---
+
+
+def report_path(folder: Path) -> CriticalPath:
+    path = build_report(folder, plot=False, archive=False).critical_path
+    assert path is not None
+    return path
+
+
+def test_a_late_rank_in_traces_is_followed_through_the_all_reduce(tmp_path: Path) -> None:
+    # rank 1 reaches each step's all-reduce 30 µs late (a longer backward); all leave together
+    path = report_path(write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8))
+    assert path.undecided == [] and len(path.steps) == 8
+    for step in path.steps:
+        assert [(s.rank, s.kind, round(s.end_us - s.start_us, 6), s.name) for s in step.segments] == [
+            (1, "host", 5.0, "Python, outside torch's operators"),
+            (1, "compute", 30.0, "aten::conv2d"),
+            (1, "host", 5.0, "Python, outside torch's operators"),
+            (1, "compute", 40.0, "autograd::engine::evaluate_function: ConvolutionBackward0"),
+            (0, "communication", 20.0, "gloo:all_reduce [[100]]"),
+            (0, "host", 10.0, "Python, outside torch's operators"),  # the optimizer: an annotation alone
+        ]
+        assert step.ms == pytest.approx(0.11) and step.ending_rank == 0
+        assert step.gains_ms == pytest.approx({"straggler": 0.03, "overlap": 0.02, "host": 0.02})
+    straggler = next(w for w in path.what_if if w.what == "straggler")
+    assert (straggler.rank, straggler.gain_ms) == (1, pytest.approx(0.03))
+    assert straggler.share == pytest.approx(0.03 / 0.11)
+
+
+def test_exposed_communication_in_traces_and_a_balanced_job_reads_as_balanced(tmp_path: Path) -> None:
+    path = report_path(write_job(tmp_path, cpu_job(8, ranks=3), 8))
+    for step in path.steps:
+        assert [(s.kind, round(s.end_us - s.start_us, 6)) for s in step.segments][-2:] == [
+            ("communication", 20.0),
+            ("host", 10.0),
+        ]
+        assert step.gains_ms == pytest.approx({"straggler": 0.0, "overlap": 0.02, "host": 0.02})
+    markdown = ReportFiles.of(tmp_path).markdown.read_text()
+    limits = markdown.split("## What limits the step")[1].split("##")[0]
+    assert "**A late rank holds the others**" not in limits
+
+
+def test_a_launch_bound_host_in_a_gpu_trace(tmp_path: Path) -> None:
+    # k1 runs 0-10 µs; k2 is launched at 50 and runs 52-100: the GPU waited 42 µs on the host
+    events = [
+        x("ProfilerStep#5", -20.0, 130.0, cat="user_annotation"),
+        x("cudaLaunchKernel", -10.0, 5.0, cat="cuda_runtime", correlation=1),
+        x("cudaLaunchKernel", 50.0, 2.0, cat="cuda_runtime", correlation=2),
+        x("k1", 0.0, 10.0, cat="kernel", pid=0, tid=7, correlation=1, stream=7),
+        x("k2", 52.0, 48.0, cat="kernel", pid=0, tid=7, correlation=2, stream=7),
+    ]
+    trace = {"distributedInfo": {"rank": 0, "world_size": 1}, "traceEvents": events}
+    write_trace(tmp_path, trace, "rank0_iter5_5.json")
+    [step] = report_path(tmp_path).steps
+    assert [(s.kind, s.start_us, s.end_us, s.name) for s in step.segments] == [
+        ("compute", 0.0, 10.0, "k1"),
+        ("host", 10.0, 52.0, "launch of k2"),
+        ("compute", 52.0, 100.0, "k2"),
+    ]
+    assert step.gains_ms == pytest.approx({"straggler": 0.0, "overlap": 0.0, "host": 0.042})
+
+
+def test_a_rank_whose_clock_cannot_be_aligned_leaves_its_steps_undecided(tmp_path: Path) -> None:
+    traces = cpu_job(4)
+    traces[1]["traceEvents"] = [e for e in traces[1]["traceEvents"] if "all" not in e["name"]]
+    path = report_path(write_job(tmp_path, traces, 4))
+    assert path.steps == [] and [u.step for u in path.undecided] == [10, 11, 12, 13]
+    assert {u.why for u in path.undecided} == {"rank(s) 1: clock not aligned, or no record of the step"}
+    assert "Not followed: step(s) 10, 11, 12, 13 (rank(s) 1: clock not aligned" in (
+        ReportFiles.of(tmp_path).markdown.read_text()
+    )
+
+
+@pytest.mark.parametrize(
+    "names",
+    [
+        ("trace_filter_sampled_rank-0.json.gz", "trace_filter_sampled_rank-1.json.gz"),
+        ("nccl_data.json.gz",),
+        ("ns_resolution_rank-0.json.gz",),
+    ],
+)
+def test_every_step_of_real_gpu_traces_adds_up_to_its_length(names: tuple[str, ...], tmp_path: Path) -> None:
+    for name in names:
+        shutil.copy(GPU_TRACES / name, tmp_path / name)
+    path = report_path(tmp_path)
+    assert path.steps and not path.undecided
+    for step in path.steps:
+        segments = step.segments
+        assert sum(s.end_us - s.start_us for s in segments) / 1e3 == pytest.approx(step.ms, rel=1e-9)
+        assert all(
+            a.end_us == pytest.approx(b.start_us) for a, b in zip(segments, segments[1:], strict=False)
+        )
+        assert {s.kind for s in segments} <= {"compute", "communication", "memory", "host", "other"}
+    for what in path.what_if:
+        assert 0.0 <= what.gain_ms <= path.step_ms and what.assumption
