@@ -39,8 +39,8 @@ from typing import Any
 from profiling.folder.layout import ReportFiles
 from profiling.folder.report_json import ArchiveFields, read_archive_fields
 from profiling.ranks import RankSelection, RankSpecError, format_ranks
-from profiling.report import model
-from profiling.report.model_ranks import TraceClock
+from profiling.schema import model
+from profiling.schema.model_ranks import TraceClock
 from slurm.basics import atomic_path
 from slurm.command_line import OneLineParser
 

@@ -25,8 +25,9 @@ import msgspec
 from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
 from profiling.folder.traces import find_traces
-from profiling.report import ReportError, build_report, mean, model
-from profiling.report.model import RankReport, Report
+from profiling.report import ReportError, build_report, mean
+from profiling.schema import model
+from profiling.schema.model import RankReport, Report
 from slurm.basics import utc_now, write_json_atomically, write_text_atomically
 from slurm.command_line import OneLineParser
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import statistics
 
 from profiling.analysis.kernels import FAMILIES
-from profiling.report import model
-from profiling.report.model_ranks import Clock, Kernels, RankReport, StepTime
+from profiling.schema import model
+from profiling.schema.model_ranks import Clock, Kernels, RankReport, StepTime
 
 PARTS = ("compute", "communication", "memory", "other", "idle")
 

@@ -17,7 +17,8 @@ import pytest
 
 from profiling import archive
 from profiling.folder.layout import ReportFiles
-from profiling.report import build_report, model
+from profiling.report import build_report
+from profiling.schema import model
 from tests import trace_variants as tv
 
 CLOCK_NAMES = {"REALTIME", "REALTIME_COARSE", "MONOTONIC", "MONOTONIC_COARSE", "MONOTONIC_RAW", "BOOTTIME"}

@@ -9,17 +9,17 @@ from pathlib import Path
 
 import pytest
 
-from profiling.analysis.critical_path import Meeting, RankStep, Span, StepPath, Undecided, step_path
+from profiling.analysis.critical_path import Lane, Meeting, RankStep, Span, StepPath, Undecided, step_path
 from profiling.folder.layout import ReportFiles
 from profiling.report import build_report
-from profiling.report.model_path import CriticalPath
+from profiling.schema.model_path import CriticalPath
 from tests.synthetic import cpu_job, write_job, write_trace, x
 
 GPU_TRACES = Path(__file__).parent / "data" / "gpu_traces"
 
 
-def lane(*spans: tuple[float, float, str, str]) -> list[Span]:
-    return [Span(start, end, kind, name) for start, end, kind, name in spans]
+def lane(*spans: tuple[float, float, str, str]) -> Lane:
+    return Lane.of([Span(start, end, kind, name) for start, end, kind, name in spans])
 
 
 def path_of(found: StepPath | Undecided) -> list[tuple[int, str, float, float, str]]:

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from profiling.folder.layout import meta_of
-from profiling.report import model
+from profiling.schema import model
 from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id
 
 pytestmark = pytest.mark.full_cluster

@@ -18,8 +18,8 @@ from profiling.analysis.kernels import kernel_family
 from profiling.analysis.record import analyse_trace
 from profiling.folder.traces import TraceSource
 from profiling.report import build_report
-from profiling.report.model import KernelDifference
-from profiling.report.model_ranks import KernelRow, Kernels, RankReport
+from profiling.schema.model import KernelDifference
+from profiling.schema.model_ranks import KernelRow, Kernels, RankReport
 from tests import trace_variants as variants
 from tests.synthetic_report import rank_report
 

@@ -13,7 +13,8 @@ import pytest
 from profiling.analysis.breakdown import analyse
 from profiling.analysis.trace_events import from_document
 from profiling.folder.layout import JobFolder, analysis_record, meta_of
-from profiling.report import ReportError, build_report, main, model
+from profiling.report import ReportError, build_report, main
+from profiling.schema import model
 from tests import trace_variants as tv
 from tests.common import SMALL_JOB, run_submit, submitted_job_id
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x

@@ -1,4 +1,4 @@
-"""report.json's model (profiling/report/model.py): every report is checked against it as it is
+"""report.json's model (profiling/schema/model.py): every report is checked against it as it is
 written, every field is documented, and the docs made from it are current."""
 
 from __future__ import annotations
@@ -10,8 +10,9 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from profiling.report import build_report, model, model_docs
-from profiling.report.model import Report
+from profiling.report import build_report, model_docs
+from profiling.schema import model
+from profiling.schema.model import Report
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"
 

@@ -18,9 +18,10 @@ from jobs.runtime.report_step import analyse_own_traces
 from profiling.analysis import record as records
 from profiling.folder.layout import ReportFiles, analysis_record
 from profiling.folder.traces import list_traces
-from profiling.report import build_report, model
+from profiling.report import build_report
 from profiling.report.plot import plot_report
 from profiling.report.progress import Progress
+from profiling.schema import model
 from tests import trace_variants as tv
 from tests.common import REPO
 from tests.synthetic import cpu_job, write_job

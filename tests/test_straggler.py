@@ -9,7 +9,7 @@ import pytest
 
 from profiling.analysis.straggler import ALPHA, find_straggler, steps_needed
 from profiling.folder.layout import meta_of
-from profiling.report import model
+from profiling.schema import model
 from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id
 
 

@@ -22,6 +22,7 @@ LAYERS = (
     ("profiling.analysis",),
     ("profiling.recording",),
     ("profiling.folder",),
+    ("profiling.schema",),
     ("profiling.ranks",),
     ("slurm",),
 )

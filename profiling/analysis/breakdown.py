@@ -22,10 +22,9 @@ it. Within the span, with HTA's meaning of the words (``hta.utils.utils.get_kern
 - ``other``: kernels HTA calls OTHER (``...Sync``, ...) and nothing above;
 - ``idle``: nothing ran on the GPU.
 
-These five are disjoint, so ``compute + communication + memory + other + idle`` is the GPU
-span. ``compute`` is further split by the CPU phase that launched the kernel: ``optimizer``
-(inside ``Optimizer.*``), ``backward`` (inside a backward operator, or after the step's
-first one), else ``forward``.
+These five are disjoint: they add up to the GPU span. ``compute`` is split by the CPU phase that
+launched the kernel: ``optimizer`` (in ``Optimizer.*``), ``backward`` (in a backward operator,
+or after the first), else ``forward``. Each step's *lane* (:mod:`.lanes`) comes too.
 
 **CPU traces** (no GPU activity): the CPU span is split into ``forward`` (the main thread's
 top-level operators before the step's first backward operator), ``backward``
@@ -43,7 +42,7 @@ import numpy as np
 
 from profiling.analysis import intervals
 from profiling.analysis.collectives import Collective, is_cpu_communication
-from profiling.analysis.critical_path import PHASES
+from profiling.analysis.critical_path import PHASES as COMPUTE_PHASES
 from profiling.analysis.idle import IdleCauses
 from profiling.analysis.intervals import Intervals
 from profiling.analysis.kernels import KERNEL_TYPES, hta_kernel_type
@@ -53,7 +52,6 @@ from profiling.analysis.trace_columns import STEP_PREFIX, TraceEvents
 
 CPU_PARTS = ("forward", "backward", "optimizer", "communication", "other")
 GPU_PARTS = ("compute", "communication", "memory", "other", "idle")
-COMPUTE_PHASES = PHASES
 
 _BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 _OPTIMIZER_PREFIX = "Optimizer."
@@ -133,14 +131,12 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
     if gpu:
         phase = _compute_phase(ops, steps, launched_at, step_of)
         breakdowns = _gpu_steps(trace, steps, step_of, phase)
-        windows = [
-            (b.step, (b.gpu.start_us, b.gpu.start_us + b.gpu.duration_us)) for b in breakdowns if b.gpu
-        ]
-        lanes = gpu_lanes(trace, windows, step_of >= 0, launched_at, phase, names)
+        spans = [(b.step, (b.gpu.start_us, b.gpu.start_us + b.gpu.duration_us)) for b in breakdowns if b.gpu]
+        lanes = gpu_lanes(trace, spans, step_of >= 0, launched_at, phase, names)
     else:
         breakdowns = _cpu_steps(ops, steps)
         lanes = [
-            cpu_lane(trace, number, (start, end), thread, _phase_spans(ops.phases(start, end)), names)
+            cpu_lane(trace, number, (start, end), thread, ops.phases(start, end), names)
             for number, start, end, thread in steps
         ]
     return RankAnalysis(
@@ -197,10 +193,6 @@ class _StepPhases:
     backward: Intervals  # time inside a backward operator
     optimizer: Intervals  # time inside Optimizer.*
     first_backward: float  # when the first backward operator started (the step's end if none)
-
-
-def _phase_spans(phases: _StepPhases) -> tuple[Intervals, Intervals, float]:
-    return phases.backward, phases.optimizer, phases.first_backward
 
 
 def _cpu_steps(ops: _CpuOps, steps: list[tuple[int, float, float, int]]) -> list[StepBreakdown]:

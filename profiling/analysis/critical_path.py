@@ -27,9 +27,10 @@ The gains are estimates from the path, not a simulation:
 
 from __future__ import annotations
 
-import bisect
 import dataclasses
 from collections.abc import Mapping, Sequence
+
+import numpy as np
 
 KINDS = ("compute", "communication", "memory", "host", "other")
 PHASES = ("forward", "backward", "optimizer")  # of compute, where the trace says
@@ -40,6 +41,7 @@ WHAT_IF = {
     "host": "the host never leaves the GPU without work on the path",
 }
 _EPSILON_US = 1e-6
+_UNCOVERED = "outside the trace's operators"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -53,32 +55,54 @@ class Span:
     phase: str | None = None  # forward, backward or optimizer, where the trace says
 
 
+class Lane:
+    """A rank's lane in one step: sorted, disjoint spans as parallel arrays (a dense GPU step
+    has thousands; the walk reads the stretches it goes through)."""
+
+    def __init__(
+        self,
+        starts: np.ndarray,
+        ends: np.ndarray,
+        kinds: np.ndarray,
+        names: np.ndarray,
+        phases: np.ndarray,
+        text: Sequence[str],
+    ) -> None:
+        self.starts, self.ends = starts, ends
+        self.kinds, self.names, self.phases, self.text = kinds, names, phases, text
+
+    @classmethod
+    def of(cls, spans: Sequence[Span]) -> Lane:
+        text = list(dict.fromkeys(span.name for span in spans))
+        return cls(
+            np.array([s.start for s in spans], dtype=float),
+            np.array([s.end for s in spans], dtype=float),
+            np.array([KINDS.index(s.kind) for s in spans], dtype=np.int8),
+            np.array([text.index(s.name) for s in spans], dtype=np.int32),
+            np.array([PHASES.index(s.phase) if s.phase else -1 for s in spans], dtype=np.int8),
+            text,
+        )
+
+    def __len__(self) -> int:
+        return len(self.starts)
+
+    def kind_before(self, at: float) -> str | None:
+        """What the lane shows just before ``at``."""
+        index = int(np.searchsorted(self.ends, at - _EPSILON_US, side="left"))
+        if index < len(self) and self.starts[index] < at:
+            return KINDS[self.kinds[index]]
+        return None
+
+
 @dataclasses.dataclass(frozen=True)
 class RankStep:
-    """One rank's step on the common clock, and its lane (sorted, disjoint spans; time the
-    lane does not cover reads as ``other``)."""
+    """One rank's step on the common clock, and its lane (time the lane does not cover reads
+    as ``other``)."""
 
     rank: int
     start: float
     end: float
-    lane: Sequence[Span]
-    _starts: list[float] = dataclasses.field(init=False, repr=False, compare=False)
-    _ends: list[float] = dataclasses.field(init=False, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "_starts", [span.start for span in self.lane])
-        object.__setattr__(self, "_ends", [span.end for span in self.lane])
-
-    def kind_before(self, at: float) -> str | None:
-        """What the lane shows just before ``at``."""
-        index = bisect.bisect_left(self._ends, at - _EPSILON_US)
-        if index < len(self.lane) and self.lane[index].start < at:
-            return self.lane[index].kind
-        return None
-
-    def spans_before(self, high: float) -> range:
-        """The indices of the spans that begin before ``high``, latest first."""
-        return range(bisect.bisect_left(self._starts, high) - 1, -1, -1)
+    lane: Lane
 
 
 @dataclasses.dataclass(frozen=True)
@@ -184,7 +208,7 @@ def _blocking(meetings: Sequence[Meeting], here: RankStep, t: float) -> tuple[in
             continue
         if end <= here.start:
             return None
-        if here.kind_before(end) in WORK:
+        if here.lane.kind_before(end) in WORK:
             continue  # hidden under the rank's own work: not on the path
         return index, meeting
     return None
@@ -192,39 +216,51 @@ def _blocking(meetings: Sequence[Meeting], here: RankStep, t: float) -> tuple[in
 
 def _lane_part(here: RankStep, low: float, high: float) -> list[Segment]:
     """The rank's lane from ``low`` to ``high``, latest first; uncovered time is ``other``."""
+    lane, rank = here.lane, here.rank
+    first = int(np.searchsorted(lane.ends, low, side="right"))
+    last = int(np.searchsorted(lane.starts, high, side="left"))
+    starts = np.maximum(lane.starts[first:last], low).tolist()
+    ends = np.minimum(lane.ends[first:last], high).tolist()
+    kinds, names, phases = (a[first:last].tolist() for a in (lane.kinds, lane.names, lane.phases))
     found: list[Segment] = []
     t = high
-    for index in here.spans_before(high):
-        span = here.lane[index]
-        if span.end <= low:
-            break  # disjoint and sorted: every earlier span ends before ``low`` too
-        end, start = min(span.end, t), max(span.start, low)
+    for start, end, kind, name, phase in zip(
+        reversed(starts), reversed(ends), reversed(kinds), reversed(names), reversed(phases), strict=True
+    ):
         if end < t - _EPSILON_US:
-            found.append(Segment(here.rank, "other", end, t, "outside the trace's operators"))
-        found.append(Segment(here.rank, span.kind, start, end, span.name, span.phase))
+            found.append(Segment(rank, "other", end, t, _UNCOVERED))
+        found.append(
+            Segment(rank, KINDS[kind], start, end, lane.text[name], PHASES[phase] if phase >= 0 else None)
+        )
         t = start
     if t > low + _EPSILON_US:
-        found.append(Segment(here.rank, "other", low, t, "outside the trace's operators"))
+        found.append(Segment(rank, "other", low, t, _UNCOVERED))
     return found
 
 
 def _joined(segments: list[Segment]) -> list[Segment]:
-    """Neighbours of one rank, kind, name and phase as one; empty ones dropped."""
-    joined: list[Segment] = []
+    """Neighbours of one rank and kind as one, named by the longest; empty ones dropped."""
+    runs: list[list] = []  # [segment, its end, its longest part's length]
     for segment in segments:
-        if segment.duration <= _EPSILON_US:
+        length = segment.end - segment.start
+        if length <= _EPSILON_US:
             continue
-        previous = joined[-1] if joined else None
-        if (
-            previous is not None
-            and (previous.rank, previous.kind, previous.name, previous.phase)
-            == (segment.rank, segment.kind, segment.name, segment.phase)
-            and abs(previous.end - segment.start) <= _EPSILON_US
-        ):
-            joined[-1] = dataclasses.replace(previous, end=segment.end)
-        else:
-            joined.append(segment)
-    return joined
+        if runs:
+            run = runs[-1]
+            first = run[0]
+            if (
+                first.rank == segment.rank
+                and first.kind == segment.kind
+                and abs(run[1] - segment.start) <= _EPSILON_US
+            ):
+                run[1] = segment.end
+                if length > run[2]:
+                    run[0], run[2] = dataclasses.replace(segment, start=first.start), length
+                continue
+        runs.append([segment, segment.end, length])
+    return [
+        segment if segment.end == end else dataclasses.replace(segment, end=end) for segment, end, _ in runs
+    ]
 
 
 def _listed(ranks: Sequence[int]) -> str:

@@ -17,12 +17,15 @@ Neighbouring stretches of one kind are one span, named by its longest part.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from typing import Protocol
+
 import msgspec
 import numpy as np
 
 from profiling.analysis import intervals
 from profiling.analysis.collectives import is_cpu_communication
-from profiling.analysis.critical_path import KINDS, PHASES
+from profiling.analysis.critical_path import KINDS, PHASES, Lane
 from profiling.analysis.kernels import KERNEL_TYPES, hta_kernel_type
 from profiling.analysis.trace_columns import ANALYSED, OTHER_CPU, TraceEvents
 
@@ -33,16 +36,37 @@ _IDLE = "GPU idle: its queued work waited on another stream or event"
 
 
 class StepLane(msgspec.Struct, array_like=True, frozen=True):
-    """One step's lane: spans sorted and disjoint, in parallel lists (compact in the record)."""
+    """One step's lane: spans sorted and disjoint, as the bytes of parallel arrays (a dense
+    GPU step has thousands of spans: as JSON lists of numbers its record took 0.05 s to decode,
+    as base64 a tenth of that)."""
 
     step: int
     start_us: float  # the step on this lane: its GPU span on GPU traces, else its CPU span
     end_us: float
-    starts: list[float]
-    ends: list[float]
-    kinds: list[int]  # index in critical_path.KINDS
-    names: list[int]  # index in the record's lane_names
-    phases: list[int]  # index in critical_path.PHASES; -1 where the trace does not say
+    starts: bytes  # float64
+    ends: bytes  # float64
+    kinds: bytes  # int8: index in critical_path.KINDS
+    names: bytes  # int32: index in the record's lane_names
+    phases: bytes  # int8: index in critical_path.PHASES; -1 where the trace does not say
+
+    def lane(self, shift_us: float, text: Sequence[str]) -> Lane:
+        """Its spans moved by ``shift_us`` (onto the first rank's clock)."""
+        return Lane(
+            np.frombuffer(self.starts, dtype=np.float64) + shift_us,
+            np.frombuffer(self.ends, dtype=np.float64) + shift_us,
+            np.frombuffer(self.kinds, dtype=np.int8),
+            np.frombuffer(self.names, dtype=np.int32),
+            np.frombuffer(self.phases, dtype=np.int8),
+            text,
+        )
+
+
+class StepPhases(Protocol):
+    """A step's phases (:meth:`profiling.analysis.breakdown._CpuOps.phases`)."""
+
+    backward: intervals.Intervals  # time inside a backward operator
+    optimizer: intervals.Intervals  # time inside Optimizer.*
+    first_backward: float  # when the first backward operator started
 
 
 class Names:
@@ -126,11 +150,10 @@ def cpu_lane(
     number: int,
     window: tuple[float, float],
     thread: int,
-    phases: tuple[intervals.Intervals, intervals.Intervals, float],
+    phases: StepPhases,
     names: Names,
 ) -> StepLane:
-    """The lane of the step ``number`` over its CPU span ``window`` on its ``thread``;
-    ``phases``: its backward and optimizer intervals, and when its backward began."""
+    """The lane of the step ``number`` over its CPU span ``window`` on its ``thread``."""
     low, high = window
     near = (trace.span_thread == thread) & (trace.span_end > low) & (trace.span_start < high)
     operators = np.flatnonzero(near & (trace.span_kind == ANALYSED))
@@ -183,12 +206,11 @@ def _python_function(trace: TraceEvents, python: np.ndarray, low: float, high: f
     return trace.names[int(trace.span_name[around[np.argmax(trace.span_start[around])]])]
 
 
-def _phase_at(phases: tuple[intervals.Intervals, intervals.Intervals, float], t: float) -> int:
-    """The phase (index in COMPUTE_PHASES) of the step at ``t``."""
-    backward, optimizer, first_backward = phases
-    if _inside(optimizer, t):
+def _phase_at(phases: StepPhases, t: float) -> int:
+    """The phase (index in PHASES) of the step at ``t``."""
+    if _inside(phases.optimizer, t):
         return PHASES.index("optimizer")
-    if _inside(backward, t) or t >= first_backward:
+    if _inside(phases.backward, t) or t >= phases.first_backward:
         return PHASES.index("backward")
     return PHASES.index("forward")
 
@@ -252,7 +274,7 @@ def _lane(number: int, window: tuple[float, float], pieces: list[tuple[np.ndarra
     order = np.argsort(start, kind="stable")
     start, end, kind, name, phase = start[order], end[order], kind[order], name[order], phase[order]
     if not len(start):
-        return StepLane(number, *window, [], [], [], [], [])
+        return StepLane(number, *window, b"", b"", b"", b"", b"")
     new = np.ones(len(start), dtype=bool)
     new[1:] = (kind[1:] != kind[:-1]) | (start[1:] > end[:-1] + 1e-6)
     run = np.cumsum(new) - 1
@@ -263,9 +285,9 @@ def _lane(number: int, window: tuple[float, float], pieces: list[tuple[np.ndarra
     return StepLane(
         number,
         *window,
-        start[first].tolist(),
-        end[last].tolist(),
-        kind[first].astype(int).tolist(),
-        name[heads].astype(int).tolist(),
-        phase[heads].astype(int).tolist(),
+        start[first].astype(np.float64).tobytes(),
+        end[last].astype(np.float64).tobytes(),
+        kind[first].astype(np.int8).tobytes(),
+        name[heads].astype(np.int32).tobytes(),
+        phase[heads].astype(np.int8).tobytes(),
     )

@@ -79,7 +79,7 @@ class TraceEvents:
     event_count: int  # every event of the trace, of any kind
 
     def _analysed(self) -> np.ndarray:
-        return np.isin(self.span_kind, ANALYSED_KINDS)
+        return (self.span_kind == ANALYSED) | (self.span_kind == ANNOTATION)  # isin: 4x slower
 
     @property
     def cpu_start(self) -> np.ndarray:

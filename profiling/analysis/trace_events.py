@@ -32,7 +32,9 @@ from profiling.analysis import trace_scan
 from profiling.analysis.collectives import Collective, is_collective
 from profiling.analysis.json_stream import CHUNK_BYTES, TraceFormatError, TraceStream
 from profiling.analysis.trace_columns import (
+    ANALYSED,
     ANALYSED_KINDS,
+    ANNOTATION,
     ARGS,
     ENCODED_FIELD_BYTES,
     FLOW_PHASES,
@@ -143,7 +145,7 @@ class TraceBuilder:
 
         flags = self._collective_name
         flags.extend(is_collective(n) for n in itertools.islice(names, len(flags), None))
-        candidates = np.array(flags, dtype=bool)[name] & (np.isin(kind, ANALYSED_KINDS) | gpu)
+        candidates = np.array(flags, dtype=bool)[name] & ((kind == ANALYSED) | (kind == ANNOTATION) | gpu)
         for i in np.flatnonzero(candidates).tolist():
             event = events[i]
             if kind[i] in ANALYSED_KINDS or event.cat == "kernel":  # NCCL kernels, not their memcpys

@@ -27,7 +27,9 @@ import numpy as np
 from profiling.analysis.collectives import is_collective
 from profiling.analysis.json_stream import CHUNK_BYTES, CutInside, TraceStream
 from profiling.analysis.trace_columns import (
+    ANALYSED,
     ANALYSED_KINDS,
+    ANNOTATION,
     ARGS,
     GPU,
     IGNORED,
@@ -96,7 +98,7 @@ class _Scanned:
         end = start + duration
         gpu = kind == GPU
         found = []
-        candidates = self._collective_name[name] & (np.isin(kind, ANALYSED_KINDS) | gpu)
+        candidates = self._collective_name[name] & ((kind == ANALYSED) | (kind == ANNOTATION) | gpu)
         for i in np.flatnonzero(candidates).tolist():
             # NCCL kernels, not their memcpys
             if kind[i] in ANALYSED_KINDS or category[i] == self._kernel_code:

@@ -14,8 +14,8 @@ from typing import Any
 
 import msgspec
 
-from profiling.report.model import Report, Straggler
-from profiling.report.model_ranks import TraceClock
+from profiling.schema.model import Report, Straggler
+from profiling.schema.model_ranks import TraceClock
 from slurm.basics import atomic_path
 
 

@@ -7,7 +7,7 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
 (:mod:`profiling.archive`). Written to ``<folder>/meta/`` (or ``--out``):
 
 ``report.json``
-    Typed by :mod:`profiling.report.model` (msgspec Structs, every field documented), which
+    Typed by :mod:`profiling.schema.model` (msgspec Structs, every field documented), which
     checks every report as it is written; ``docs/report.schema.json`` is its JSON Schema and
     docs/report.md lists its fields, both made from the model
     (:mod:`profiling.report.model_docs`). Per rank: steps and their breakdown, GPU time and
@@ -27,25 +27,9 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
     The traces of the ranks that matter, as one Perfetto timeline (:mod:`profiling.archive`).
 """
 
-from __future__ import annotations
+from profiling.analysis.record import ReportError
+from profiling.report.build import build_report
+from profiling.report.cli import main
+from profiling.report.combine import mean
 
-import importlib
-from typing import Any
-
-# imported when first asked for: the report's model (msgspec alone) is read by tools on the
-# login node and by the archive, which the build imports; an eager build here would import all
-# of it, and import the archive back while it is half made
-_EXPORTS = {
-    "ReportError": "profiling.analysis.record",
-    "build_report": "profiling.report.build",
-    "main": "profiling.report.cli",
-    "mean": "profiling.report.combine",
-}
-
-__all__ = list(_EXPORTS)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _EXPORTS:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_EXPORTS[name]), name)
+__all__ = ["ReportError", "build_report", "main", "mean"]

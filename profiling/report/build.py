@@ -23,7 +23,7 @@ from profiling.folder.manifest import read_manifest
 from profiling.folder.report_json import encode_report, write_report_json
 from profiling.folder.traces import TraceSource, find_traces
 from profiling.ranks import RankSelection
-from profiling.report import model
+from profiling.report import plot_path
 from profiling.report.clocks import kept_alignment
 from profiling.report.combine import summarise
 from profiling.report.merged_json import write_merged_json
@@ -34,6 +34,7 @@ from profiling.report.read import read_records
 from profiling.report.render import report_markdown
 from profiling.report.run import map_for_plot, run_section
 from profiling.report.workers import Ahead, Workers
+from profiling.schema import model
 from slurm.basics import utc_now, write_text_atomically
 
 # Below this many bytes of traces, the plot's process imports matplotlib (a second) while they are
@@ -157,7 +158,7 @@ def _traces_report(
     aligning = time.perf_counter() - aligning
     report = summarise(folder, per_rank, reading, link_gbps, warnings=read.skipped)
     # drawn while this process packs the archive
-    plotted = pictures.draw(plot_report, report, files.plot) if pictures else None
+    plotted = pictures.draw(plot_report, _drawn(report), files.plot) if pictures else None
     packed = (
         write_archive(
             folder,
@@ -179,6 +180,12 @@ def _traces_report(
         merge=merge,
         alignment_seconds=round(aligning, 3),
     )
+
+
+def _drawn(report: model.Report) -> model.Report:
+    """What report.png shows of the report: of the critical path, its first steps."""
+    path = report.critical_path
+    return msgspec.structs.replace(report, critical_path=plot_path.drawn(path)) if path else report
 
 
 def nodes_of(folder: Path) -> dict[int, str]:

@@ -19,8 +19,9 @@ from profiling.analysis.alignment import Alignment
 from profiling.analysis.rank_clocks import Aligned
 from profiling.analysis.straggler import find_straggler
 from profiling.analysis.waiting import WaitSplit, split_waiting
-from profiling.report import gpu_sections, model, model_ranks
+from profiling.report import gpu_sections
 from profiling.report.critical import critical_path
+from profiling.schema import model, model_ranks
 from slurm.basics import utc_now
 
 
@@ -31,7 +32,7 @@ def summarise(
     link_gbps: float | None = None,
     warnings: Sequence[str] = (),
 ) -> model.Report:
-    """The report (see :mod:`profiling.report.model`) from every trace, by rank then window;
+    """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
     ``warnings``: the reading's, put first."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     waits = split_waiting(spans)

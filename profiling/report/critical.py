@@ -9,18 +9,15 @@ import statistics
 from collections.abc import Mapping
 
 from profiling.analysis.critical_path import (
-    KINDS,
-    PHASES,
     WHAT_IF,
     Meeting,
     RankStep,
-    Span,
     StepPath,
     Undecided,
     step_path,
 )
 from profiling.analysis.rank_clocks import Aligned
-from profiling.report.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
+from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
 
 Key = tuple[int, int]  # (window's first step, the first rank's collective index)
 # the kind of segment each gain is made of, to name where it is
@@ -70,25 +67,15 @@ def _rank_steps(rank: int, traces: list[Aligned]) -> dict[int, RankStep | None]:
     """Each step of the rank's lanes on the first rank's clock; None where its clock is not."""
     found: dict[int, RankStep | None] = {}
     for t in traces:
-        record, shift = t.record, t.clock.shift_us
-        names = record.lane_names
-        for lane in record.step_lanes:
-            if not t.clock.paired:
-                found[lane.step] = None
-                continue
-            spans = [
-                Span(
-                    start + shift,
-                    end + shift,
-                    KINDS[kind],
-                    names[name],
-                    PHASES[phase] if phase >= 0 else None,
+        shift = t.clock.shift_us
+        for lane in t.record.step_lanes:
+            found[lane.step] = (
+                RankStep(
+                    rank, lane.start_us + shift, lane.end_us + shift, lane.lane(shift, t.record.lane_names)
                 )
-                for start, end, kind, name, phase in zip(
-                    lane.starts, lane.ends, lane.kinds, lane.names, lane.phases, strict=True
-                )
-            ]
-            found[lane.step] = RankStep(rank, lane.start_us + shift, lane.end_us + shift, spans)
+                if t.clock.paired
+                else None
+            )
     return found
 
 
@@ -157,8 +144,9 @@ def _by_rank_kind(paths: list[StepPath]) -> list[RankKind]:
     by_name: dict[tuple[int, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for path in paths:
         for s in path.segments:
-            time_of[(s.rank, s.kind)] += s.duration
-            by_name[(s.rank, s.kind)][s.name] += s.duration
+            key, length = (s.rank, s.kind), s.end - s.start
+            time_of[key] += length
+            by_name[key][s.name] += length
     total = sum(time_of.values()) or 1.0
     return [
         RankKind(

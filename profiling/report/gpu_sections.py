@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from profiling.analysis.bandwidth import CollectiveRow, bandwidths
 from profiling.analysis.idle import CAUSES, IdleCauses
 from profiling.analysis.kernels import FAMILIES, KernelRow, KernelSummary
-from profiling.report import model, model_ranks
+from profiling.schema import model, model_ranks
 
 SHOWN_KERNELS = 10  # per rank in report.md (report.json keeps what the records keep)
 LINK_SHARE = 0.5  # with --link-gbps: a collective whose busbw is below this share of it is marked

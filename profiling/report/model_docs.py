@@ -1,4 +1,4 @@
-"""report.json's documentation, made from its model (:mod:`profiling.report.model`): the JSON
+"""report.json's documentation, made from its model (:mod:`profiling.schema.model`): the JSON
 Schema (``docs/report.schema.json``, for programs) and the field reference in
 ``docs/report.md`` (for people), between two marker lines. ``tests/test_report_model.py`` holds
 both to the model; after changing it::
@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from profiling.report.model import SCHEMA_VERSION, json_schema
+from profiling.schema.model import SCHEMA_VERSION, json_schema
 
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SCHEMA_FILE = DOCS / "report.schema.json"

@@ -16,9 +16,9 @@ from typing import Any
 
 import msgspec
 
-from profiling.report import model
 from profiling.report.fingerprint import fingerprint
 from profiling.report.workers import Ahead
+from profiling.schema import model
 
 # what no picture draws, and changes from one report to the next: left out of the fingerprint
 _NOT_DRAWN = {

@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from profiling.analysis.kernels import FAMILIES
-from profiling.report import model, plot_gpu
-from profiling.report.model_ranks import RankReport
+from profiling.report import plot_gpu, plot_path
+from profiling.schema import model
+from profiling.schema.model_ranks import RankReport
 
 if TYPE_CHECKING:  # the plot's process imports no more than it draws with
     from profiling.report.run import RunPicture
@@ -40,8 +41,13 @@ def plot_report(report: model.Report, path: Path) -> Any:
 
     ranks = report.ranks
     gpu = plot_gpu.has_panels(report)
-    fig = Figure(figsize=(13, 10.5 if gpu else 5.5))
-    grid = fig.subplots(2 if gpu else 1, 2, gridspec_kw={"wspace": 0.4, "hspace": 0.45}, squeeze=False)
+    critical = report.critical_path if report.critical_path and report.critical_path.steps else None
+    heights = [5.0] * (1 + gpu) + ([3.0] if critical is not None else [])  # inches a row
+    height = 0.5 + sum(heights)
+    fig = Figure(figsize=(13, height))
+    grid = fig.subplots(
+        len(heights), 2, gridspec_kw={"wspace": 0.4, "hspace": 0.45, "height_ratios": heights}, squeeze=False
+    )
     (left, right) = grid[0]
     if len(ranks) <= BARS_UP_TO:
         _bars(left, ranks)
@@ -58,13 +64,18 @@ def plot_report(report: model.Report, path: Path) -> Any:
             kernels.set_xticks(range(len(FAMILIES)), FAMILIES, rotation=30, ha="right")
             kernels.set(title="GPU time per step by kernel family: rank × family", ylabel="rank")
         plot_gpu.bandwidth(collectives, report)
+    if critical is not None:
+        plot_path.strips(grid[-1][0], critical)
+        plot_path.shares(grid[-1][1], critical)
     title = _title(report.straggler)
     fig.suptitle(title, fontsize="medium", y=0.99)
-    scale = 5.5 / (10.5 if gpu else 5.5)  # the title's lines, as a share of the figure's height
+    scale = 5.5 / height  # the title's lines, as a share of the figure's height
     top = 1 - (0.07 + 0.035 * title.count("\n")) * scale
-    bottom = 0.09 if gpu else 0.16
-    right = 0.9 if len(ranks) <= BARS_UP_TO or gpu else 0.95  # room for the legends beside the panels
-    fig.subplots_adjust(left=0.06, right=right, bottom=bottom, top=top)
+    bottom = 0.16 * scale
+    right = (
+        0.9 if len(ranks) <= BARS_UP_TO or gpu or critical else 0.95
+    )  # room for the legends beside the panels
+    fig.subplots_adjust(left=0.08 if critical else 0.06, right=right, bottom=bottom, top=top)
     fig.savefig(path, dpi=100)
     return fig
 

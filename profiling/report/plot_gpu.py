@@ -15,9 +15,9 @@ from typing import Any
 import numpy as np
 
 from profiling.analysis.kernels import FAMILIES
-from profiling.report import model
 from profiling.report.gpu_sections import LINK_SHARE
-from profiling.report.model_ranks import RankReport
+from profiling.schema import model
+from profiling.schema.model_ranks import RankReport
 
 SHOWN_COLLECTIVES = 8
 

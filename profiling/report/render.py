@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 from profiling.report import render_gpu, render_path
-from profiling.report.model import Archive, Merge, RankReport, Report, Run
 from profiling.report.table_ranks import others_line, shown_ranks
+from profiling.schema.model import Archive, Merge, RankReport, Report, Run
 
 
 def report_markdown(report: Report) -> str:
     lines = [f"# Trace report: {report.folder}", ""]
     if report.straggler is not None:
         lines += [f"**{report.straggler.text[0].upper()}{report.straggler.text[1:]}.**", ""]
-    lines += render_path.markdown(report)
+    lines += render_path.what_limits(report)
     lines += [f"Warning: {w}." for w in report.warnings] + ([""] if report.warnings else [])
     run = report.run
     run_lines = _run_lines(run, report.run_plot) if run is not None else []

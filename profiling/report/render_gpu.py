@@ -1,13 +1,13 @@
 """report.md's GPU sections (why the GPU idles, kernels, collectives, waiting and transferring),
-from the typed report (:mod:`profiling.report.model`)."""
+from the typed report (:mod:`profiling.schema.model`)."""
 
 from __future__ import annotations
 
 from profiling.analysis.idle import CAUSES, KERNEL_GAP_US
 from profiling.analysis.kernels import FAMILIES
 from profiling.report.gpu_sections import LINK_SHARE, SHOWN_KERNELS
-from profiling.report.model import Report
 from profiling.report.table_ranks import others_line, shown_ranks
+from profiling.schema.model import Report
 
 
 def markdown(report: Report) -> list[str]:

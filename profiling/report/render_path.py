@@ -3,14 +3,14 @@ its evidence and the next thing to do (:mod:`profiling.report.critical`)."""
 
 from __future__ import annotations
 
-from profiling.report.model import Report
-from profiling.report.model_path import CriticalPath, WhatIf
+from profiling.schema.model import Report
+from profiling.schema.model_path import CriticalPath, WhatIf
 
 SHOWN = 5
 _NAME_CHARS = 80  # kernel names run to thousands of characters; report.json keeps them whole
 
 
-def markdown(report: Report) -> list[str]:
+def what_limits(report: Report) -> list[str]:
     path = report.critical_path
     if path is None:
         return []
@@ -32,8 +32,8 @@ def markdown(report: Report) -> list[str]:
         f"From the critical path of {len(path.steps)} step(s), {path.step_ms:.2f} ms each on average "
         f"(report.json's `critical_path`; docs/report.md says how it is walked). Gains are estimates "
         f"from the path, not a simulation, each on its own (they may overlap); a gain under the "
-        f"step-to-step noise ({noise:.2f} ms) gets no line, nor a late rank the straggler verdict does "
-        "not name.",
+        f"step-to-step noise ({noise:.2f} ms) gets no line"
+        + (", nor a late rank the straggler verdict does not name." if report.straggler else "."),
         *_undecided(path),
         "",
     ]

@@ -23,7 +23,7 @@ from profiling.folder.traces import TraceFile, list_traces
 from profiling.ranks import RankSelection, format_ranks
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.schedule import ScheduleConfig
-from profiling.report import model
+from profiling.schema import model
 from slurm.settings import argv_of
 
 MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined

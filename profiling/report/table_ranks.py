@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profiling.report.model import RankReport, Report
+from profiling.schema.model import RankReport, Report
 
 SHOWN_RANKS = 16  # the lowest ranks every per-rank table shows; a line says what the others are
 

@@ -1,5 +1,5 @@
 """``report.json``'s per-rank part, typed: :class:`RankReport` and what it holds. See
-:mod:`profiling.report.model` for the whole report and how the model is used."""
+:mod:`profiling.schema.model` for the whole report and how the model is used."""
 
 from __future__ import annotations
 

@@ -1,11 +1,11 @@
-"""``report.json``'s ``critical_path``, typed (see :mod:`profiling.report.model` for the whole
+"""``report.json``'s ``critical_path``, typed (see :mod:`profiling.schema.model` for the whole
 report; :mod:`profiling.analysis.critical_path` for how the path is walked)."""
 
 from __future__ import annotations
 
 from typing import Annotated
 
-from profiling.report.model_ranks import Part, about
+from profiling.schema.model_ranks import Part, about
 
 
 class PathSegment(Part):

@@ -13,8 +13,8 @@ from typing import Annotated, Any
 
 import msgspec
 
-from profiling.report.model_path import CriticalPath
-from profiling.report.model_ranks import Part, RankReport, about
+from profiling.schema.model_path import CriticalPath
+from profiling.schema.model_ranks import Part, RankReport, about
 
 SCHEMA_VERSION = 1
 
