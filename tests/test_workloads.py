@@ -134,7 +134,7 @@ def test_the_api_under_torchrun_writes_a_job_folder(tmp_path: Path) -> None:
     ops = operators(folder)
     assert "aten::addmm" in ops and "aten::tanh" in ops and not ops & set(RESNET_OPS)
     report = build_report(folder, plot=False)
-    assert [r["rank"] for r in report["ranks"]] == [0, 1] and report["run"] is not None
+    assert [r.rank for r in report.ranks] == [0, 1] and report.run is not None
     listed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(sys, "stdout", listed)
