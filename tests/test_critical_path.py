@@ -4,6 +4,7 @@ be followed. The path and every gain come out exact."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -202,3 +203,20 @@ def test_every_step_of_real_gpu_traces_adds_up_to_its_length(names: tuple[str, .
         assert {s.kind for s in segments} <= {"compute", "communication", "memory", "host", "other"}
     for what in path.what_if:
         assert 0.0 <= what.gain_ms <= path.step_ms and what.assumption
+
+
+def test_lanes_are_kept_beside_the_record_and_a_warm_report_walks_the_same_path(tmp_path: Path) -> None:
+    folder = write_job(tmp_path, cpu_job(4, lambda step: {1: 30.0}), 4)
+    cold = report_path(folder)
+    records = sorted((folder / "meta" / "analysis").glob("*.analysis.json"))
+    assert [json.loads(r.read_text())["step_lanes"] for r in records] == [[], []]  # in their own files
+    assert sorted(p.name for p in (folder / "meta" / "analysis").glob("*.lanes.msgpack")) == [
+        "rank0_iter10_13.json.lanes.msgpack",
+        "rank1_iter10_13.json.gz.lanes.msgpack",
+    ]
+    assert report_path(folder) == cold  # from the records and the lanes beside them
+    (folder / "meta" / "analysis" / "rank1_iter10_13.json.gz.lanes.msgpack").unlink()
+    walked = report_path(folder)  # rank 1 is on every step's path: no lane, no guess
+    assert walked.steps == [] and {u.why for u in walked.undecided} == {
+        "rank 1 is on the path and has no lane of this step"
+    }

@@ -28,7 +28,8 @@ The gains are estimates from the path, not a simulation:
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+import functools
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -97,12 +98,17 @@ class Lane:
 @dataclasses.dataclass(frozen=True)
 class RankStep:
     """One rank's step on the common clock, and its lane (time the lane does not cover reads
-    as ``other``)."""
+    as ``other``); the lane may come as a function that loads it, called only if the walk
+    reaches this rank (None: it has none)."""
 
     rank: int
     start: float
     end: float
-    lane: Lane
+    source: Lane | Callable[[], Lane | None]
+
+    @functools.cached_property
+    def lane(self) -> Lane | None:
+        return self.source if isinstance(self.source, Lane) else self.source()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -167,6 +173,8 @@ def step_path(
     before = len(meetings)  # meetings left to pass, earliest first: each is passed once at most
     while t > floor + _EPSILON_US:
         here = steps[rank]
+        if here.lane is None:
+            return Undecided(step, f"rank {rank} is on the path and has no lane of this step")
         found = _blocking(meetings[:before], here, t)
         if found is None:
             low = max(floor, here.start)
@@ -208,7 +216,7 @@ def _blocking(meetings: Sequence[Meeting], here: RankStep, t: float) -> tuple[in
             continue
         if end <= here.start:
             return None
-        if here.lane.kind_before(end) in WORK:
+        if here.lane is not None and here.lane.kind_before(end) in WORK:
             continue  # hidden under the rank's own work: not on the path
         return index, meeting
     return None
@@ -217,6 +225,7 @@ def _blocking(meetings: Sequence[Meeting], here: RankStep, t: float) -> tuple[in
 def _lane_part(here: RankStep, low: float, high: float) -> list[Segment]:
     """The rank's lane from ``low`` to ``high``, latest first; uncovered time is ``other``."""
     lane, rank = here.lane, here.rank
+    assert lane is not None  # the walk stops at a rank without one
     first = int(np.searchsorted(lane.ends, low, side="right"))
     last = int(np.searchsorted(lane.starts, high, side="left"))
     starts = np.maximum(lane.starts[first:last], low).tolist()

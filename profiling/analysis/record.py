@@ -17,6 +17,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from pathlib import Path
 
 import msgspec
 
@@ -60,8 +61,10 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     unlaunched: int  # GPU activities whose launch the trace does not hold
     main_pid: int | str | None  # the profiled process (its CPU threads), as opposed to device lanes
     lanes: int  # the (process, thread) lanes of its CPU side
-    step_lanes: list[StepLane]  # what the rank did at each instant of each step (the critical path)
-    lane_names: list[str]  # the ops and kernels step_lanes name, by code
+    # what the rank did at each instant of each step (the critical path) and the ops and kernels
+    # they name; kept in their own file once saved (empty here then: see :func:`save`)
+    step_lanes: list[StepLane]
+    lane_names: list[str]
     warnings: list[str]
     analysed_by: str  # "rank 3 on node2", "a report worker on login1"
     seconds: float  # how long reading and analysing it took
@@ -92,6 +95,8 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
 
 _ENCODER = msgspec.json.Encoder()
 _DECODER = msgspec.json.Decoder(TraceRecord)
+# msgpack: the lanes' arrays as raw bytes (JSON would carry them as base64, a third more)
+_LANES_ENCODER = msgspec.msgpack.Encoder()
 
 
 def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
@@ -140,19 +145,41 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
     )
 
 
-def save(record: TraceRecord, source: TraceSource) -> bool:
-    """Write the record beside its trace; False where that folder cannot be written (someone
-    else's job, say): the report then reads the trace again next time."""
+class TraceLanes(msgspec.Struct, frozen=True):
+    """A trace's lanes, beside its record: the critical path walks a few ranks' lanes, and at
+    4096 ranks every lane in memory at once would be 0.7 GB (a GPU step has thousands of spans)."""
+
+    version: int
+    trace: str
+    size: int
+    mtime_ns: int
+    steps: list[StepLane]
+    names: list[str]
+
+
+_LANES_DECODER = msgspec.msgpack.Decoder(TraceLanes)
+
+
+def save(record: TraceRecord, source: TraceSource) -> TraceRecord:
+    """Write the record beside its trace, its lanes in a file of their own; returns the record
+    as the report keeps it: without its lanes once they are on disk, with them where that
+    folder cannot be written (someone else's job, say: the trace is read again next time)."""
     path = analysis_record(source.path, source.folder)
+    lanes = TraceLanes(
+        record.version, record.trace, record.size, record.mtime_ns, record.step_lanes, record.lane_names
+    )
+    kept = msgspec.structs.replace(record, step_lanes=[], lane_names=[])
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # not fsynced: a cache, made again from its trace if a crash loses it (the rename still
         # keeps readers from a half-written one); 8 dense records flushed took 0.1 s of a report
+        with atomic_path(lanes_record(path), durable=False) as temp:
+            temp.write_bytes(_LANES_ENCODER.encode(lanes))
         with atomic_path(path, durable=False) as temp:
-            temp.write_bytes(_ENCODER.encode(record))
+            temp.write_bytes(_ENCODER.encode(kept))
     except OSError:
-        return False
-    return True
+        return record
+    return kept
 
 
 def load_fresh(source: TraceSource) -> TraceRecord | None:
@@ -162,6 +189,29 @@ def load_fresh(source: TraceSource) -> TraceRecord | None:
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     return record if record.is_fresh_for(source) else None
+
+
+def load_lanes(record: TraceRecord, source: TraceSource) -> tuple[list[StepLane], list[str]] | None:
+    """The record's lanes: its own, else those saved beside it for the same read of the trace;
+    None where there are none."""
+    if record.step_lanes:
+        return record.step_lanes, record.lane_names
+    try:
+        lanes = _LANES_DECODER.decode(lanes_record(analysis_record(source.path, source.folder)).read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
+        return None
+    same = (lanes.version, lanes.trace, lanes.size, lanes.mtime_ns) == (
+        record.version,
+        record.trace,
+        record.size,
+        record.mtime_ns,
+    )
+    return (lanes.steps, lanes.names) if same else None
+
+
+def lanes_record(record_path: Path) -> Path:
+    """Where the lanes of the record at ``record_path`` are kept: beside it."""
+    return record_path.with_name(record_path.name.removesuffix(".analysis.json") + ".lanes.msgpack")
 
 
 def reader_here(what: str = "a report worker") -> str:

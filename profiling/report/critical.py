@@ -5,18 +5,22 @@ the report aligned, and summed into what limits the step and what fixing it woul
 from __future__ import annotations
 
 import collections
+import functools
 import statistics
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 
 from profiling.analysis.critical_path import (
     WHAT_IF,
+    Lane,
     Meeting,
     RankStep,
     StepPath,
     Undecided,
     step_path,
 )
+from profiling.analysis.lanes import StepLane
 from profiling.analysis.rank_clocks import Aligned
+from profiling.analysis.record import load_lanes
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
 
 Key = tuple[int, int]  # (window's first step, the first rank's collective index)
@@ -64,19 +68,30 @@ def critical_path(
 
 
 def _rank_steps(rank: int, traces: list[Aligned]) -> dict[int, RankStep | None]:
-    """Each step of the rank's lanes on the first rank's clock; None where its clock is not."""
+    """Each recorded step of the rank on the first rank's clock, its lane loaded only if the
+    walk reaches it; None where its clock is not on the first rank's."""
     found: dict[int, RankStep | None] = {}
     for t in traces:
         shift = t.clock.shift_us
-        for lane in t.record.step_lanes:
-            found[lane.step] = (
-                RankStep(
-                    rank, lane.start_us + shift, lane.end_us + shift, lane.lane(shift, t.record.lane_names)
-                )
-                if t.clock.paired
-                else None
+        lanes = functools.cache(functools.partial(load_lanes, t.record, t.trace.source))  # once a trace
+        for step in t.record.steps:
+            span = (
+                (step.gpu.start_us, step.gpu.duration_us) if step.gpu else (step.start_us, step.duration_us)
             )
+            start, end = span[0] + shift, span[0] + span[1] + shift
+            lane = functools.partial(_lane, lanes, step.step, shift)
+            found[step.step] = RankStep(rank, start, end, lane) if t.clock.paired else None
     return found
+
+
+def _lane(
+    lanes: Callable[[], tuple[list[StepLane], list[str]] | None], step: int, shift: float
+) -> Lane | None:
+    found = lanes()
+    if found is None:
+        return None
+    steps, names = found
+    return next((lane.lane(shift, names) for lane in steps if lane.step == step), None)
 
 
 def _labels(reference: list[Aligned]) -> dict[Key, str]:

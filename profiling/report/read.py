@@ -63,9 +63,7 @@ def read_records(sources: Sequence[TraceSource], workers: Workers, progress: Tex
 
 def analyse_and_save(source: TraceSource, reader: str | None = None) -> TraceRecord:
     """One trace read and analysed (in a worker), its record saved beside it."""
-    record = analyse_trace(source, reader or reader_here())
-    save(record, source)
-    return record
+    return save(analyse_trace(source, reader or reader_here()), source)
 
 
 def analyse_or_skip(source: TraceSource, reader: str | None = None) -> TraceRecord | str:
