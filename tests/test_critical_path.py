@@ -220,3 +220,21 @@ def test_lanes_are_kept_beside_the_record_and_a_warm_report_walks_the_same_path(
     assert walked.steps == [] and {u.why for u in walked.undecided} == {
         "rank 1 is on the path and has no lane of this step"
     }
+
+
+def test_report_png_shows_the_path_of_the_first_steps_and_its_time_by_rank_and_kind(tmp_path: Path) -> None:
+    from matplotlib.image import imread
+
+    from profiling.report.build import _drawn
+    from profiling.report.plot import plot_report
+
+    report = build_report(
+        write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8), plot=False, archive=False
+    )
+    fig = plot_report(_drawn(report), tmp_path / "report.png")
+    strips, shares = fig.axes[-2:]
+    assert strips.get_title() == "Critical path: what set each step's length"
+    assert [t.get_text() for t in strips.get_yticklabels()] == ["step 10", "step 11", "step 12", "step 13"]
+    assert {t.get_text() for t in strips.texts} == {"rank 1", "rank 0"}  # who the path runs through
+    assert shares.get_title() == "Critical path by rank and kind" and len(shares.patches) == 2 * 5
+    assert imread(tmp_path / "report.png").shape[:2] == (1350, 1300)  # 2 rows of 5 in, the path 3 in
