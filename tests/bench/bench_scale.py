@@ -62,7 +62,7 @@ def simulated(root: Path, ranks: int, steps: int) -> Path:
     """The simulated job, made again where its records are of an older analysis: every trace
     is a link to rank 0's, which the report would read again for each rank and skip."""
     folder = root / str(ranks)
-    record = folder / "meta" / "analysis" / "rank0_iter4_6.json.gz.analysis.json"
+    record = folder / "meta" / "analysis" / "rank1_iter4_6.json.gz.analysis.json"  # rank 0 reads true
     stale = not record.exists() or json.loads(record.read_bytes())["version"] != records.ANALYSIS_VERSION
     if stale or not (folder / "meta" / "manifest.json").exists():
         shutil.rmtree(folder, ignore_errors=True)
