@@ -238,3 +238,11 @@ def test_report_png_shows_the_path_of_the_first_steps_and_its_time_by_rank_and_k
     assert {t.get_text() for t in strips.texts} == {"rank 1", "rank 0"}  # who the path runs through
     assert shares.get_title() == "Critical path by rank and kind" and len(shares.patches) == 2 * 5
     assert imread(tmp_path / "report.png").shape[:2] == (1350, 1300)  # 2 rows of 5 in, the path 3 in
+
+
+def test_report_json_lists_the_segments_of_the_first_8_steps_and_every_steps_gains(tmp_path: Path) -> None:
+    path = report_path(write_job(tmp_path, cpu_job(10, lambda step: {1: 30.0}), 10))
+    assert path.segments_for == list(range(10, 18)) and [s.step for s in path.steps] == list(range(10, 20))
+    assert all(s.segments for s in path.steps[:8]) and not any(s.segments for s in path.steps[8:])
+    assert all(s.gains_ms["straggler"] == pytest.approx(0.03) for s in path.steps)  # every step's
+    assert path.by_rank_kind[0].ms_per_step == pytest.approx(0.04 + 0.03)  # rank 1's compute, all 10

@@ -5,6 +5,7 @@ the report aligned, and summed into what limits the step and what fixing it woul
 from __future__ import annotations
 
 import collections
+import dataclasses
 import functools
 import statistics
 from collections.abc import Callable, Mapping
@@ -24,6 +25,8 @@ from profiling.analysis.record import load_lanes
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
 
 Key = tuple[int, int]  # (window's first step, the first rank's collective index)
+Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
+SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed
 # the kind of segment each gain is made of, to name where it is
 _GAIN_KIND = {"straggler": None, "overlap": "communication", "host": "host"}
 
@@ -48,20 +51,30 @@ def critical_path(
     if not numbers:
         return None
     labels = _labels(per_rank[min(per_rank)])
-    walked = []
+    paths: list[StepPath] = []
+    undecided: list[UndecidedStep] = []
+    # the path's time by (rank, kind), then op: summed as each step is walked, its segments kept
+    # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
+    totals: dict[tuple[int, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for step in numbers:
         ranks = {rank: found.get(step) for rank, found in lanes.items()}
-        walked.append(step_path(step, ranks, _meetings(step, ranks, spans, anchor_steps, labels)))
-    paths = [w for w in walked if isinstance(w, StepPath)]
+        walked = step_path(step, ranks, _meetings(step, ranks, spans, anchor_steps, labels))
+        if isinstance(walked, Undecided):
+            undecided.append(UndecidedStep(step=walked.step, why=walked.why))
+            continue
+        for segment in walked.segments:
+            totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start
+        paths.append(walked if len(paths) < SEGMENT_STEPS else dataclasses.replace(walked, segments=[]))
     late = straggler if straggler is not None else _leading(paths)
     step_ms = statistics.fmean(p.duration / 1e3 for p in paths) if paths else 0.0
     if noise_ms is None and len(paths) > 1:
         noise_ms = statistics.stdev(p.duration / 1e3 for p in paths)
     return CriticalPath(
         steps=[_step(p, late) for p in paths],
-        by_rank_kind=_by_rank_kind(paths),
-        what_if=_what_if(paths, step_ms, late),
-        undecided=[UndecidedStep(step=w.step, why=w.why) for w in walked if isinstance(w, Undecided)],
+        segments_for=[p.step for p in paths[:SEGMENT_STEPS]],
+        by_rank_kind=_by_rank_kind(totals, len(paths)),
+        what_if=_what_if(paths, totals, step_ms, late),
+        undecided=undecided,
         step_ms=step_ms,
         noise_ms=noise_ms,
     )
@@ -154,34 +167,28 @@ def _step(path: StepPath, late: int | None) -> PathStep:
     )
 
 
-def _by_rank_kind(paths: list[StepPath]) -> list[RankKind]:
-    time_of: collections.Counter[tuple[int, str]] = collections.Counter()
-    by_name: dict[tuple[int, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
-    for path in paths:
-        for s in path.segments:
-            key, length = (s.rank, s.kind), s.end - s.start
-            time_of[key] += length
-            by_name[key][s.name] += length
+def _by_rank_kind(totals: Totals, steps: int) -> list[RankKind]:
+    time_of = collections.Counter({key: sum(names.values()) for key, names in totals.items()})
     total = sum(time_of.values()) or 1.0
     return [
         RankKind(
             rank=rank,
             kind=kind,
-            ms_per_step=us / 1e3 / len(paths),
+            ms_per_step=us / 1e3 / steps,
             share=us / total,
-            name=by_name[(rank, kind)].most_common(1)[0][0],
+            name=totals[(rank, kind)].most_common(1)[0][0],
         )
         for (rank, kind), us in time_of.most_common()
     ]
 
 
-def _what_if(paths: list[StepPath], step_ms: float, late: int | None) -> list[WhatIf]:
+def _what_if(paths: list[StepPath], totals: Totals, step_ms: float, late: int | None) -> list[WhatIf]:
     if not paths:
         return []
     found = []
     for what, assumption in WHAT_IF.items():
         gain_ms = statistics.fmean(_gains_us(p, late)[what] for p in paths) / 1e3
-        rank, name = _where(paths, what, late)
+        rank, name = _where(paths, totals, what, late)
         found.append(
             WhatIf(
                 what=what,
@@ -195,17 +202,19 @@ def _what_if(paths: list[StepPath], step_ms: float, late: int | None) -> list[Wh
     return sorted(found, key=lambda w: -w.gain_ms)
 
 
-def _where(paths: list[StepPath], what: str, late: int | None) -> tuple[int | None, str | None]:
+def _where(
+    paths: list[StepPath], totals: Totals, what: str, late: int | None
+) -> tuple[int | None, str | None]:
     """The rank and op most of a gain is on: for ``straggler``, the ``late`` rank and the
     collective where it held the others most."""
     kind = _GAIN_KIND[what]
     time_of: collections.Counter[tuple[int, str]] = collections.Counter()
-    for path in paths:
-        if kind is None:
+    if kind is None:
+        for path in paths:
             time_of.update({key: lead for key, lead in path.leads_us.items() if key[0] == late})
-        for segment in path.segments:
-            if kind is not None and segment.kind == kind:
-                time_of[(segment.rank, segment.name)] += segment.duration
+    for (rank, segment_kind), names in totals.items():
+        if segment_kind == kind:
+            time_of.update({(rank, name): us for name, us in names.items()})
     if not time_of:
         return None, None
     (rank, name), _ = time_of.most_common(1)[0]

@@ -48,7 +48,10 @@ class UndecidedStep(Part):
 
 
 class CriticalPath(Part):
-    steps: Annotated[list[PathStep], about("each followed step's path")]
+    steps: Annotated[list[PathStep], about("each followed step's path; segments for segments_for's steps")]
+    segments_for: Annotated[
+        list[int], about("the steps whose segments are listed: the first 8 followed (the others': [])")
+    ]
     by_rank_kind: Annotated[list[RankKind], about("the path's time by rank and kind, the most first")]
     what_if: Annotated[list[WhatIf], about("the gains, the largest first")]
     undecided: Annotated[list[UndecidedStep], about("the steps the walk could not follow, and why")]
