@@ -141,3 +141,13 @@ def needs_scanner() -> pytest.MarkDecorator:
 
     required = bool(os.environ.get(REQUIRE_SCANNER_ENV))
     return pytest.mark.skipif(not trace_scan.AVAILABLE and not required, reason="the scanner is not built")
+
+
+def wait_for_a_quiet_machine(below: float = 1.0, limit_s: float = 60.0) -> None:
+    """Before a test that times ranks against each other: wait (at most ``limit_s``) until the
+    last minute's load is under ``below``, so that what the previous test left running (a
+    cluster job ending, its report) does not slow one rank. CI's balanced straggler job got a
+    slow stretch twice in a row right after the cluster tests (2026-12-03)."""
+    deadline = time.monotonic() + limit_s
+    while os.getloadavg()[0] >= below and time.monotonic() < deadline:
+        time.sleep(2)

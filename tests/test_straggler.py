@@ -10,7 +10,7 @@ import pytest
 from profiling.analysis.straggler import ALPHA, find_straggler, steps_needed
 from profiling.folder.layout import meta_of
 from profiling.schema import model
-from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id
+from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id, wait_for_a_quiet_machine
 
 
 def arrivals(steps: int, ranks: int, late: dict[int, float], jitter_ms: float = 0.5, seed: int = 0):
@@ -141,6 +141,7 @@ def test_injected_slowdown_is_named(traces_root) -> None:
 @pytest.mark.flaky(reruns=1)
 def test_balanced_job_has_no_significant_straggler_and_no_slow_rank_in_its_run(traces_root) -> None:
     # 60 steps: the run map of a balanced job, long enough for bursts, shows no slow segment
+    wait_for_a_quiet_machine()
     report, printed = job_report(traces_root, "--steps", "60")
     assert report.straggler.verdict == "none", report.straggler.text
     assert "the run: no rank persistently slow" in printed
