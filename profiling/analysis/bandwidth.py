@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -94,9 +95,13 @@ def summarise_collectives(collectives: Sequence[Collective]) -> list[CollectiveR
     kernels; a CPU trace's gloo operators by kind alone)."""
     kernels = [c for c in collectives if c.gpu] or list(collectives)
     groups: dict[tuple[str, int | None, int | None], list[float]] = {}
+    rows_of: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[str, int | None, int | None]] = {}
     for c in kernels:
-        kind = str(c.arg("Collective name") or collective_kind(c.name))
-        groups.setdefault((kind, message_bytes(c), group_size(c)), []).append(c.end - c.start)
+        row = rows_of.get((c.name, c.args))  # a dense trace's thousand alike collectives: once
+        if row is None:
+            kind = str(c.arg("Collective name") or collective_kind(c.name))
+            row = rows_of[c.name, c.args] = (kind, message_bytes(c), group_size(c))
+        groups.setdefault(row, []).append(c.end - c.start)
     rows = []
     for (kind, size, ranks), durations in groups.items():
         times = np.array(durations)

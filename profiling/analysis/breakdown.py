@@ -317,7 +317,7 @@ def _with_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) 
     index = np.searchsorted(starts, issued, side="right") - 1
     inside = (index >= 0) & (issued < ends[np.maximum(index, 0)])
     return [
-        dataclasses.replace(c, step=steps[k][0]) if ok else c
+        c.issued_in(steps[k][0]) if ok else c
         for c, k, ok in zip(collectives, index.tolist(), inside.tolist(), strict=True)
     ]
 

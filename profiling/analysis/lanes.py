@@ -83,6 +83,12 @@ class Names:
             self.text.append(name)
         return found
 
+    def codes(self, text: Sequence[str], coded: np.ndarray) -> np.ndarray:
+        """The codes of ``text[c]`` for each ``c`` in ``coded``: each name looked up once, not
+        once per span (a dense step has thousands)."""
+        distinct, each = np.unique(coded, return_inverse=True)
+        return np.array([self.code(text[c]) for c in distinct.tolist()], dtype=np.int64)[each]
+
 
 def gpu_lanes(
     trace: TraceEvents,
@@ -136,7 +142,7 @@ def _gpu_lane(
                 left[0],
                 left[1],
                 np.full(len(owner), KINDS.index(kind_name)),
-                np.array([names.code(trace.names[c]) for c in trace.gpu_name[activity]], dtype=np.int64),
+                names.codes(trace.names, trace.gpu_name[activity]),
                 phase[activity].astype(np.int64) if kind_name == "compute" else np.full(len(owner), -1),
             )
         )
