@@ -8,9 +8,10 @@ import json
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pytest
 
-from profiling.analysis.critical_path import Lane, Meeting, RankStep, Span, StepPath, Undecided, step_path
+from profiling.analysis.critical_path import KINDS, Lane, Meeting, RankStep, StepPath, Undecided, step_path
 from profiling.folder.layout import ReportFiles
 from profiling.report import build_report
 from profiling.schema.model_path import CriticalPath
@@ -20,7 +21,16 @@ GPU_TRACES = Path(__file__).parent / "data" / "gpu_traces"
 
 
 def lane(*spans: tuple[float, float, str, str]) -> Lane:
-    return Lane.of([Span(start, end, kind, name) for start, end, kind, name in spans])
+    """A lane of ``(start, end, kind, name)`` spans."""
+    text = list(dict.fromkeys(name for *_, name in spans))
+    return Lane(
+        np.array([start for start, *_ in spans], dtype=float),
+        np.array([end for _, end, *_ in spans], dtype=float),
+        np.array([KINDS.index(kind) for *_, kind, _ in spans], dtype=np.int8),
+        np.array([text.index(name) for *_, name in spans], dtype=np.int32),
+        np.full(len(spans), -1, dtype=np.int8),
+        text,
+    )
 
 
 def path_of(found: StepPath | Undecided) -> list[tuple[int, str, float, float, str]]:
@@ -43,7 +53,8 @@ def test_a_late_rank_holds_the_others_in_the_collective_and_the_path_goes_throug
         (0, "communication", 60.0, 70.0, "allreduce"),
         (0, "compute", 70.0, 100.0, "opt"),
     ]
-    assert found.gains_us == {"straggler": 30.0, "overlap": 10.0, "host": 0.0}
+    assert found.gains_us == {"overlap": 10.0, "host": 0.0}
+    assert (found.straggler_us(1), found.straggler_us(0)) == (30.0, 0.0)
 
 
 def test_exposed_communication_is_on_the_path_and_what_overlap_would_gain() -> None:
@@ -56,7 +67,8 @@ def test_exposed_communication_is_on_the_path_and_what_overlap_would_gain() -> N
         (0, "communication"),
         (0, "compute"),
     ]
-    assert found.gains_us == {"straggler": 0.0, "overlap": 50.0, "host": 0.0}
+    assert found.gains_us == {"overlap": 50.0, "host": 0.0}
+    assert found.leads_us == {}
 
 
 def test_a_launch_bound_host_is_on_the_path_as_host() -> None:
@@ -70,7 +82,7 @@ def test_a_launch_bound_host_is_on_the_path_as_host() -> None:
         (0, "host", 10.0, 50.0, "cudaLaunchKernel"),
         (0, "compute", 50.0, 100.0, "k2"),
     ]
-    assert found.gains_us == {"straggler": 0.0, "overlap": 0.0, "host": 40.0}
+    assert found.gains_us == {"overlap": 0.0, "host": 40.0}
 
 
 def test_a_collective_hidden_under_compute_is_not_followed() -> None:
@@ -82,7 +94,7 @@ def test_a_collective_hidden_under_compute_is_not_followed() -> None:
     meeting = Meeting("allreduce", arrivals={0: 10.0, 1: 80.0}, ends={0: 85.0, 1: 85.0})
     found = step_path(2, ranks, [meeting])
     assert path_of(found) == [(0, "compute", 0.0, 100.0, "bwd")]
-    assert found.gains_us["straggler"] == 0.0
+    assert found.straggler_us(1) == 0.0
 
 
 def test_time_the_lane_does_not_cover_and_a_rank_that_began_later_are_other() -> None:

@@ -30,6 +30,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from collections.abc import Callable, Mapping, Sequence
+from typing import NamedTuple
 
 import numpy as np
 
@@ -43,17 +44,6 @@ WHAT_IF = {
 }
 _EPSILON_US = 1e-6
 _UNCOVERED = "outside the trace's operators"
-
-
-@dataclasses.dataclass(frozen=True)
-class Span:
-    """A stretch of a rank's lane: what the rank was doing from ``start`` to ``end`` (µs)."""
-
-    start: float
-    end: float
-    kind: str  # one of KINDS
-    name: str  # the op or kernel (the longest, where a stretch joins several)
-    phase: str | None = None  # forward, backward or optimizer, where the trace says
 
 
 class Lane:
@@ -71,18 +61,13 @@ class Lane:
     ) -> None:
         self.starts, self.ends = starts, ends
         self.kinds, self.names, self.phases, self.text = kinds, names, phases, text
+        self._text: np.ndarray | None = None
 
-    @classmethod
-    def of(cls, spans: Sequence[Span]) -> Lane:
-        text = list(dict.fromkeys(span.name for span in spans))
-        return cls(
-            np.array([s.start for s in spans], dtype=float),
-            np.array([s.end for s in spans], dtype=float),
-            np.array([KINDS.index(s.kind) for s in spans], dtype=np.int8),
-            np.array([text.index(s.name) for s in spans], dtype=np.int32),
-            np.array([PHASES.index(s.phase) if s.phase else -1 for s in spans], dtype=np.int8),
-            text,
-        )
+    def text_of(self, codes: np.ndarray) -> np.ndarray:
+        """The names of ``codes``, as an array of str objects."""
+        if self._text is None:
+            self._text = np.array(self.text, dtype=object)
+        return self._text[codes]
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -120,8 +105,9 @@ class Meeting:
     ends: Mapping[int, float]
 
 
-@dataclasses.dataclass(frozen=True)
-class Segment:
+class Segment(NamedTuple):
+    """A stretch of the path (a tuple: a dense step's path holds thousands)."""
+
     rank: int
     kind: str
     start: float
@@ -141,12 +127,17 @@ class StepPath:
     start: float
     end: float
     segments: list[Segment]  # in time order, contiguous from start to end
-    gains_us: dict[str, float]  # WHAT_IF -> how much shorter the step would be
+    gains_us: dict[str, float]  # "overlap", "host" -> how much shorter the step would be
     leads_us: dict[tuple[int, str], float]  # (last rank, collective) -> its lead: the straggler gain
 
     @property
     def duration(self) -> float:
         return self.end - self.start
+
+    def straggler_us(self, rank: int | None) -> float:
+        """The straggler gain of ``rank``: its leads at the meetings on the path."""
+        held = sum(lead for (late, _), lead in self.leads_us.items() if late == rank)
+        return min(held, self.duration)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -168,7 +159,7 @@ def step_path(
     steps = {rank: found for rank, found in ranks.items() if found is not None}
     ending = max(steps, key=lambda rank: (steps[rank].end, -rank))
     floor, t, rank = steps[ending].start, steps[ending].end, ending
-    backwards: list[Segment] = []
+    backwards = _Pieces()
     leads: dict[tuple[int, str], float] = {}
     before = len(meetings)  # meetings left to pass, earliest first: each is passed once at most
     while t > floor + _EPSILON_US:
@@ -178,28 +169,26 @@ def step_path(
         found = _blocking(meetings[:before], here, t)
         if found is None:
             low = max(floor, here.start)
-            backwards += _lane_part(here, low, t)
+            backwards.lane(here, low, t)
             if low > floor:  # this rank began the step after the ending rank did
-                backwards.append(Segment(rank, "other", floor, low, f"rank {rank}'s previous step"))
+                backwards.one(rank, "other", floor, low, f"rank {rank}'s previous step")
             break
         before, meeting = found
         left = min(meeting.ends[rank], t)
-        backwards += _lane_part(here, max(floor, left), t)
+        backwards.lane(here, max(floor, left), t)
         last = max(meeting.arrivals, key=lambda r: (meeting.arrivals[r], -r))
         arrived = min(meeting.arrivals[last], left)
         others = [a for r, a in meeting.arrivals.items() if r != last]
         if arrived > floor:
-            backwards.append(Segment(rank, "communication", arrived, left, meeting.label))
+            backwards.one(rank, "communication", arrived, left, meeting.label)
             lead = max(0.0, arrived - max(others, default=arrived))
             if lead > 0:
                 leads[(last, meeting.label)] = leads.get((last, meeting.label), 0.0) + lead
         else:
-            backwards.append(Segment(rank, "communication", floor, left, meeting.label))
+            backwards.one(rank, "communication", floor, left, meeting.label)
         t, rank = max(arrived, floor), last
-    segments = _joined(list(reversed(backwards)))
-    duration = steps[ending].end - floor
+    segments = backwards.joined()
     gains = {
-        "straggler": min(sum(leads.values()), duration),
         "overlap": sum(s.duration for s in segments if s.kind == "communication"),
         "host": sum(s.duration for s in segments if s.kind == "host"),
     }
@@ -222,54 +211,89 @@ def _blocking(meetings: Sequence[Meeting], here: RankStep, t: float) -> tuple[in
     return None
 
 
-def _lane_part(here: RankStep, low: float, high: float) -> list[Segment]:
-    """The rank's lane from ``low`` to ``high``, latest first; uncovered time is ``other``."""
-    lane, rank = here.lane, here.rank
-    assert lane is not None  # the walk stops at a rank without one
-    first = int(np.searchsorted(lane.ends, low, side="right"))
-    last = int(np.searchsorted(lane.starts, high, side="left"))
-    starts = np.maximum(lane.starts[first:last], low).tolist()
-    ends = np.minimum(lane.ends[first:last], high).tolist()
-    kinds, names, phases = (a[first:last].tolist() for a in (lane.kinds, lane.names, lane.phases))
-    found: list[Segment] = []
-    t = high
-    for start, end, kind, name, phase in zip(
-        reversed(starts), reversed(ends), reversed(kinds), reversed(names), reversed(phases), strict=True
-    ):
-        if end < t - _EPSILON_US:
-            found.append(Segment(rank, "other", end, t, _UNCOVERED))
-        found.append(
-            Segment(rank, KINDS[kind], start, end, lane.text[name], PHASES[phase] if phase >= 0 else None)
+_OTHER = KINDS.index("other")
+Columns = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
+
+
+class _Pieces:
+    """The path's segments as the walk finds them, latest first, each piece as columns (rank,
+    kind, start, end, name, phase): a dense step's path crosses thousands of kernels, and a
+    Python object for each (then joined) took most of the walk's time."""
+
+    def __init__(self) -> None:
+        self._backwards: list[Columns] = []
+
+    def one(self, rank: int, kind: str, start: float, end: float, name: str) -> None:
+        names = np.empty(1, dtype=object)
+        names[0] = name
+        self._backwards.append(
+            (np.array([rank]), np.array([KINDS.index(kind)]), np.array([start]), np.array([end]), names,
+             np.array([-1]))
+        )  # fmt: skip
+
+    def lane(self, here: RankStep, low: float, high: float) -> None:
+        """The rank's lane from ``low`` to ``high``; time it does not cover is ``other``."""
+        lane = here.lane
+        assert lane is not None  # the walk stops at a rank without one
+        first = int(np.searchsorted(lane.ends, low, side="right"))
+        last = int(np.searchsorted(lane.starts, high, side="left"))
+        starts = np.maximum(lane.starts[first:last], low)
+        ends = np.minimum(lane.ends[first:last], high)
+        # the gap after each span, up to the next span (the last: up to ``high``), and before the first
+        following = np.append(starts[1:], high)
+        after = np.flatnonzero(ends < following - _EPSILON_US)
+        first_start = starts[0] if len(starts) else high
+        leading = [low] if first_start > low + _EPSILON_US else []
+        gap_starts = np.concatenate([ends[after], leading])
+        gap_ends = np.concatenate([following[after], [first_start] * len(leading)])
+        # spans, gaps after them, the gap before the first: each in its place in time
+        order = np.argsort(
+            np.concatenate([2 * np.arange(len(starts)) + 1, 2 * after + 2, [0] * len(leading)])
         )
-        t = start
-    if t > low + _EPSILON_US:
-        found.append(Segment(rank, "other", low, t, _UNCOVERED))
-    return found
+        uncovered = np.empty(len(gap_starts), dtype=object)
+        uncovered[:] = _UNCOVERED
+        self._backwards.append(
+            (
+                np.full(len(order), here.rank),
+                np.concatenate([lane.kinds[first:last], np.full(len(gap_starts), _OTHER)])[order],
+                np.concatenate([starts, gap_starts])[order],
+                np.concatenate([ends, gap_ends])[order],
+                np.concatenate([lane.text_of(lane.names[first:last]), uncovered])[order],
+                np.concatenate([lane.phases[first:last], np.full(len(gap_starts), -1)])[order],
+            )
+        )
 
-
-def _joined(segments: list[Segment]) -> list[Segment]:
-    """Neighbours of one rank and kind as one, named by the longest; empty ones dropped."""
-    runs: list[list] = []  # [segment, its end, its longest part's length]
-    for segment in segments:
-        length = segment.end - segment.start
-        if length <= _EPSILON_US:
-            continue
-        if runs:
-            run = runs[-1]
-            first = run[0]
-            if (
-                first.rank == segment.rank
-                and first.kind == segment.kind
-                and abs(run[1] - segment.start) <= _EPSILON_US
-            ):
-                run[1] = segment.end
-                if length > run[2]:
-                    run[0], run[2] = dataclasses.replace(segment, start=first.start), length
-                continue
-        runs.append([segment, segment.end, length])
-    return [
-        segment if segment.end == end else dataclasses.replace(segment, end=end) for segment, end, _ in runs
-    ]
+    def joined(self) -> list[Segment]:
+        """The segments in time order, neighbours of one rank and kind as one, named by the
+        longest; empty ones dropped."""
+        if not self._backwards:
+            return []
+        rank, kind, start, end, name, phase = (
+            np.concatenate(c) for c in zip(*reversed(self._backwards), strict=True)
+        )
+        length = end - start
+        kept = length > _EPSILON_US
+        rank, kind, start, end, name, phase, length = (
+            a[kept] for a in (rank, kind, start, end, name, phase, length)
+        )
+        if not len(rank):
+            return []
+        begins = np.ones(len(rank), dtype=bool)
+        begins[1:] = (
+            (rank[1:] != rank[:-1]) | (kind[1:] != kind[:-1]) | (np.abs(end[:-1] - start[1:]) > _EPSILON_US)
+        )
+        run = np.cumsum(begins) - 1
+        firsts = np.flatnonzero(begins)
+        lasts = np.append(firsts[1:] - 1, len(rank) - 1)
+        by_length = np.lexsort((-length, run))  # stable: the first of equal lengths
+        longest = by_length[np.searchsorted(run[by_length], np.arange(len(firsts)))]
+        return [
+            Segment(r, KINDS[k], s, e, n, PHASES[p] if p >= 0 else None)
+            for r, k, s, e, n, p in zip(
+                rank[firsts].tolist(), kind[longest].tolist(), start[firsts].tolist(), end[lasts].tolist(),
+                name[longest].tolist(), phase[longest].tolist(), strict=True,
+            )
+        ]  # fmt: skip
 
 
 def _listed(ranks: Sequence[int]) -> str:

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import socket
 import time
-from pathlib import Path
 
 import msgspec
 
@@ -28,7 +27,7 @@ from profiling.analysis.idle import IdleCauses
 from profiling.analysis.kernels import KernelSummary, summarise_kernels
 from profiling.analysis.lanes import StepLane
 from profiling.analysis.trace_events import read as read_trace
-from profiling.folder.layout import analysis_record
+from profiling.folder.layout import analysis_record, lanes_record
 from profiling.folder.traces import TraceFile, TraceSource
 from slurm.basics import atomic_path
 
@@ -173,7 +172,7 @@ def save(record: TraceRecord, source: TraceSource) -> TraceRecord:
         path.parent.mkdir(parents=True, exist_ok=True)
         # not fsynced: a cache, made again from its trace if a crash loses it (the rename still
         # keeps readers from a half-written one); 8 dense records flushed took 0.1 s of a report
-        with atomic_path(lanes_record(path), durable=False) as temp:
+        with atomic_path(lanes_record(source.path, source.folder), durable=False) as temp:
             temp.write_bytes(_LANES_ENCODER.encode(lanes))
         with atomic_path(path, durable=False) as temp:
             temp.write_bytes(_ENCODER.encode(kept))
@@ -197,7 +196,7 @@ def load_lanes(record: TraceRecord, source: TraceSource) -> tuple[list[StepLane]
     if record.step_lanes:
         return record.step_lanes, record.lane_names
     try:
-        lanes = _LANES_DECODER.decode(lanes_record(analysis_record(source.path, source.folder)).read_bytes())
+        lanes = _LANES_DECODER.decode(lanes_record(source.path, source.folder).read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         return None
     same = (lanes.version, lanes.trace, lanes.size, lanes.mtime_ns) == (
@@ -207,11 +206,6 @@ def load_lanes(record: TraceRecord, source: TraceSource) -> tuple[list[StepLane]
         record.mtime_ns,
     )
     return (lanes.steps, lanes.names) if same else None
-
-
-def lanes_record(record_path: Path) -> Path:
-    """Where the lanes of the record at ``record_path`` are kept: beside it."""
-    return record_path.with_name(record_path.name.removesuffix(".analysis.json") + ".lanes.msgpack")
 
 
 def reader_here(what: str = "a report worker") -> str:

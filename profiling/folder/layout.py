@@ -15,7 +15,7 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   ├── report.json, .md, .png  ReportFiles.of(.path): the cross-rank report
         │   ├── merged_trace.tar        ReportFiles.archive: ranks' traces as one Perfetto timeline
         │   ├── merged_trace.json.gz    ReportFiles.merged: the same, re-encoded (--merged-json)
-        │   ├── analysis/               analysis_record(trace): what the report keeps of each trace
+        │   ├── analysis/               analysis_record(t), lanes_record(t): what the report keeps of a trace
         │   ├── steps/                  .step_log(r, k): every rank's time for every step
         │   ├── run.png                 ReportFiles.run_plot: the run's rank x step map
         │   ├── compare-<job>/          ReportFiles.compare(job): two jobs compared
@@ -280,6 +280,12 @@ def analysis_record(trace: Path, folder: Path | None = None) -> Path:
     folder = trace.parent if folder is None else folder
     name = trace.relative_to(folder).as_posix().replace("/", "__")
     return meta_of(folder) / "analysis" / f"{name}.analysis.json"
+
+
+def lanes_record(trace: Path, folder: Path | None = None) -> Path:
+    """Where the lanes of a trace's analysis record are kept: beside the record, as msgpack."""
+    record = analysis_record(trace, folder)
+    return record.with_name(record.name.removesuffix(".analysis.json") + ".lanes.msgpack")
 
 
 def submitit_folder(root: Path) -> Path:

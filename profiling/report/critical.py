@@ -141,8 +141,7 @@ def _meetings(
 
 def _gains_us(path: StepPath, late: int | None) -> dict[str, float]:
     """The path's gains, the straggler's that of the ``late`` rank alone."""
-    held = sum(lead for (rank, _), lead in path.leads_us.items() if rank == late)
-    return {**path.gains_us, "straggler": min(held, path.duration)}
+    return {"straggler": path.straggler_us(late), **path.gains_us}
 
 
 def _leading(paths: list[StepPath]) -> int | None:
