@@ -5,6 +5,7 @@ Python, :mod:`profiling.analysis.trace_scan` in C; both give these columns)."""
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import msgspec
@@ -197,6 +198,21 @@ def add_parts(chunks: dict[str, list[np.ndarray]], where: np.ndarray, **columns:
     """Each column's values ``where`` the mask holds, as the next part of its chunks."""
     for key, values in columns.items():
         chunks.setdefault(key, []).append(values[where])
+
+
+def kept_collectives(
+    found: Sequence[tuple[str, float, float, Any, bool, bytes]], decode: Callable[[bytes], dict[str, Any]]
+) -> list[Collective]:
+    """The collectives of a trace from what its reader found, ``(name, start, end, tid, on the
+    GPU, raw args)`` each: its NCCL kernels where it has any, else its CPU operators. The
+    CPU-side operators that issued a kernel (``nccl:all_reduce``, ``c10d::allreduce_``) say
+    nothing the kernel does not, and decoding their args took a quarter of a dense trace's
+    read."""
+    kernels = [f for f in found if f[4]]
+    return [
+        collective_of(name, start, end, tid, gpu, decode(raw) if raw else {})
+        for name, start, end, tid, gpu, raw in kernels or found
+    ]
 
 
 def collective_of(

@@ -29,7 +29,7 @@ import msgspec
 import numpy as np
 
 from profiling.analysis import trace_scan
-from profiling.analysis.collectives import Collective, is_collective
+from profiling.analysis.collectives import is_collective
 from profiling.analysis.json_stream import CHUNK_BYTES, TraceFormatError, TraceStream
 from profiling.analysis.trace_columns import (
     ANALYSED,
@@ -45,8 +45,8 @@ from profiling.analysis.trace_columns import (
     OTHER_CPU,
     TraceEvents,
     add_parts,
-    collective_of,
     from_chunks,
+    kept_collectives,
 )
 from profiling.analysis.trace_errors import Unfit, refused
 
@@ -88,7 +88,8 @@ class TraceBuilder:
         self._threads: dict[tuple[Any, Any], int] = {}
         self._columns: dict[str, list[np.ndarray]] = collections.defaultdict(list)
         self._collective_name: list[bool] = []  # by name code: is it a collective's
-        self.collectives: list[Collective] = []
+        # each collective's (name, start, end, tid, on the GPU, raw args): kept_collectives
+        self._found: list[tuple[str, float, float, Any, bool, bytes]] = []
         self.event_count = 0
 
     def add(self, events: Sequence[ReadEvent]) -> None:
@@ -152,13 +153,18 @@ class TraceBuilder:
                 self._add_collective(event, float(start[i]), float(end[i]), gpu=bool(gpu[i]))
 
     def _add_collective(self, event: ReadEvent, start: float, end: float, gpu: bool) -> None:
-        args = ARGS.decode(event.args) if event.args else {}
-        self.collectives.append(collective_of(event.name, start, end, event.tid, gpu, args))
+        # a copy: msgspec's Raw would keep the whole chunk it was read from
+        self._found.append((event.name, start, end, event.tid, gpu, bytes(event.args or b"")))
 
     def build(self, header: dict[str, Any]) -> TraceEvents:
         """The columns, with the trace's top-level fields (all but ``traceEvents``)."""
         return from_chunks(
-            header, self._columns, list(self._names), list(self._threads), self.collectives, self.event_count
+            header,
+            self._columns,
+            list(self._names),
+            list(self._threads),
+            kept_collectives(self._found, ARGS.decode),
+            self.event_count,
         )
 
 

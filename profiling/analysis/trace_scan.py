@@ -38,8 +38,8 @@ from profiling.analysis.trace_columns import (
     OTHER_CPU,
     TraceEvents,
     add_parts,
-    collective_of,
     from_chunks,
+    kept_collectives,
 )
 from profiling.analysis.trace_errors import Unfit
 
@@ -68,8 +68,8 @@ class _Scanned:
         self._name_text: list[str] = []
         self._collective_name = np.zeros(0, dtype=bool)  # by name code
         self._columns: dict[str, list[np.ndarray]] = collections.defaultdict(list)
-        # (name code, start, end, lane code, on the GPU, args) of each collective's event
-        self._found: list[tuple[int, float, float, int, bool, dict[str, Any]]] = []
+        # (name code, start, end, lane code, on the GPU, raw args) of each collective's event
+        self._found: list[tuple[int, float, float, int, bool, bytes]] = []
         self.event_count = 0
 
     def decode(self, chunk: bytes) -> int:
@@ -85,8 +85,8 @@ class _Scanned:
         return found[0]
 
     def _add(self, chunk: bytes, events: int, kept: int, *columns: bytes) -> None:
-        """A scanned chunk's columns added; nothing added where its collectives' args do not
-        decode (a retried chunk would add its events twice)."""
+        """A scanned chunk's columns added, and its collectives' events (their args decoded
+        once the trace is read: :func:`.trace_columns.kept_collectives`)."""
         if not kept:
             self.event_count += events
             return
@@ -103,7 +103,7 @@ class _Scanned:
             # NCCL kernels, not their memcpys
             if kind[i] in ANALYSED_KINDS or category[i] == self._kernel_code:
                 at, length = int(args_at[i]), int(args_length[i])
-                args = _decoded_args(chunk[at : at + length]) if at >= 0 else {}
+                args = bytes(chunk[at : at + length]) if at >= 0 else b""
                 found.append((int(name[i]), float(start[i]), float(end[i]), int(lane[i]), bool(gpu[i]), args))
         self._found += found
         self.event_count += events
@@ -140,10 +140,11 @@ class _Scanned:
         lanes_decoded = self._decoded_lanes()
         threads, thread_of_lane = self._threads(lane, lanes_decoded)
         self._columns["thread"] = [thread_of_lane[lane]]
-        collectives = [
-            collective_of(self._name_text[name], start, end, lanes_decoded[lane][1], gpu, args)
+        found = [
+            (self._name_text[name], start, end, lanes_decoded[lane][1], gpu, args)
             for name, start, end, lane, gpu, args in self._found
         ]
+        collectives = kept_collectives(found, _decoded_args)
         return from_chunks(
             header, self._columns, list(self._name_text), threads, collectives, self.event_count
         )
