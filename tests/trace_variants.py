@@ -252,3 +252,56 @@ def launched_before_the_recording(trace: Document, share: float) -> Document:
             e for e in events if not (e.get("cat") in ("cuda_runtime", "cuda_driver") and e["ts"] < cut)
         ],
     }
+
+
+def with_issuing_operators(trace: Document) -> Document:
+    """Each NCCL kernel with the CPU operators torch 2.0-2.3 record around the runtime call that
+    launched it: ``c10d::allreduce_``, ``record_param_comms`` and ``nccl:all_reduce``."""
+    events = trace["traceEvents"]
+    launches = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") == "cuda_runtime" and "correlation" in e.get("args", {})
+    }
+    added = []
+    for kernel in nccl_kernels(trace):
+        launch = launches.get(kernel.get("args", {}).get("correlation"))
+        if launch is None:
+            continue
+        for name, pad in (("c10d::allreduce_", 6), ("record_param_comms", 4), ("nccl:all_reduce", 2)):
+            added.append({
+                "ph": "X", "cat": "cpu_op", "name": name, "pid": launch["pid"], "tid": launch["tid"],
+                "ts": launch["ts"] - pad, "dur": launch["dur"] + 2 * pad,
+                "args": {"External id": len(added), "Input Dims": [[1048576]], "Input type": ["float"]},
+            })  # fmt: skip
+    timed = sorted([e for e in events if "ts" in e] + added, key=lambda e: e["ts"])
+    return {**trace, "traceEvents": [e for e in events if "ts" not in e] + timed}
+
+
+def without_shapes(trace: Document) -> Document:
+    """Every event's args cut to the ids that tie events together, as a trace recorded without
+    ``record_shapes``: the same events in fewer bytes."""
+    kept = {"External id", "correlation", "stream", "device", "Trace name", "Trace iteration"}
+    return {
+        **trace,
+        "traceEvents": [
+            dict(e, args={k: v for k, v in e["args"].items() if k in kept})
+            if isinstance(e.get("args"), dict)
+            else e
+            for e in trace["traceEvents"]
+        ],
+    }
+
+
+def kineto_layout(trace: Document) -> bytes:
+    """The trace as torch's exporter lays it out: an event over several lines, its args
+    indented (where :func:`json.dumps` writes one line)."""
+
+    def event(e: dict[str, Any]) -> str:
+        head = "  {\n    " + json.dumps({k: v for k, v in e.items() if k != "args"})[1:-1]
+        args = f',\n    "args": {{\n      {json.dumps(e["args"])[1:-1]}\n    }}' if "args" in e else ""
+        return head + args + "\n  }"
+
+    fields = json.dumps({k: v for k, v in trace.items() if k != "traceEvents"})[1:-1]
+    events = ",\n".join(event(e) for e in trace["traceEvents"])
+    return f'{{\n  {fields},\n  "traceEvents": [\n{events}\n]}}\n'.encode()
