@@ -249,6 +249,20 @@ def test_report_of_a_real_job(real_job: Path, tmp_path: Path) -> None:
     assert abs(start[(0, "ProfilerStep#16")] - start[(1, "ProfilerStep#16")]) < 20_000
 
 
+def test_a_jobs_flops_per_step_are_torchs_count_of_one_training_step(real_job: Path) -> None:
+    torch, torchvision = pytest.importorskip("torch"), pytest.importorskip("torchvision")
+    flop_counter = pytest.importorskip("torch.utils.flop_counter")
+    model_ = torchvision.models.resnet18()  # the job's: batch 10 at 32², fp32 (SMALL_JOB)
+    inputs, target = torch.randn(10, 3, 32, 32), torch.randn(10, 1000)
+    with flop_counter.FlopCounterMode(display=False) as counter:
+        torch.nn.functional.mse_loss(model_(inputs), target).backward()
+    report = model.checked((meta_of(real_job) / "report.json").read_bytes())
+    for rank in report.ranks:
+        assert rank.flops is not None and rank.flops.dtype == "fp32"
+        assert rank.flops.per_step == pytest.approx(counter.get_total_flops(), rel=0.05)
+        assert rank.flops.mfu is None and "no GPU in the trace" in (rank.flops.mfu_missing or "")
+
+
 def test_hta_loads_the_job_folder_as_is(real_job: Path) -> None:
     hta = pytest.importorskip(
         "hta.trace_analysis", reason="HTA is an optional test dependency (pip install '.[hta]')"

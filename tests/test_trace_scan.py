@@ -128,7 +128,7 @@ random_event = st.fixed_dictionaries(
     optional={
         "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "gpu_memcpy", "gpu_user_annotation", ""])
         | text,
-        "name": text,
+        "name": text | st.sampled_from(["aten::mm", "aten::addmm", "aten::convolution"]),  # FLOPs counted
         "pid": lane,
         "tid": lane,
         "dur": st.integers(0, 10**6) | st.floats(0, 1e6),
@@ -136,6 +136,13 @@ random_event = st.fixed_dictionaries(
         "args": st.dictionaries(text, value, max_size=4)
         | st.fixed_dictionaries(
             {"correlation": st.integers(-1, 2**40)}, optional={"stream": st.integers(0, 99) | text}
+        )
+        | st.fixed_dictionaries(
+            {"Input Dims": st.lists(st.lists(st.integers(0, 9), max_size=4), max_size=4)},
+            optional={
+                "Input type": st.lists(st.sampled_from(["float", "c10::BFloat16", "", "Scalar"]), max_size=3),
+                "Concrete Inputs": st.lists(st.sampled_from(["", "[2, 2]", "[1]", "True", "x"]), max_size=11),
+            },
         ),
     },
 )

@@ -23,6 +23,7 @@ import msgspec
 from profiling.analysis.bandwidth import CollectiveRow, summarise_collectives
 from profiling.analysis.breakdown import CPU_PARTS, GPU_PARTS, StepBreakdown, analyse
 from profiling.analysis.collectives import Instance, instances
+from profiling.analysis.flops import FlopCount, count_flops
 from profiling.analysis.idle import IdleCauses
 from profiling.analysis.kernels import KernelSummary, summarise_kernels
 from profiling.analysis.lanes import StepLane
@@ -34,8 +35,8 @@ from slurm.basics import atomic_path
 # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
 # 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers
 # an error a group of pairs shares (kept clocks are aligned again); 7: each step's lane (the
-# critical path)
-ANALYSIS_VERSION = 7
+# critical path); 8: the FLOPs of its counted ops
+ANALYSIS_VERSION = 8
 
 
 class ReportError(ValueError):
@@ -60,6 +61,7 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     unlaunched: int  # GPU activities whose launch the trace does not hold
     main_pid: int | str | None  # the profiled process (its CPU threads), as opposed to device lanes
     lanes: int  # the (process, thread) lanes of its CPU side
+    flops: FlopCount | None  # its counted ops' FLOPs by step (None: no op with shapes counted)
     # what the rank did at each instant of each step (the critical path) and the ops and kernels
     # they name; kept in their own file once saved (empty here then: see :func:`save`)
     step_lanes: list[StepLane]
@@ -135,6 +137,11 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         unlaunched=analysis.unlaunched,
         main_pid=events.main_pid(),
         lanes=len(events.threads),
+        flops=count_flops(
+            events.counted_ops,
+            [(s.step, s.start_us, s.start_us + s.duration_us) for s in analysis.steps],
+            events.device_name,
+        ),
         step_lanes=analysis.lanes,
         lane_names=analysis.lane_names,
         warnings=list(analysis.warnings),

@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 
 from profiling.analysis.collectives import Collective
+from profiling.analysis.flops import CountedOp
 from profiling.analysis.trace_errors import Unfit
 
 STEP_PREFIX = "ProfilerStep#"
@@ -58,6 +59,7 @@ class TraceEvents:
     distributed_info: dict[str, Any]
     host: str
     base_time_ns: int | None
+    device_name: str | None  # the first GPU's, as deviceProperties names it
     names: list[str]
     threads: list[tuple[Any, Any]]  # (pid, tid) of each thread code
     span_start: np.ndarray
@@ -76,6 +78,7 @@ class TraceEvents:
     gpu_stream: np.ndarray  # args.stream, -1 where the trace gives none
     gpu_name: np.ndarray
     collectives: list[Collective]
+    counted_ops: list[CountedOp]  # the operators whose FLOPs are counted (profiling.analysis.flops)
     event_bytes: np.ndarray  # each event's size in the merged trace (estimated), by position
     event_count: int  # every event of the trace, of any kind
 
@@ -149,6 +152,7 @@ def from_chunks(
     names: list[str],
     threads: list[tuple[Any, Any]],
     collectives: list[Collective],
+    counted_ops: list[CountedOp],
     event_count: int,
 ) -> TraceEvents:
     """The columns made of each chunk's parts (by :class:`TraceEvents` field, without ``span_``),
@@ -171,6 +175,7 @@ def from_chunks(
         distributed_info=dict(info),
         host=str(header.get("host_name", "")),
         base_time_ns=int(base) if base is not None else None,
+        device_name=_device_name(header.get("deviceProperties")),
         names=names,
         threads=threads,
         span_start=column("start", np.float64),
@@ -189,9 +194,17 @@ def from_chunks(
         gpu_stream=column("gpu_stream", np.int64),
         gpu_name=column("gpu_name", np.int32),
         collectives=sorted(collectives, key=lambda c: (c.start, c.end)),
+        counted_ops=sorted(counted_ops),
         event_bytes=column("event_bytes", np.int32),
         event_count=event_count,
     )
+
+
+def _device_name(properties: Any) -> str | None:
+    """The first device's name in a trace's ``deviceProperties`` (a list of objects), if it says one."""
+    first = properties[0] if isinstance(properties, list) and properties else None
+    name = first.get("name") if isinstance(first, dict) else None
+    return name if isinstance(name, str) and name else None
 
 
 def add_parts(chunks: dict[str, list[np.ndarray]], where: np.ndarray, **columns: np.ndarray) -> None:

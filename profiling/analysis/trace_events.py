@@ -30,6 +30,7 @@ import numpy as np
 
 from profiling.analysis import trace_scan
 from profiling.analysis.collectives import is_collective
+from profiling.analysis.flops import COUNTED, CountedOp, counted_op
 from profiling.analysis.json_stream import CHUNK_BYTES, TraceFormatError, TraceStream
 from profiling.analysis.trace_columns import (
     ANALYSED,
@@ -90,6 +91,7 @@ class TraceBuilder:
         self._collective_name: list[bool] = []  # by name code: is it a collective's
         # each collective's (name, start, end, tid, on the GPU, raw args): kept_collectives
         self._found: list[tuple[str, float, float, Any, bool, bytes]] = []
+        self._counted: list[CountedOp] = []  # the ops whose FLOPs are counted
         self.event_count = 0
 
     def add(self, events: Sequence[ReadEvent]) -> None:
@@ -144,6 +146,11 @@ class TraceBuilder:
         columns["launch_corr"].append(correlation[found])
         columns["launch_ts"].append(start[launch][found])
 
+        for i in np.flatnonzero(kind == ANALYSED).tolist():
+            if events[i].name in COUNTED:
+                op = counted_op(events[i].name, float(start[i]), bytes(events[i].args or b""))
+                if op is not None:
+                    self._counted.append(op)
         flags = self._collective_name
         flags.extend(is_collective(n) for n in itertools.islice(names, len(flags), None))
         candidates = np.array(flags, dtype=bool)[name] & ((kind == ANALYSED) | (kind == ANNOTATION) | gpu)
@@ -164,6 +171,7 @@ class TraceBuilder:
             list(self._names),
             list(self._threads),
             kept_collectives(self._found, ARGS.decode),
+            self._counted,
             self.event_count,
         )
 

@@ -25,6 +25,7 @@ import msgspec
 import numpy as np
 
 from profiling.analysis.collectives import is_collective
+from profiling.analysis.flops import COUNTED, CountedOp, counted_op
 from profiling.analysis.json_stream import CHUNK_BYTES, CutInside, TraceStream
 from profiling.analysis.trace_columns import (
     ANALYSED,
@@ -70,6 +71,8 @@ class _Scanned:
         self._columns: dict[str, list[np.ndarray]] = collections.defaultdict(list)
         # (name code, start, end, lane code, on the GPU, raw args) of each collective's event
         self._found: list[tuple[int, float, float, int, bool, bytes]] = []
+        self._counted_name = np.zeros(0, dtype=bool)  # by name code: an op whose FLOPs are counted
+        self._counted: list[CountedOp] = []
         self.event_count = 0
 
     def decode(self, chunk: bytes) -> int:
@@ -106,6 +109,13 @@ class _Scanned:
                 args = bytes(chunk[at : at + length]) if at >= 0 else b""
                 found.append((int(name[i]), float(start[i]), float(end[i]), int(lane[i]), bool(gpu[i]), args))
         self._found += found
+        for i in np.flatnonzero(self._counted_name[name] & (kind == ANALYSED)).tolist():
+            at, length = int(args_at[i]), int(args_length[i])
+            op = counted_op(
+                self._name_text[name[i]], float(start[i]), bytes(chunk[at : at + length]) if at >= 0 else b""
+            )
+            if op is not None:
+                self._counted.append(op)
         self.event_count += events
         ordinal = np.zeros(kept, dtype=np.int32 if self.event_count < 2**31 else np.int64)
         columns_of = self._columns
@@ -131,6 +141,8 @@ class _Scanned:
                 self._name_text += new_names
                 flags = np.array([is_collective(n) for n in new_names], dtype=bool)
                 self._collective_name = np.concatenate([self._collective_name, flags])
+                counted = np.array([n in COUNTED for n in new_names], dtype=bool)
+                self._counted_name = np.concatenate([self._counted_name, counted])
         except UnicodeDecodeError as error:
             raise NotScannable(f"a category or name is not UTF-8 ({error})") from None
 
@@ -146,7 +158,13 @@ class _Scanned:
         ]
         collectives = kept_collectives(found, _decoded_args)
         return from_chunks(
-            header, self._columns, list(self._name_text), threads, collectives, self.event_count
+            header,
+            self._columns,
+            list(self._name_text),
+            threads,
+            collectives,
+            self._counted,
+            self.event_count,
         )
 
     def _decoded_lanes(self) -> list[tuple[Any, Any]]:

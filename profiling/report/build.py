@@ -55,6 +55,7 @@ def build_report(
     merge_budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
     progress: TextIO | None = None,
     link_gbps: float | None = None,
+    peak_tflops: float | None = None,
 ) -> model.Report:
     """Report on every trace in ``folder``; returns ``report.json``'s content.
 
@@ -74,6 +75,7 @@ def build_report(
         "merged_json": merged_json,
         "merge_budget_bytes": merge_budget_bytes,
         "link_gbps": link_gbps,
+        "peak_tflops": peak_tflops,
     }
     started = time.perf_counter()
     sources = find_traces(folder)
@@ -144,6 +146,7 @@ def _traces_report(
     merged_json: bool,
     merge_budget_bytes: float | None,
     link_gbps: float | None,
+    peak_tflops: float | None,
 ) -> model.Report:
     read = read_records(sources, workers, progress)
     if pictures:  # a core is free from here: this process aligns the clocks alone
@@ -156,7 +159,7 @@ def _traces_report(
     aligning = time.perf_counter()
     per_rank = kept_alignment(files.clocks, read.traces, read.records, nodes_of(folder))
     aligning = time.perf_counter() - aligning
-    report = summarise(folder, per_rank, reading, link_gbps, warnings=read.skipped)
+    report = summarise(folder, per_rank, reading, link_gbps, warnings=read.skipped, peak_tflops=peak_tflops)
     # drawn while this process packs the archive
     plotted = pictures.draw(plot_report, _drawn(report), files.plot) if pictures else None
     packed = (

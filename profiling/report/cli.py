@@ -81,6 +81,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             merge_budget_bytes=settings.merge_budget_bytes,
             progress=sys.stderr,
             link_gbps=settings.link_gbps,
+            peak_tflops=settings.peak_tflops,
         )
     except (ReportError, ArchiveError, TraceFormatError, OSError, ValueError) as error:
         return parser.fail(error)

@@ -21,6 +21,7 @@ from profiling.analysis.straggler import find_straggler
 from profiling.analysis.waiting import WaitSplit, split_waiting
 from profiling.report import gpu_sections
 from profiling.report.critical import critical_path
+from profiling.report.efficiency import rank_flops
 from profiling.schema import model, model_ranks
 from slurm.basics import utc_now
 
@@ -31,12 +32,15 @@ def summarise(
     reading: model.Reading,
     link_gbps: float | None = None,
     warnings: Sequence[str] = (),
+    peak_tflops: float | None = None,
 ) -> model.Report:
     """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
     ``warnings``: the reading's, put first."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     waits = split_waiting(spans)
-    ranks = [_rank_summary(rank, traces, waits.get(rank)) for rank, traces in sorted(per_rank.items())]
+    ranks = [
+        _rank_summary(rank, traces, waits.get(rank), peak_tflops) for rank, traces in sorted(per_rank.items())
+    ]
     means = [r.step_time_ms.mean for r in ranks]
     anchor_steps = _anchor_steps(per_rank[min(per_rank)])
     straggler = find_straggler(
@@ -74,6 +78,7 @@ def summarise(
         kernels_across=gpu_sections.kernels_across(ranks),
         collectives_across=gpu_sections.collectives_across(ranks, link_gbps),
         link_gbps=link_gbps,
+        peak_tflops=peak_tflops,
         warnings=[*warnings, *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings)],
         reading=reading,
     )
@@ -128,7 +133,9 @@ def _anchor_steps(reference: list[Aligned]) -> dict[tuple[int, int], int]:
     return found
 
 
-def _rank_summary(rank: int, traces: list[Aligned], wait: WaitSplit | None) -> model_ranks.RankReport:
+def _rank_summary(
+    rank: int, traces: list[Aligned], wait: WaitSplit | None, peak_tflops: float | None
+) -> model_ranks.RankReport:
     records = [t.record for t in traces]
     steps = [step for record in records for step in record.steps]
     parts = records[0].parts
@@ -174,6 +181,7 @@ def _rank_summary(rank: int, traces: list[Aligned], wait: WaitSplit | None) -> m
         analysed_by={t.trace.name: t.record.analysed_by for t in traces},
         warnings=list(dict.fromkeys(w for record in records for w in record.warnings)),
         collective_wait=_wait(wait, len(steps)),
+        flops=rank_flops(records, steps, peak_tflops),
     )
 
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from profiling.report import render_gpu, render_path
+from profiling.report import render_efficiency, render_gpu, render_path
 from profiling.report.table_ranks import others_line, shown_ranks
 from profiling.schema.model import Archive, Merge, RankReport, Report, Run
 
@@ -49,6 +49,7 @@ def report_markdown(report: Report) -> str:
             lines += _breakdown_table(device, ranks)
     if len(shown) < len(report.ranks):
         lines += [f"{len(report.ranks) - len(shown)} other ranks: report.json.", ""]
+    lines += render_efficiency.efficiency_lines(report, shown)
     lines += render_gpu.markdown(report) + run_lines
     lines += [
         "## Clock alignment",

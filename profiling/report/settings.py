@@ -51,6 +51,16 @@ class ReportSettings:
         metavar="GBPS",
         check=positive("the link's GB/s, e.g. 400"),
     )
+    peak_tflops: float | None = setting(
+        None,
+        flag="--peak-tflops",
+        help="the device's peak TFLOP/s for the job's dtype, for MFU (default: the table's, by the "
+        "device's name)",
+        parse=float,
+        show="{:g}".format,
+        metavar="TFLOPS",
+        check=positive("the dense peak, e.g. 989 for an H100's bf16"),
+    )
     merged_trace: bool = setting(
         True, flag="--no-merged-trace", help="skip merged_trace.tar (and the JSON)", group=_MERGED
     )

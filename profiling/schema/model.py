@@ -211,6 +211,7 @@ class Report(Part, kw_only=True):
         msgspec.field(default_factory=list)
     )
     link_gbps: Annotated[float | None, about("--link-gbps as given")] = None
+    peak_tflops: Annotated[float | None, about("--peak-tflops as given")] = None
     warnings: Annotated[
         list[str], about("one line each: a trace skipped and why, a rank taken from its file name...")
     ] = msgspec.field(default_factory=list)

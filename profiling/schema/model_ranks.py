@@ -94,6 +94,29 @@ class CollectiveWait(Part):
     last_arrivals: Annotated[int, about("in how many this rank arrived last")]
 
 
+class OpFlops(Part):
+    name: Annotated[str, about("the op: aten::mm, aten::addmm, aten::bmm, aten::convolution, ...")]
+    gflops_per_step: Annotated[float, about("its FLOPs per step (GFLOP), every call of it")]
+    calls_per_step: Annotated[float, about("its calls per step")]
+
+
+class RankFlops(Part):
+    per_step: Annotated[float, about("FLOPs per step of the counted ops, mean over the recorded steps")]
+    steps: Annotated[list[float], about("the same for each step of `steps`")]
+    tflops_per_s: Annotated[
+        float, about("each step's FLOPs over its time (GPU span on a GPU, else its CPU span), mean (TFLOP/s)")
+    ]
+    mfu: Annotated[float | None, about("tflops_per_s / peak_tflops; null where no peak is known")]
+    mfu_missing: Annotated[str | None, about("why mfu is null (no device in the table, a CPU...)")]
+    peak_tflops: Annotated[
+        float | None, about("the device's dense peak for dtype (TFLOP/s), or --peak-tflops")
+    ]
+    peak_source: Annotated[str | None, about("where peak_tflops comes from")]
+    dtype: Annotated[str, about("the element type of most FLOPs: fp32, bf16, fp16, fp8...")]
+    device_name: Annotated[str | None, about("the GPU's name, as the trace's deviceProperties gives it")]
+    ops: Annotated[list[OpFlops], about("by op, the most FLOPs first")]
+
+
 class RankReport(Part):
     rank: Annotated[int, about("the global rank")]
     host: Annotated[str, about("the host its trace names")]
@@ -123,3 +146,7 @@ class RankReport(Part):
     collective_wait: Annotated[
         CollectiveWait | None, about("null for a rank whose clock could not be paired")
     ]
+    flops: Annotated[
+        RankFlops | None,
+        about("its FLOPs, TFLOP/s and MFU; null where its traces hold no counted op with shapes"),
+    ] = None

@@ -1,0 +1,72 @@
+"""Each rank's FLOPs, TFLOP/s and MFU (report.json's ``ranks[].flops``), from the FLOPs its
+records counted (:mod:`profiling.analysis.flops`) and the peak of its device
+(:mod:`profiling.analysis.peaks`, or ``--peak-tflops``)."""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Sequence
+
+from profiling.analysis.breakdown import StepBreakdown
+from profiling.analysis.peaks import peak_of
+from profiling.analysis.record import TraceRecord
+from profiling.schema import model_ranks
+
+
+def rank_flops(
+    records: Sequence[TraceRecord], steps: Sequence[StepBreakdown], peak_tflops: float | None = None
+) -> model_ranks.RankFlops | None:
+    """The rank's FLOPs per step and what they make of its device; None where no record
+    counted an op (a trace without shapes, or of ops the count does not know)."""
+    counts = [r.flops for r in records if r.flops is not None]
+    if not counts or not steps:
+        return None
+    per_step = {step: flops for count in counts for step, flops in count.per_step.items()}
+    flops = [float(per_step.get(s.step, 0)) for s in steps]
+    seconds = [(s.gpu.duration_us if s.gpu else s.duration_us) / 1e6 for s in steps]
+    rates = [f / t / 1e12 for f, t in zip(flops, seconds, strict=True) if t > 0]
+    tflops = statistics.fmean(rates) if rates else 0.0
+    totals: dict[str, list[float]] = {}
+    for count in counts:
+        for op in count.ops:
+            found = totals.setdefault(op.name, [0.0, 0.0])
+            found[0] += op.flops
+            found[1] += op.calls
+    dtype = counts[0].dtype
+    device = next((c.device_name for c in counts if c.device_name), None)
+    peak, source, missing = _peak(device, dtype, peak_tflops)
+    return model_ranks.RankFlops(
+        per_step=statistics.fmean(flops),
+        steps=flops,
+        tflops_per_s=tflops,
+        mfu=tflops / peak if peak else None,
+        mfu_missing=missing,
+        peak_tflops=peak,
+        peak_source=source,
+        dtype=dtype,
+        device_name=device,
+        ops=[
+            model_ranks.OpFlops(
+                name=name, gflops_per_step=f / len(steps) / 1e9, calls_per_step=calls / len(steps)
+            )
+            for name, (f, calls) in sorted(totals.items(), key=lambda item: (-item[1][0], item[0]))
+        ],
+    )
+
+
+def _peak(device: str | None, dtype: str, given: float | None) -> tuple[float | None, str | None, str | None]:
+    """(peak TFLOP/s, its source, why there is none)."""
+    if given is not None:
+        return given, "--peak-tflops", None
+    if device is None:
+        return None, None, "no GPU in the trace (a CPU's peak is not in the table): pass --peak-tflops"
+    row = peak_of(device)
+    if row is None:
+        return (
+            None,
+            None,
+            f"{device} is not in the peaks table (profiling/analysis/peaks.py): pass --peak-tflops",
+        )
+    if dtype not in row.tflops:
+        return None, None, f"the table has no {dtype} peak for the {row.device}: pass --peak-tflops"
+    return row.tflops[dtype], row.source, None
