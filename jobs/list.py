@@ -22,6 +22,7 @@ from typing import Any
 from jobs.job_state import NO_RECORD, job_state, launcher_of, read_submitted, size
 from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores, render_ranks
 from jobs.options import TRACES_ROOT_ENV, default_traces_root
+from profiling.analysis.oom import oom_verdict_lines
 from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import read_manifest, read_running
 from profiling.folder.report_json import read_straggler
@@ -64,6 +65,7 @@ def job_row(folder: JobFolder, queue: QueueView) -> dict[str, Any]:
         "straggler": _straggler(folder),
         "traces": len(traces),
         "trace_bytes": sum(path.stat().st_size for path in traces),
+        "out_of_memory": oom_verdict_lines(folder),
     }
 
 
@@ -112,9 +114,12 @@ def render_jobs(jobs: list[dict[str, Any]]) -> str:
             )
         )
     widths = [max(len(row[i]) for row in rows) for i in range(len(header))]
-    return "\n".join(
+    table = [
         "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip() for row in rows
-    )
+    ]
+    # why a job failed, where a rank ran out of memory: one line under the table each
+    causes = [f"{job['job_id']}: {line}" for job in jobs for line in job.get("out_of_memory", [])[:1]]
+    return "\n".join(table + causes)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

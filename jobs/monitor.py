@@ -19,6 +19,7 @@ import submitit
 from submitit.core.utils import pickle_load
 
 from profiling.analysis.hang import verdict_lines
+from profiling.analysis.oom import oom_verdict_lines
 from profiling.folder.layout import JobFolder
 from slurm import scheduler
 from slurm.queue_view import QueueView
@@ -67,6 +68,8 @@ def wait_for(job: submitit.Job, job_dir: JobFolder, out: TextIO, queued: bool, p
         first = first_failed_rank(failures, srun_report)
         ranks = ", ".join(str(failure.rank) for failure in failures)
         print(f"job {job.job_id} FAILED on rank(s) {ranks}; rank {first.rank} failed first", file=out)
+        for line in oom_verdict_lines(job_dir):  # the cause, before the tails that follow from it
+            print(line, file=out)
         if srun_report:
             print("--- what srun saw ---", file=out)
             print("\n".join(line for _, line in srun_report[:ERROR_TAIL_LINES]), file=out)

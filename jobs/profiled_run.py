@@ -30,6 +30,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from jobs.runtime import oom
 from jobs.runtime.group import JobGroup
 from jobs.runtime.output import say
 from jobs.runtime.records import Attempt, gather_and_write_manifest, rank_record, write_running
@@ -154,6 +155,8 @@ class ProfiledRun:
         if identity.is_main:
             write_running(self.attempt)
         self.cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        self.device = torch.device("cuda", torch.cuda.current_device()) if self.cuda else torch.device("cpu")
+        self.memory = oom.watch_memory(self.device, self.settings.profiler.memory_history)
         self.timing = StepTiming.open(
             self.attempt.folder.step_log(identity.rank, identity.restart_count),
             StepLogHeader(
@@ -212,7 +215,7 @@ class ProfiledRun:
             self.attempt,
             self.profiler,
             self.timing,
-            device=_device_name(self.cuda),
+            device=str(self.device),
             threads=torch.get_num_threads(),
             profiled=self.profiled,
             about=self.settings.about,
@@ -239,10 +242,17 @@ class ProfiledRun:
             self.timing.close(failed=kind is not None)
 
     def _on_failure(self, error: Exception) -> None:
-        """The run failed: rank 0 lists the attempt so. After a collective timed out, every rank
-        says where it was, and rank 0 prints why the job hung (a batch job has no ``--wait`` to)."""
+        """The run failed: rank 0 lists the attempt so. A rank out of memory writes what it held
+        (meta/oom/). After a collective timed out, every rank says where it was, and rank 0
+        prints why the job hung (a batch job has no ``--wait`` to)."""
+        why = f"{type(error).__name__}: {error}"
+        if oom.is_out_of_memory(error):
+            why = oom.dump_out_of_memory(
+                self.attempt.folder, self.identity.rank, self.next_step, error, self.memory
+            )
+            _LOG.error(why)
         if self.identity.is_main:
-            self.attempt.ended("failed", -1, f"{type(error).__name__}: {error}")
+            self.attempt.ended("failed", -1, why)
         if not (isinstance(error, dist.DistError) or "timed out" in str(error).lower()):
             return
         first_line = next(iter(str(error).strip().splitlines()), "")
@@ -334,7 +344,3 @@ def _joined_group(identity: DistributedIdentity) -> JobGroup:
             "your group and never makes one"
         )
     return group
-
-
-def _device_name(cuda: bool) -> str:
-    return str(torch.device("cuda", torch.cuda.current_device())) if cuda else "cpu"

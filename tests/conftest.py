@@ -61,6 +61,7 @@ SCANNER_BUILD_ENV = "SCANNER_BUILD"
 def pytest_configure(config: pytest.Config) -> None:
     if build := os.environ.get(SCANNER_BUILD_ENV):
         _use_scanner_build(Path(build))
+    config.addinivalue_line("markers", "gpu: needs CUDA (skipped without it): tests/gpu_checks.sh runs them")
     for flavour in FLAVOURS.values():
         config.addinivalue_line(
             "markers",

@@ -21,7 +21,8 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   ├── compare-<job>/          ReportFiles.compare(job): two jobs compared
         │   ├── ranks/rank<r>.json      .marker(r): every rank's, to check the folder is shared
         │   ├── capture/                .capture_request(n), .capture_accepted(n)
-        │   └── hang/                   .hang_dump(r), .hang_verdict, .hang_markdown
+        │   ├── hang/                   .hang_dump(r), .hang_verdict, .hang_markdown
+        │   └── oom/                    .oom_dump(r), .oom_snapshot(r): a rank out of memory
         ├── checkpoint/                 .checkpoint_state(r), .checkpoint_rng(r): what a requeued
         │                               attempt resumes from
         └── logs/                       .logs: submitit's per-task logs and pickles
@@ -43,6 +44,7 @@ _META = "meta"
 _LOGS = "logs"
 _CHECKPOINT = "checkpoint"
 _HANG = "hang"
+_OOM = "oom"
 _CAPTURE = "capture"
 _MARKERS = "ranks"
 _RESTART = "restart{}"
@@ -186,6 +188,21 @@ class JobFolder:
     @property
     def hang_markdown(self) -> Path:
         return self.hang / "hang.md"
+
+    @property
+    def oom(self) -> Path:
+        return self.meta / _OOM
+
+    def oom_dump(self, rank: int) -> Path:
+        """What rank ``rank`` held when it ran out of memory (``jobs.runtime.oom``)."""
+        return self.oom / _PER_RANK.format(rank)
+
+    def oom_snapshot(self, rank: int) -> Path:
+        """Its CUDA allocator's history (``--memory-history``), for pytorch.org/memory_viz."""
+        return self.oom / f"rank{rank}.snapshot.pickle"
+
+    def oom_dumps(self) -> list[Path]:
+        return sorted(self.oom.glob(_PER_RANK.format("*")))
 
     @property
     def capture(self) -> Path:

@@ -8,7 +8,7 @@ from typing import Any
 from profiling.ranks import RankSelection
 from profiling.recording.schedule import ScheduleConfig
 from slurm.basics import SettingError
-from slurm.settings import section, setting
+from slurm.settings import at_least, section, setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -27,6 +27,16 @@ class ProfilerConfig:
     with_stack: bool = True
     gzip: bool = setting(
         False, flag="--gzip-traces", help="write rank<r>_iter<a>_<b>.json.gz", group="profiler"
+    )
+    memory_history: int = setting(
+        0,
+        flag="--memory-history",
+        help="CUDA: keep the allocator's last N allocations; a rank out of memory dumps them to "
+        "meta/oom/ for pytorch.org/memory_viz",
+        group="profiler",
+        parse=int,
+        metavar="N",
+        check=at_least(0),
     )
 
     def __post_init__(self) -> None:
@@ -51,4 +61,5 @@ class ProfilerConfig:
             "record_shapes": self.record_shapes,
             "with_stack": self.with_stack,
             "gzip": self.gzip,
+            "memory_history": self.memory_history,
         }

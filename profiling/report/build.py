@@ -27,6 +27,7 @@ from profiling.report import plot_path
 from profiling.report.clocks import kept_alignment
 from profiling.report.combine import summarise
 from profiling.report.merged_json import write_merged_json
+from profiling.report.out_of_memory import out_of_memory
 from profiling.report.pictures import Pictures, read_drawn
 from profiling.report.plot import plot_report, plot_run
 from profiling.report.plot import prepare as prepare_plot
@@ -105,6 +106,7 @@ def build_report(
             run_plotted.result()
     report = msgspec.structs.replace(
         report,
+        oom=out_of_memory(JobFolder.of_traces(folder)),
         run=section,
         run_plot=files.run_plot.name if pictures and section else None,
         drawn=pictures.drawn if pictures else {},

@@ -11,13 +11,15 @@ def report_markdown(report: Report) -> str:
     lines = [f"# Trace report: {report.folder}", ""]
     if report.straggler is not None:
         lines += [f"**{report.straggler.text[0].upper()}{report.straggler.text[1:]}.**", ""]
+    lines += [f"**Out of memory: {oom.line}.**" for oom in report.oom] + ([""] if report.oom else [])
     lines += render_path.what_limits(report)
     lines += [f"Warning: {w}." for w in report.warnings] + ([""] if report.warnings else [])
     run = report.run
     run_lines = _run_lines(run, report.run_plot) if run is not None else []
     if not report.ranks:
         lines += [
-            "No traces: the job recorded none (`--profile-ranks none`), so the run is all there is.",
+            "No traces: the job recorded none (`--profile-ranks none`, or it ended before its window), "
+            "so the run is all there is.",
             "",
             *run_lines,
         ]

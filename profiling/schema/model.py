@@ -191,6 +191,24 @@ class Run(Part):
     unreadable: Annotated[list[str], about("step logs that could not be read")]
 
 
+class OutOfMemory(Part):
+    rank: Annotated[int, about("the rank that ran out")]
+    step: Annotated[int | None, about("the step it was in")]
+    device: Annotated[str, about('"cuda:3", "cpu"')]
+    allocated_bytes: Annotated[
+        int | None, about("CUDA: allocated by tensors; CPU: the process's resident memory")
+    ]
+    reserved_bytes: Annotated[int | None, about("CUDA: held by the caching allocator; null on a CPU")]
+    peak_bytes: Annotated[
+        int | None, about("CUDA: the most allocated since the start; CPU: the peak resident")
+    ]
+    total_bytes: Annotated[int | None, about("the device's memory (CPU: the address-space limit, else RAM)")]
+    snapshot: Annotated[
+        str | None, about("its allocations' history (--memory-history), for pytorch.org/memory_viz")
+    ]
+    line: Annotated[str, about("what report.md, --wait and list say of it")]
+
+
 class Report(Part, kw_only=True):
     schema_version: Annotated[int, about("changes when a field changes meaning or goes away")] = (
         SCHEMA_VERSION
@@ -211,6 +229,9 @@ class Report(Part, kw_only=True):
         msgspec.field(default_factory=list)
     )
     link_gbps: Annotated[float | None, about("--link-gbps as given")] = None
+    oom: Annotated[list[OutOfMemory], about("the ranks that ran out of memory (meta/oom/), first first")] = (
+        msgspec.field(default_factory=list)
+    )
     peak_tflops: Annotated[float | None, about("--peak-tflops as given")] = None
     warnings: Annotated[
         list[str], about("one line each: a trace skipped and why, a rank taken from its file name...")

@@ -1,0 +1,105 @@
+"""A rank out of memory: recognised (CUDA's ``torch.OutOfMemoryError``, the CPU allocator's
+RuntimeError), and what it held written to ``meta/oom/rank<r>.json`` before the error goes on
+(:mod:`profiling.analysis.oom` says it in one line). With ``--memory-history N`` on CUDA, the
+allocator records its last N allocations and the rank dumps them beside the JSON, for
+pytorch.org/memory_viz."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import resource
+import time
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from profiling.analysis.oom import oom_line
+from profiling.folder.layout import JobFolder
+from slurm.basics import write_json_atomically
+
+# what the CPU allocator raises: "DefaultCPUAllocator: can't allocate memory: you tried to
+# allocate 67108864 bytes. Error code 12 (Cannot allocate memory)"
+_CPU_OUT_OF_MEMORY = ("can't allocate memory", "Cannot allocate memory", "not enough memory")
+
+
+def is_out_of_memory(error: BaseException) -> bool:
+    if isinstance(error, torch.OutOfMemoryError | MemoryError):
+        return True
+    return isinstance(error, RuntimeError) and any(text in str(error) for text in _CPU_OUT_OF_MEMORY)
+
+
+@dataclasses.dataclass(frozen=True)
+class RankMemory:
+    device: torch.device
+    history: bool  # the CUDA allocator is recording its allocations
+
+
+def watch_memory(device: torch.device, history_entries: int) -> RankMemory:
+    """The rank's memory as a dump will read it: on CUDA with ``history_entries``, the
+    allocator's last allocations recorded from here on (no history on a CPU)."""
+    history = history_entries > 0 and device.type == "cuda"
+    if history:
+        torch.cuda.memory._record_memory_history(max_entries=history_entries)
+    return RankMemory(device, history)
+
+
+def dump_out_of_memory(
+    folder: JobFolder, rank: int, step: int, error: BaseException, memory: RankMemory
+) -> str:
+    """Write the rank's dump (its allocations' history too where one is recorded); returns its
+    one line."""
+    path = write_oom_dump(folder, rank, step, error, memory.device, memory.history)
+    return oom_line(json.loads(path.read_text()))
+
+
+def write_oom_dump(
+    folder: JobFolder, rank: int, step: int, error: BaseException, device: torch.device, history: bool
+) -> Path:
+    """What the rank held when it ran out, and its allocations' history if recorded."""
+    path = folder.oom_dump(rank)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    dump: dict[str, Any] = {
+        "rank": rank,
+        "step": step,
+        "device": str(device),
+        "error": str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+        "written_at": time.time(),
+        "pid": os.getpid(),
+        **(_cuda_memory(device) if device.type == "cuda" else _cpu_memory()),
+    }
+    if history and device.type == "cuda":
+        snapshot = folder.oom_snapshot(rank)
+        torch.cuda.memory._dump_snapshot(str(snapshot))
+        dump["snapshot"] = str(snapshot)
+    write_json_atomically(path, dump)
+    return path
+
+
+def _cuda_memory(device: torch.device) -> dict[str, Any]:
+    return {
+        "allocated_bytes": torch.cuda.memory_allocated(device),
+        "reserved_bytes": torch.cuda.memory_reserved(device),
+        "peak_bytes": torch.cuda.max_memory_allocated(device),
+        "total_bytes": torch.cuda.get_device_properties(device).total_memory,
+        "memory_summary": torch.cuda.memory_summary(device, abbreviated=True),
+    }
+
+
+def _cpu_memory() -> dict[str, Any]:
+    """The process's resident memory, its peak, and what bounds it: the address-space limit it
+    runs under, else the machine's memory (a CPU has no allocator statistics of torch's)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    with open("/proc/self/statm") as handle:
+        resident = int(handle.read().split()[1]) * page
+    limit, _ = resource.getrlimit(resource.RLIMIT_AS)
+    total = limit if limit != resource.RLIM_INFINITY else os.sysconf("SC_PHYS_PAGES") * page
+    return {
+        "allocated_bytes": resident,
+        "reserved_bytes": None,
+        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "total_bytes": total,
+        "limit": "RLIMIT_AS" if limit != resource.RLIM_INFINITY else "physical memory",
+    }

@@ -1,0 +1,82 @@
+"""A rank out of memory, for real: the allocator fails under a limit set in that rank alone
+(tests/user_code/leaky.py), the rank writes what it held to meta/oom/, and one line says so
+in --wait, list and report.md. An OOM is no preemption: the job is not requeued."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from jobs.runtime import oom
+from profiling.folder.layout import JobFolder, meta_of
+from profiling.schema import model
+from tests.common import REPO, TINY_JOB, run_submit, submitted_job_id
+
+LEAKY_JOB = [*TINY_JOB, "--workload", "tests.user_code.leaky:build"]  # the last --workload counts
+
+
+def test_a_rank_out_of_memory_says_so_everywhere_and_is_not_requeued(tmp_path: Path) -> None:
+    result = run_submit(
+        "--cluster", "local", "--gpus", "1", "--traces-root", str(tmp_path), "--wait", "--max-restarts", "2",
+        *LEAKY_JOB, timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    job = JobFolder(tmp_path, submitted_job_id(result.stdout))
+    dump = json.loads(job.oom_dump(0).read_text())
+    assert dump["device"] == "cpu" and dump["step"] >= 1 and "can't allocate memory" in dump["error"]
+    assert 0 < dump["allocated_bytes"] <= dump["total_bytes"] and dump["limit"] == "RLIMIT_AS"
+    line = f"rank 0 ran out of memory at step {dump['step']}: "
+    assert line in result.stdout  # --wait, before the error's tail
+    assert result.stdout.index(line) < result.stdout.index("last lines of its error")
+    assert job.attempts() == [job.path]  # not requeued, whatever --max-restarts allows
+    listed = subprocess.run(
+        [sys.executable, "-m", "jobs.list", str(tmp_path)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert f"{job.job_id}: {line}" in listed.stdout
+    report = subprocess.run(
+        [sys.executable, "-m", "profiling.report", str(job.path)], cwd=REPO, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    typed = model.checked((meta_of(job.path) / "report.json").read_bytes())
+    assert [(o.rank, o.step, o.device) for o in typed.oom] == [(0, dump["step"], "cpu")]
+    assert f"**Out of memory: {line}" in (meta_of(job.path) / "report.md").read_text()
+
+
+def test_out_of_memory_is_told_from_other_errors() -> None:
+    assert oom.is_out_of_memory(torch.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB"))
+    cpu = "DefaultCPUAllocator: can't allocate memory: you tried to allocate 67108864 bytes. Error code 12"
+    assert oom.is_out_of_memory(RuntimeError(cpu)) and oom.is_out_of_memory(MemoryError())
+    assert not oom.is_out_of_memory(RuntimeError("mat1 and mat2 shapes cannot be multiplied"))
+
+
+@pytest.mark.gpu
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_out_of_memory_on_cuda_dumps_its_allocations_history(tmp_path: Path) -> None:
+    device = torch.device("cuda", 0)
+    torch.cuda.set_per_process_memory_fraction(0.05, device)
+    memory = oom.watch_memory(device, history_entries=10_000)
+    kept = []
+    with pytest.raises(torch.OutOfMemoryError) as raised:
+        while True:
+            kept.append(torch.empty(256 << 20, dtype=torch.uint8, device=device))
+    assert oom.is_out_of_memory(raised.value)
+    folder = JobFolder(tmp_path, "1")
+    line = oom.dump_out_of_memory(folder, 0, 3, raised.value, memory)
+    dump = json.loads(folder.oom_dump(0).read_text())
+    assert (
+        dump["allocated_bytes"] >= len(kept) * (256 << 20) and dump["total_bytes"] > dump["allocated_bytes"]
+    )
+    assert "memory_summary" in dump and Path(dump["snapshot"]).stat().st_size > 0
+    assert line.startswith("rank 0 ran out of memory at step 3: ") and "memory_viz" in line
+    torch.cuda.memory._record_memory_history(enabled=None)
+    torch.cuda.set_per_process_memory_fraction(1.0, device)
