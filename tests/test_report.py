@@ -261,6 +261,10 @@ def test_a_jobs_flops_per_step_are_torchs_count_of_one_training_step(real_job: P
         assert rank.flops is not None and rank.flops.dtype == "fp32"
         assert rank.flops.per_step == pytest.approx(counter.get_total_flops(), rel=0.05)
         assert rank.flops.mfu is None and "no GPU in the trace" in (rank.flops.mfu_missing or "")
+        memory = rank.memory  # profile_memory is on: the CPU allocator's instants, every step
+        assert memory is not None and memory.device == "cpu" and memory.peak_step in rank.steps
+        assert memory.peak_allocated_bytes > 1 << 20 and all(memory.steps_peak_bytes)
+    assert "## Memory and efficiency" in (meta_of(real_job) / "report.md").read_text()
 
 
 def test_hta_loads_the_job_folder_as_is(real_job: Path) -> None:

@@ -29,7 +29,7 @@ def assert_same(scanned: TraceEvents, python: TraceEvents) -> None:
     for field in dataclasses.fields(TraceEvents):
         a, b = getattr(scanned, field.name), getattr(python, field.name)
         if isinstance(b, np.ndarray):
-            assert a.dtype == b.dtype and np.array_equal(a, b), field.name
+            assert a.dtype == b.dtype and np.array_equal(a, b, equal_nan=a.dtype.kind == "f"), field.name
         else:
             assert a == b, field.name
 
@@ -126,9 +126,12 @@ random_event = st.fixed_dictionaries(
         "ts": st.integers(0, 2**53) | st.floats(0, 2e15) | st.floats(0, 2e15) | st.none(),
     },
     optional={
-        "cat": st.sampled_from(["kernel", "cpu_op", "cuda_runtime", "gpu_memcpy", "gpu_user_annotation", ""])
+        "cat": st.sampled_from(
+            ["kernel", "cpu_op", "cuda_runtime", "gpu_memcpy", "gpu_user_annotation", "cpu_instant_event", ""]
+        )
         | text,
-        "name": text | st.sampled_from(["aten::mm", "aten::addmm", "aten::convolution"]),  # FLOPs counted
+        # FLOPs counted; the allocator's instants
+        "name": text | st.sampled_from(["aten::mm", "aten::addmm", "aten::convolution", "[memory]"]),
         "pid": lane,
         "tid": lane,
         "dur": st.integers(0, 10**6) | st.floats(0, 1e6),
@@ -136,6 +139,13 @@ random_event = st.fixed_dictionaries(
         "args": st.dictionaries(text, value, max_size=4)
         | st.fixed_dictionaries(
             {"correlation": st.integers(-1, 2**40)}, optional={"stream": st.integers(0, 99) | text}
+        )
+        | st.fixed_dictionaries(
+            {"Total Allocated": st.integers(-5, 2**40) | text | st.none()},
+            optional={
+                "Total Reserved": st.integers(0, 2**40),
+                "Device Id": st.integers(-2, 9) | st.booleans(),
+            },
         )
         | st.fixed_dictionaries(
             {"Input Dims": st.lists(st.lists(st.integers(0, 9), max_size=4), max_size=4)},

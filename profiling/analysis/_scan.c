@@ -1,7 +1,8 @@
 /* The complete events of a chunk of a Chrome trace's ``traceEvents``, as columns, in one pass.
 
    What profiling/analysis/trace_events.py builds from msgspec's structs, without a Python
-   object per event: for each event with ``"ph": "X"`` and a ``ts``, its category, name and
+   object per event: for each event with ``"ph": "X"`` (or an ``"i"`` named ``[memory]``, an
+   allocator's instant) and a ``ts``, its category, name and
    (pid, tid) lane as codes (each distinct one kept once, as the UTF-8 of its JSON text, in the
    dicts passed in), ``ts`` and ``dur`` as doubles, where its ``args`` lie in the chunk, and
    ``args.correlation`` and ``args.stream``. Anything this scanner does not take exactly as
@@ -123,7 +124,7 @@ static void columns_free(Columns *k) {
 typedef struct {
     const char *cat, *name, *pid, *tid, *args, *args_end;
     Py_ssize_t cat_length, name_length, pid_length, tid_length;
-    int x, has_ts;
+    int x, instant, has_ts;
     double ts, dur;
     int64_t correlation, stream;
 } Event;
@@ -157,6 +158,7 @@ static int scan_member(Cursor *c, const char *key, Py_ssize_t key_length, Event 
         if (scan_string(c, &s, &n, &escaped) || escaped) return -1;
         if (KEY("ph")) {
             e->x = n == 1 && s[0] == 'X';
+            e->instant = n == 1 && s[0] == 'i';
         } else if (KEY("cat")) {
             e->cat = s;
             e->cat_length = n;
@@ -228,7 +230,9 @@ static int scan_event(Cursor *c, const char *chunk, Columns *k, PyObject *catego
         if (more < 0) return -1;
         if (!more) break;
     }
-    if (!e.x || !e.has_ts) return 0;
+    /* the allocator's instants (profile_memory) are kept too: the step's peak memory */
+    int memory = e.instant && e.name_length == 8 && !memcmp(e.name, "[memory]", 8);
+    if (!(e.x || memory) || !e.has_ts) return 0;
     return push_event(&e, chunk, k, categories, names, lanes);
 }
 

@@ -27,6 +27,7 @@ from profiling.analysis.flops import FlopCount, count_flops
 from profiling.analysis.idle import IdleCauses
 from profiling.analysis.kernels import KernelSummary, summarise_kernels
 from profiling.analysis.lanes import StepLane
+from profiling.analysis.memory import StepMemory, step_memory
 from profiling.analysis.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record, lanes_record
 from profiling.folder.traces import TraceFile, TraceSource
@@ -35,7 +36,7 @@ from slurm.basics import atomic_path
 # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
 # 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers
 # an error a group of pairs shares (kept clocks are aligned again); 7: each step's lane (the
-# critical path); 8: the FLOPs of its counted ops
+# critical path); 8: the FLOPs of its counted ops, each step's peak memory
 ANALYSIS_VERSION = 8
 
 
@@ -62,6 +63,8 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     main_pid: int | str | None  # the profiled process (its CPU threads), as opposed to device lanes
     lanes: int  # the (process, thread) lanes of its CPU side
     flops: FlopCount | None  # its counted ops' FLOPs by step (None: no op with shapes counted)
+    memory: list[StepMemory]  # each step's peak on each device (empty: no [memory] instants)
+    device_memory_bytes: int | None  # the GPU's memory, as deviceProperties says
     # what the rank did at each instant of each step (the critical path) and the ops and kernels
     # they name; kept in their own file once saved (empty here then: see :func:`save`)
     step_lanes: list[StepLane]
@@ -117,6 +120,7 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
             f"{source.name} says distributedInfo.rank={analysis.rank}; its name says "
             f"{named.rank}. HINT: do not rename trace files"
         )
+    windows = [(s.step, s.start_us, s.start_us + s.duration_us) for s in analysis.steps]
     return TraceRecord(
         version=ANALYSIS_VERSION,
         trace=source.name,
@@ -137,11 +141,9 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         unlaunched=analysis.unlaunched,
         main_pid=events.main_pid(),
         lanes=len(events.threads),
-        flops=count_flops(
-            events.counted_ops,
-            [(s.step, s.start_us, s.start_us + s.duration_us) for s in analysis.steps],
-            events.device_name,
-        ),
+        flops=count_flops(events.counted_ops, windows, events.device_name),
+        memory=step_memory(events, windows),
+        device_memory_bytes=events.device_memory_bytes,
         step_lanes=analysis.lanes,
         lane_names=analysis.lane_names,
         warnings=list(analysis.warnings),

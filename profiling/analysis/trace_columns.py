@@ -5,6 +5,7 @@ Python, :mod:`profiling.analysis.trace_scan` in C; both give these columns)."""
 from __future__ import annotations
 
 import dataclasses
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -38,7 +39,7 @@ COLLECTIVE_ARGS = (
 ENCODED_FIELD_BYTES = 100
 # span kinds (and what becomes no span: GPU activity, GPU-side annotations); the analysis reads
 # operators and annotations alike, save the critical path: an annotation is a label, not work
-ANALYSED, LAUNCH, OTHER_CPU, GPU, IGNORED, ANNOTATION = 0, 1, 2, 3, 4, 5
+ANALYSED, LAUNCH, OTHER_CPU, GPU, IGNORED, ANNOTATION, MEMORY = 0, 1, 2, 3, 4, 5, 6
 ANALYSED_KINDS = (ANALYSED, ANNOTATION)
 KIND_OF_CATEGORY = {
     "cpu_op": ANALYSED,
@@ -46,10 +47,12 @@ KIND_OF_CATEGORY = {
     **dict.fromkeys(LAUNCH_CATEGORIES, LAUNCH),
     **dict.fromkeys(GPU_ACTIVITY, GPU),
     "gpu_user_annotation": IGNORED,
+    "cpu_instant_event": MEMORY,  # the readers keep only the allocator's instants ([memory]) of it
 }
 
 
 ARGS = msgspec.json.Decoder(dict[str, Any])
+_ANY_LIST = msgspec.json.Decoder(list[Any])
 
 
 @dataclasses.dataclass
@@ -60,6 +63,7 @@ class TraceEvents:
     host: str
     base_time_ns: int | None
     device_name: str | None  # the first GPU's, as deviceProperties names it
+    device_memory_bytes: int | None  # and its memory (totalGlobalMem)
     names: list[str]
     threads: list[tuple[Any, Any]]  # (pid, tid) of each thread code
     span_start: np.ndarray
@@ -79,6 +83,11 @@ class TraceEvents:
     gpu_name: np.ndarray
     collectives: list[Collective]
     counted_ops: list[CountedOp]  # the operators whose FLOPs are counted (profiling.analysis.flops)
+    # the allocator's totals after each of its [memory] instants (profile_memory), in file order
+    memory_ts: np.ndarray
+    memory_allocated: np.ndarray  # bytes, NaN where the instant does not say
+    memory_reserved: np.ndarray
+    memory_device: np.ndarray  # its "Device Id": -1 the CPU, else the GPU's index
     event_bytes: np.ndarray  # each event's size in the merged trace (estimated), by position
     event_count: int  # every event of the trace, of any kind
 
@@ -176,6 +185,7 @@ def from_chunks(
         host=str(header.get("host_name", "")),
         base_time_ns=int(base) if base is not None else None,
         device_name=_device_name(header.get("deviceProperties")),
+        device_memory_bytes=_device_memory(header.get("deviceProperties")),
         names=names,
         threads=threads,
         span_start=column("start", np.float64),
@@ -195,9 +205,35 @@ def from_chunks(
         gpu_name=column("gpu_name", np.int32),
         collectives=sorted(collectives, key=lambda c: (c.start, c.end)),
         counted_ops=sorted(counted_ops),
+        memory_ts=column("memory_ts", np.float64),
+        memory_allocated=column("memory_allocated", np.float64),
+        memory_reserved=column("memory_reserved", np.float64),
+        memory_device=column("memory_device", np.int32),
         event_bytes=column("event_bytes", np.int32),
         event_count=event_count,
     )
+
+
+def add_memory(chunks: dict[str, list[np.ndarray]], ts: np.ndarray, raw_args: Sequence[bytes]) -> None:
+    """The [memory] instants' columns: the totals their args give, after each (NaN, and device
+    -1, where an instant does not say; args of another form are not refused, as no analysis
+    depends on them alone)."""
+    decoded = _ANY_LIST.decode(b"[" + b",".join(raw or b"{}" for raw in raw_args) + b"]")
+
+    def number(args: Any, key: str) -> float:
+        value = args.get(key) if isinstance(args, dict) else None
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
+
+    def device(args: Any) -> int:
+        value = args.get("Device Id") if isinstance(args, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and -1 <= value < 2**31 else -1
+
+    chunks.setdefault("memory_ts", []).append(ts)
+    chunks.setdefault("memory_allocated", []).append(
+        np.array([number(a, "Total Allocated") for a in decoded])
+    )
+    chunks.setdefault("memory_reserved", []).append(np.array([number(a, "Total Reserved") for a in decoded]))
+    chunks.setdefault("memory_device", []).append(np.array([device(a) for a in decoded], dtype=np.int32))
 
 
 def _device_name(properties: Any) -> str | None:
@@ -205,6 +241,12 @@ def _device_name(properties: Any) -> str | None:
     first = properties[0] if isinstance(properties, list) and properties else None
     name = first.get("name") if isinstance(first, dict) else None
     return name if isinstance(name, str) and name else None
+
+
+def _device_memory(properties: Any) -> int | None:
+    first = properties[0] if isinstance(properties, list) and properties else None
+    total = first.get("totalGlobalMem") if isinstance(first, dict) else None
+    return total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
 
 
 def add_parts(chunks: dict[str, list[np.ndarray]], where: np.ndarray, **columns: np.ndarray) -> None:

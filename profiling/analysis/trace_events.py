@@ -43,8 +43,10 @@ from profiling.analysis.trace_columns import (
     IGNORED,
     KIND_OF_CATEGORY,
     LAUNCH,
+    MEMORY,
     OTHER_CPU,
     TraceEvents,
+    add_memory,
     add_parts,
     from_chunks,
     kept_collectives,
@@ -111,11 +113,11 @@ class TraceBuilder:
             flows = np.flatnonzero(np.isin([e.ph for e in events], FLOW_PHASES)) + first
             self._columns["flow_ordinal"].append(flows.astype(position_type))
         if self.merge:
-            complete = [e.ph == "X" and e.ts is not None for e in events]
+            complete = [_kept(e) for e in events]
             ordinal = (np.flatnonzero(complete) + first).astype(position_type)
             events = list(itertools.compress(events, complete))
         else:  # positions are for the merged JSON only
-            events = [e for e in events if e.ph == "X" and e.ts is not None]
+            events = [e for e in events if _kept(e)]
             ordinal = np.zeros(len(events), dtype=position_type)
         if not events:
             return
@@ -136,7 +138,10 @@ class TraceBuilder:
         correlation, stream = _link_args([e.args for e in where(gpu)])
         columns["gpu_corr"].append(correlation)
         columns["gpu_stream"].append(stream)
-        cpu = (kind != GPU) & (kind != IGNORED)
+        memory = kind == MEMORY
+        if memory.any():
+            add_memory(columns, start[memory], [bytes(e.args) for e in where(memory)])
+        cpu = (kind != GPU) & (kind != IGNORED) & (kind != MEMORY)
         add_parts(columns, cpu, start=start, end=end, name=name, kind=kind, ordinal=ordinal)
         thread = (threads.setdefault((e.pid, e.tid), len(threads)) for e in where(cpu))
         columns["thread"].append(np.fromiter(thread, np.int32, int(cpu.sum())))
@@ -200,6 +205,11 @@ def read(path: Path, *, merge: bool = False) -> TraceEvents:
         except (trace_scan.NotScannable, TraceFormatError):
             pass  # read the Python way, which takes it, or says why not as it always has
     return read_in_python(path, merge=merge)
+
+
+def _kept(event: ReadEvent) -> bool:
+    """A complete event, or an allocator's instant (profile_memory): what the columns hold."""
+    return (event.ph == "X" or (event.ph == "i" and event.name == "[memory]")) and event.ts is not None
 
 
 def read_in_python(path: Path, *, merge: bool = False, chunk_bytes: int = CHUNK_BYTES) -> TraceEvents:

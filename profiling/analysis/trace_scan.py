@@ -36,8 +36,10 @@ from profiling.analysis.trace_columns import (
     IGNORED,
     KIND_OF_CATEGORY,
     LAUNCH,
+    MEMORY,
     OTHER_CPU,
     TraceEvents,
+    add_memory,
     add_parts,
     from_chunks,
     kept_collectives,
@@ -121,7 +123,14 @@ class _Scanned:
         columns_of = self._columns
         add_parts(columns_of, gpu, gpu_start=start, gpu_end=end, gpu_name=name, gpu_ordinal=ordinal)
         add_parts(columns_of, gpu, gpu_corr=correlation, gpu_stream=stream)
-        cpu = (kind != GPU) & (kind != IGNORED)
+        memory = np.flatnonzero(kind == MEMORY)
+        if len(memory):
+            raws = [
+                bytes(chunk[a : a + n]) if a >= 0 else b""
+                for a, n in zip(args_at[memory].tolist(), args_length[memory].tolist(), strict=True)
+            ]
+            add_memory(columns_of, start[memory], raws)
+        cpu = (kind != GPU) & (kind != IGNORED) & (kind != MEMORY)
         add_parts(columns_of, cpu, start=start, end=end, name=name, kind=kind, ordinal=ordinal, lane=lane)
         launch = kind == LAUNCH
         linked = correlation[launch] >= 0  # a launch without a correlation id cannot be tied to a kernel

@@ -28,6 +28,12 @@ class ProfilerConfig:
     gzip: bool = setting(
         False, flag="--gzip-traces", help="write rank<r>_iter<a>_<b>.json.gz", group="profiler"
     )
+    profile_memory: bool = setting(
+        True,
+        flag="--no-profile-memory",
+        help="record no allocator events: no peak memory per step in the report",
+        group="profiler",
+    )
     memory_history: int = setting(
         0,
         flag="--memory-history",
@@ -61,5 +67,6 @@ class ProfilerConfig:
             "record_shapes": self.record_shapes,
             "with_stack": self.with_stack,
             "gzip": self.gzip,
+            "profile_memory": self.profile_memory,
             "memory_history": self.memory_history,
         }

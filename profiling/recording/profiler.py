@@ -166,6 +166,7 @@ class StepProfiler:
             schedule=window.action,
             on_trace_ready=lambda finished: self._recorded(window, finished),
             record_shapes=self.config.record_shapes,
+            profile_memory=self.config.profile_memory,
             with_stack=self.config.with_stack,
         )
         # Number profiler steps like the run's steps, so the trace holds ProfilerStep#<step>.

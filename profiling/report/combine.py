@@ -21,7 +21,7 @@ from profiling.analysis.straggler import find_straggler
 from profiling.analysis.waiting import WaitSplit, split_waiting
 from profiling.report import gpu_sections
 from profiling.report.critical import critical_path
-from profiling.report.efficiency import rank_flops
+from profiling.report.efficiency import rank_flops, rank_memory
 from profiling.schema import model, model_ranks
 from slurm.basics import utc_now
 
@@ -181,6 +181,7 @@ def _rank_summary(
         analysed_by={t.trace.name: t.record.analysed_by for t in traces},
         warnings=list(dict.fromkeys(w for record in records for w in record.warnings)),
         collective_wait=_wait(wait, len(steps)),
+        memory=rank_memory(records, steps),
         flops=rank_flops(records, steps, peak_tflops),
     )
 

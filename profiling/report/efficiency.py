@@ -1,5 +1,6 @@
-"""Each rank's FLOPs, TFLOP/s and MFU (report.json's ``ranks[].flops``), from the FLOPs its
-records counted (:mod:`profiling.analysis.flops`) and the peak of its device
+"""Each rank's peak memory (report.json's ``ranks[].memory``, from its records' steps:
+:mod:`profiling.analysis.memory`), and its FLOPs, TFLOP/s and MFU (``ranks[].flops``), from the
+FLOPs its records counted (:mod:`profiling.analysis.flops`) and the peak of its device
 (:mod:`profiling.analysis.peaks`, or ``--peak-tflops``)."""
 
 from __future__ import annotations
@@ -51,6 +52,31 @@ def rank_flops(
             )
             for name, (f, calls) in sorted(totals.items(), key=lambda item: (-item[1][0], item[0]))
         ],
+    )
+
+
+def rank_memory(
+    records: Sequence[TraceRecord], steps: Sequence[StepBreakdown]
+) -> model_ranks.RankMemory | None:
+    """The rank's peak memory: on its GPU where its traces recorded one, else on the CPU."""
+    found = [m for r in records for m in r.memory]
+    if not found or not steps:
+        return None
+    gpus = sorted({m.device for m in found if m.device != "cpu"})
+    device = gpus[0] if gpus else "cpu"
+    mine = {m.step: m for m in found if m.device == device}
+    top = max(mine.values(), key=lambda m: (m.peak_allocated, -m.step))
+    reserved = [m.peak_reserved for m in mine.values() if m.peak_reserved is not None]
+    return model_ranks.RankMemory(
+        device=device,
+        peak_allocated_bytes=top.peak_allocated,
+        peak_reserved_bytes=max(reserved) if reserved else None,
+        peak_step=top.step,
+        peak_op=top.peak_op,
+        steps_peak_bytes=[mine[s.step].peak_allocated if s.step in mine else None for s in steps],
+        total_bytes=next((r.device_memory_bytes for r in records if r.device_memory_bytes), None)
+        if device != "cpu"
+        else None,
     )
 
 

@@ -1,4 +1,4 @@
-"""report.md's section on how much of the hardware each rank uses: FLOPs, TFLOP/s and MFU."""
+"""report.md's section on how each rank uses its hardware: peak memory, FLOPs, TFLOP/s, MFU."""
 
 from __future__ import annotations
 
@@ -9,10 +9,50 @@ from profiling.schema.model_ranks import RankReport
 
 
 def efficiency_lines(report: Report, shown: list[RankReport]) -> list[str]:
-    counted = [r for r in shown if r.flops is not None]
     if not report.ranks:
         return []
-    lines = ["## Efficiency: FLOPs, TFLOP/s and MFU", ""]
+    return ["## Memory and efficiency", "", *_memory_lines(report.ranks, shown), *_flops_lines(shown)]
+
+
+def _memory_lines(ranks: list[RankReport], shown: list[RankReport]) -> list[str]:
+    recorded = [r for r in shown if r.memory is not None]
+    if not recorded:
+        return [
+            "No memory recorded: the traces hold no [memory] instant (recorded with --no-profile-memory, "
+            "or without profile_memory).",
+            "",
+        ]
+    lines = [
+        "| rank | device | peak allocated | peak reserved | at step | op at the peak | of the device |",
+        "|---:|---|---:|---:|---:|---|---:|",
+    ]
+    for r in recorded:
+        m = r.memory
+        assert m is not None
+        reserved = _size(m.peak_reserved_bytes) if m.peak_reserved_bytes is not None else "-"
+        share = f"{m.peak_allocated_bytes / m.total_bytes:.0%}" if m.total_bytes else "-"
+        lines.append(
+            f"| {r.rank} | {m.device} | {_size(m.peak_allocated_bytes)} | {reserved} | {m.peak_step} | "
+            f"{m.peak_op or '-'} | {share} |"
+        )
+    peaks = {r.rank: r.memory.peak_allocated_bytes for r in ranks if r.memory is not None}
+    most = max(peaks, key=lambda rank: (peaks[rank], -rank))
+    lines += [
+        "",
+        f"Peak allocated across {len(peaks)} rank(s): {_size(min(peaks.values()))} to "
+        f"{_size(peaks[most])} (median {_size(statistics.median(peaks.values()))}); the most: rank {most}.",
+        "",
+    ]
+    return lines
+
+
+def _size(count: float) -> str:
+    return f"{count / 2**30:.2f} GiB" if count >= 2**30 else f"{count / 2**20:.1f} MiB"
+
+
+def _flops_lines(shown: list[RankReport]) -> list[str]:
+    counted = [r for r in shown if r.flops is not None]
+    lines: list[str] = []
     if not counted:
         return [
             *lines,

@@ -117,6 +117,16 @@ class RankFlops(Part):
     ops: Annotated[list[OpFlops], about("by op, the most FLOPs first")]
 
 
+class RankMemory(Part):
+    device: Annotated[str, about('the device of these peaks: "cuda:0" where the traces have one, else "cpu"')]
+    peak_allocated_bytes: Annotated[int, about("the most allocated in any recorded step")]
+    peak_reserved_bytes: Annotated[int | None, about("the most the caching allocator held (null on a CPU)")]
+    peak_step: Annotated[int, about("the step of peak_allocated_bytes")]
+    peak_op: Annotated[str | None, about("the innermost operator running at that peak")]
+    steps_peak_bytes: Annotated[list[int | None], about("each step of `steps`: its peak allocated")]
+    total_bytes: Annotated[int | None, about("the GPU's memory, as the trace's deviceProperties says")]
+
+
 class RankReport(Part):
     rank: Annotated[int, about("the global rank")]
     host: Annotated[str, about("the host its trace names")]
@@ -146,6 +156,9 @@ class RankReport(Part):
     collective_wait: Annotated[
         CollectiveWait | None, about("null for a rank whose clock could not be paired")
     ]
+    memory: Annotated[
+        RankMemory | None, about("its peak memory per step; null where its traces hold no [memory] instant")
+    ] = None
     flops: Annotated[
         RankFlops | None,
         about("its FLOPs, TFLOP/s and MFU; null where its traces hold no counted op with shapes"),
