@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from profiling.analysis.kernels import FAMILIES
-from profiling.report import plot_gpu, plot_path
+from profiling.report import plot_gpu, plot_memory, plot_path
 from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
 
@@ -42,7 +42,8 @@ def plot_report(report: model.Report, path: Path) -> Any:
     ranks = report.ranks
     gpu = plot_gpu.has_panels(report)
     critical = report.critical_path if report.critical_path and report.critical_path.steps else None
-    heights = [5.0] * (1 + gpu) + ([3.0] if critical is not None else [])  # inches a row
+    hardware = plot_memory.has_row(report)
+    heights = [5.0] * (1 + gpu) + [3.0] * hardware + ([3.0] if critical is not None else [])  # inches a row
     height = 0.5 + sum(heights)
     fig = Figure(figsize=(13, height))
     grid = fig.subplots(
@@ -64,6 +65,10 @@ def plot_report(report: model.Report, path: Path) -> Any:
             kernels.set_xticks(range(len(FAMILIES)), FAMILIES, rotation=30, ha="right")
             kernels.set(title="GPU time per step by kernel family: rank × family", ylabel="rank")
         plot_gpu.bandwidth(collectives, report)
+    if hardware:
+        row = grid[1 + gpu]
+        plot_memory.memory_peaks(row[0], report)
+        plot_memory.flop_rates(row[1], report)
     if critical is not None:
         plot_path.strips(grid[-1][0], critical)
         plot_path.shares(grid[-1][1], critical)

@@ -8,6 +8,8 @@ thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
 - the toolkit's job, rank 1 profiled with the tutorial's schedule, rank 0 not;
 - a plain DDP loop of the same model, batch, dtype and world size, written below.
 
+- the toolkit's job again with ``--no-profile-memory``: what recording the allocator's events
+  costs the recorded steps (target <= 1.10);
 - the plain loop again, inside a ``ProfiledRun`` (the API for a loop of one's own), rank 1
   profiled, as its user would write it.
 
@@ -143,9 +145,10 @@ def main() -> None:
     try:
         executor = submitit.LocalExecutor(work / "plain")
         executor.update_parameters(tasks_per_node=args.ranks, nodes=1, timeout_min=60)
-        toolkit, plain, api = [], [], []
+        toolkit, plain, api, no_memory = [], [], [], []
         for _ in range(args.rounds):
             toolkit.append(toolkit_job(work / "traces", args))
+            no_memory.append(toolkit_job(work / "traces", args, "--no-profile-memory"))
             job = executor.submit(plain_ddp, args.steps, args.image_size, args.batch_size, args.dtype)
             plain.append(statistics.median(job.results()))
             job = executor.submit(
@@ -161,6 +164,7 @@ def main() -> None:
         not_profiled = median_of("median_s", 0, toolkit)
         outside = median_of("unrecorded_median_s", 1, toolkit)
         inside = median_of("recorded_median_s", 1, toolkit)
+        inside_without_memory = median_of("recorded_median_s", 1, no_memory)
         after = median_of("after_window_mean_s", 1, toolkit)
         export = statistics.median(run["ranks"][1]["trace_export_s"] for run in toolkit)
         active = toolkit[0]["schedule"]["active"]
@@ -182,6 +186,12 @@ def main() -> None:
             ),
             ("toolkit, profiled rank outside window", outside * 1e3, "ms", outside / plain_s),
             ("profiled rank inside window", inside * 1e3, "ms", inside / outside),
+            (
+                "inside window / --no-profile-memory's",
+                inside_without_memory * 1e3,
+                "ms",
+                inside / inside_without_memory,
+            ),
             ("profiled rank, step after window", after * 1e3, "ms", after / outside),
             ("trace export (write + rename)", export * 1e3, "ms", None),
             ("trace bytes per recorded step, JSON", plain_bytes / 2**20, "MiB", None),
