@@ -57,6 +57,7 @@ class OpArgs(msgspec.Struct, frozen=True):
 
 
 OP_ARGS = msgspec.json.Decoder(OpArgs)
+_OPS_ARGS = msgspec.json.Decoder(list[OpArgs])
 
 
 class CountedOp(NamedTuple):
@@ -66,14 +67,32 @@ class CountedOp(NamedTuple):
     dtype: str  # fp32, bf16, ... or the trace's name for it
 
 
-def counted_op(name: str, start: float, raw_args: bytes) -> CountedOp | None:
-    """The operator's FLOPs, where it is one that is counted and its args give its shapes."""
-    if not raw_args:
+def counted_ops(found: list[tuple[str, float, bytes]]) -> list[CountedOp]:
+    """The FLOPs of the counted operators a chunk holds, ``(name, start, raw args)`` each: their
+    args decoded in one call (one at a time where one of them is of another form)."""
+    try:
+        decoded: list[OpArgs | None] = list(
+            _OPS_ARGS.decode(b"[" + b",".join(raw or b"{}" for _, _, raw in found) + b"]")
+        )
+    except msgspec.DecodeError:
+        decoded = [_decoded(raw) for _, _, raw in found]
+    ops = (_counted(name, start, args) for (name, start, _), args in zip(found, decoded, strict=True))
+    return [op for op in ops if op is not None]
+
+
+def _decoded(raw: bytes) -> OpArgs | None:
+    try:
+        return OP_ARGS.decode(raw or b"{}")
+    except msgspec.DecodeError:
+        return None
+
+
+def _counted(name: str, start: float, args: OpArgs | None) -> CountedOp | None:
+    if args is None or args.dims is None:
         return None
     try:
-        args = OP_ARGS.decode(raw_args)
         flops = op_flops(name, args.dims, args.concrete)
-    except (msgspec.DecodeError, TypeError, ValueError, IndexError, KeyError, ZeroDivisionError):
+    except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError):
         return None  # shapes of another form than torch writes: not counted, never guessed
     if not isinstance(flops, int) or isinstance(flops, bool) or flops < 0:
         return None

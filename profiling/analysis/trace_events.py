@@ -30,7 +30,7 @@ import numpy as np
 
 from profiling.analysis import trace_scan
 from profiling.analysis.collectives import is_collective
-from profiling.analysis.flops import COUNTED, CountedOp, counted_op
+from profiling.analysis.flops import COUNTED, CountedOp, counted_ops
 from profiling.analysis.json_stream import CHUNK_BYTES, TraceFormatError, TraceStream
 from profiling.analysis.trace_columns import (
     ANALYSED,
@@ -151,11 +151,15 @@ class TraceBuilder:
         columns["launch_corr"].append(correlation[found])
         columns["launch_ts"].append(start[launch][found])
 
-        for i in np.flatnonzero(kind == ANALYSED).tolist():
-            if events[i].name in COUNTED:
-                op = counted_op(events[i].name, float(start[i]), bytes(events[i].args or b""))
-                if op is not None:
-                    self._counted.append(op)
+        counted = [
+            i
+            for i in np.flatnonzero(kind == ANALYSED).tolist()
+            if events[i].name in COUNTED and events[i].args
+        ]
+        if counted:
+            self._counted += counted_ops(
+                [(events[i].name, float(start[i]), bytes(events[i].args)) for i in counted]
+            )
         flags = self._collective_name
         flags.extend(is_collective(n) for n in itertools.islice(names, len(flags), None))
         candidates = np.array(flags, dtype=bool)[name] & ((kind == ANALYSED) | (kind == ANNOTATION) | gpu)

@@ -25,7 +25,7 @@ import msgspec
 import numpy as np
 
 from profiling.analysis.collectives import is_collective
-from profiling.analysis.flops import COUNTED, CountedOp, counted_op
+from profiling.analysis.flops import COUNTED, CountedOp, counted_ops
 from profiling.analysis.json_stream import CHUNK_BYTES, CutInside, TraceStream
 from profiling.analysis.trace_columns import (
     ANALYSED,
@@ -111,13 +111,15 @@ class _Scanned:
                 args = bytes(chunk[at : at + length]) if at >= 0 else b""
                 found.append((int(name[i]), float(start[i]), float(end[i]), int(lane[i]), bool(gpu[i]), args))
         self._found += found
-        for i in np.flatnonzero(self._counted_name[name] & (kind == ANALYSED)).tolist():
-            at, length = int(args_at[i]), int(args_length[i])
-            op = counted_op(
-                self._name_text[name[i]], float(start[i]), bytes(chunk[at : at + length]) if at >= 0 else b""
+        counted = np.flatnonzero(self._counted_name[name] & (kind == ANALYSED) & (args_at >= 0)).tolist()
+        if counted:
+            texts = self._name_text
+            self._counted += counted_ops(
+                [
+                    (texts[name[i]], float(start[i]), bytes(chunk[args_at[i] : args_at[i] + args_length[i]]))
+                    for i in counted
+                ]
             )
-            if op is not None:
-                self._counted.append(op)
         self.event_count += events
         ordinal = np.zeros(kept, dtype=np.int32 if self.event_count < 2**31 else np.int64)
         columns_of = self._columns
