@@ -8,9 +8,11 @@ import re
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from profiling.folder.layout import JobFolder
+from profiling.folder.step_log import read_step_log
 from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob
 from tests.test_run_map import list_ranks, write_logs
@@ -48,22 +50,41 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     assert "running" in table["state"], table["state"]
     slowest, other = table["ranks"]
     assert table["recent"][0] >= 30, table  # the last 10 steps are all within the slow ones
-    assert slowest["rank"] == 1 and 28 <= slowest["slow_since"] <= 32, table
+    differ = _cores_differ(folder)
+    assert slowest["rank"] == 1 and (28 <= slowest["slow_since"] <= 32 or differ), table
     assert slowest["recent_ms"] - other["recent_ms"] > 50, table
     assert slowest["recent_relative"] == pytest.approx(other["recent_ms"] / slowest["recent_ms"]), table
     assert now.returncode == 0 and f"python -m jobs.capture {job.job_id} --ranks 1" in now.stdout, now.stdout
     report = json.loads(folder.report.json.read_text())
-    # one segment; two where a noisy neighbour made a few steps in the middle fast enough to split
-    # it (CI, twice in ten runs): the window is theirs together
     segments = report["run"]["segments"]
-    assert 1 <= len(segments) <= 2 and all(s["rank"] == 1 for s in segments), segments
-    segment = segments[0]
-    assert abs(segment["first"] - 30) <= 2 and abs(segments[-1]["last"] - 90) <= 2, segments
-    assert all(s["excess_ms"] > 50 and s["hint"].startswith("no trace of rank 1 covers") for s in segments)
+    assert all(
+        s["excess_ms"] > 10 and s["hint"].startswith(f"no trace of rank {s['rank']} covers") for s in segments
+    )
+    if differ:
+        # one core slower than the other outside the window (a neighbour on this VM's host:
+        # rank 1 used 26 % more CPU a step than rank 0 for the same work, 2026-12-03): the map
+        # rightly finds that rank slow beyond the window too; the window is still within rank 1's
+        segment = next(s for s in segments if s["rank"] == 1 and s["first"] <= 32 and s["last"] >= 88)
+        assert segment["excess_ms"] > 50, segments
+    else:
+        # one segment; two where a noisy neighbour made a few steps in the middle fast enough to
+        # split it (CI, twice in ten runs): the window is theirs together
+        assert 1 <= len(segments) <= 2 and all(s["rank"] == 1 for s in segments), segments
+        segment = segments[0]
+        assert abs(segment["first"] - 30) <= 2 and abs(segments[-1]["last"] - 90) <= 2, segments
+        assert all(s["excess_ms"] > 50 for s in segments), segments
     assert report["run"]["ends"]["note"] is None and report["ranks"] == []
     ranks = load_manifest_ranks(folder)
     assert all(r["step_log"]["steps"] == 120 and not r["profiled"] for r in ranks)
-    assert f"the run: rank 1 slow in steps {segment['first']}-{segment['last']}" in job.output()
+    assert f"rank 1 slow in steps {segment['first']}-{segment['last']}" in job.output()
+
+
+def _cores_differ(folder: JobFolder, share: float = 0.1) -> bool:
+    """Whether the two ranks' CPU time a step differed by more than ``share`` outside the slow
+    window (steps 5-24 and 95-119), where they do the same work: their cores ran apart."""
+    cpu = [read_step_log(folder.step_log(rank, 0)).median["cpu"] for rank in (0, 1)]
+    outside = [float(np.nanmedian(np.concatenate([c[5:25], c[95:120]]))) for c in cpu]
+    return abs(outside[1] / outside[0] - 1) > share
 
 
 def load_manifest_ranks(folder: JobFolder) -> list[dict]:
