@@ -7,11 +7,9 @@ pytorch.org/memory_viz."""
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
 import resource
 import time
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -51,14 +49,14 @@ def dump_out_of_memory(
 ) -> str:
     """Write the rank's dump (its allocations' history too where one is recorded); returns its
     one line."""
-    path = write_oom_dump(folder, rank, step, error, memory.device, memory.history)
-    return oom_line(json.loads(path.read_text()))
+    return oom_line(write_oom_dump(folder, rank, step, error, memory.device, memory.history))
 
 
 def write_oom_dump(
     folder: JobFolder, rank: int, step: int, error: BaseException, device: torch.device, history: bool
-) -> Path:
-    """What the rank held when it ran out, and its allocations' history if recorded."""
+) -> dict[str, Any]:
+    """What the rank held when it ran out, and its allocations' history if recorded; returns
+    the dump as written."""
     path = folder.oom_dump(rank)
     path.parent.mkdir(parents=True, exist_ok=True)
     dump: dict[str, Any] = {
@@ -75,7 +73,7 @@ def write_oom_dump(
         torch.cuda.memory._dump_snapshot(str(snapshot))
         dump["snapshot"] = str(snapshot)
     write_json_atomically(path, dump)
-    return path
+    return dump
 
 
 def _cuda_memory(device: torch.device) -> dict[str, Any]:

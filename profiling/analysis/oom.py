@@ -13,7 +13,8 @@ MEMORY_VIZ = "https://pytorch.org/memory_viz"
 
 
 def read_oom_dumps(folder: JobFolder) -> list[dict[str, Any]]:
-    """Every rank's out-of-memory dump, by rank; those that do not read are left out."""
+    """Every rank's out-of-memory dump, first the rank that ran out first; those that do not
+    read are left out."""
     found = []
     for path in folder.oom_dumps():
         try:
@@ -22,7 +23,7 @@ def read_oom_dumps(folder: JobFolder) -> list[dict[str, Any]]:
             continue
         if isinstance(dump, dict) and isinstance(dump.get("rank"), int):
             found.append(dump)
-    return sorted(found, key=lambda dump: dump["rank"])
+    return sorted(found, key=lambda dump: (dump.get("written_at") or 0, dump["rank"]))
 
 
 def oom_line(dump: dict[str, Any]) -> str:
@@ -41,8 +42,7 @@ def oom_line(dump: dict[str, Any]) -> str:
 
 def oom_verdict_lines(folder: JobFolder) -> list[str]:
     """One line per rank that ran out of memory, first the one that ran out first."""
-    dumps = sorted(read_oom_dumps(folder), key=lambda d: (d.get("written_at") or 0, d["rank"]))
-    return [oom_line(dump) for dump in dumps]
+    return [oom_line(dump) for dump in read_oom_dumps(folder)]
 
 
 def _gib(value: Any) -> str:

@@ -236,16 +236,19 @@ def add_memory(chunks: dict[str, list[np.ndarray]], ts: np.ndarray, raw_args: Se
     chunks.setdefault("memory_device", []).append(np.array([device(a) for a in decoded], dtype=np.int32))
 
 
-def _device_name(properties: Any) -> str | None:
-    """The first device's name in a trace's ``deviceProperties`` (a list of objects), if it says one."""
+def _first_device(properties: Any) -> dict[str, Any]:
+    """The first device of a trace's ``deviceProperties`` (a list of objects); {} where none."""
     first = properties[0] if isinstance(properties, list) and properties else None
-    name = first.get("name") if isinstance(first, dict) else None
+    return first if isinstance(first, dict) else {}
+
+
+def _device_name(properties: Any) -> str | None:
+    name = _first_device(properties).get("name")
     return name if isinstance(name, str) and name else None
 
 
 def _device_memory(properties: Any) -> int | None:
-    first = properties[0] if isinstance(properties, list) and properties else None
-    total = first.get("totalGlobalMem") if isinstance(first, dict) else None
+    total = _first_device(properties).get("totalGlobalMem")
     return total if isinstance(total, int) and not isinstance(total, bool) and total > 0 else None
 
 

@@ -9,7 +9,6 @@ from profiling.schema import model
 
 def out_of_memory(folder: JobFolder) -> list[model.OutOfMemory]:
     """report.json's ``oom``: each dump, first the rank that ran out first."""
-    dumps = sorted(read_oom_dumps(folder), key=lambda d: (d.get("written_at") or 0, d["rank"]))
     fields = ("step", "allocated_bytes", "reserved_bytes", "peak_bytes", "total_bytes", "snapshot")
     return [
         model.OutOfMemory(
@@ -18,5 +17,5 @@ def out_of_memory(folder: JobFolder) -> list[model.OutOfMemory]:
             line=oom_line(d),
             **{key: d.get(key) if isinstance(d.get(key), int | str) else None for key in fields},
         )
-        for d in dumps
+        for d in read_oom_dumps(folder)
     ]
