@@ -60,19 +60,19 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     assert all(
         s["excess_ms"] > 10 and s["hint"].startswith(f"no trace of rank {s['rank']} covers") for s in segments
     )
+    # the segments of rank 1 that meet the window; a neighbour on this shared VM may add a slow
+    # stretch anywhere else (CI, 2026-12-03: rank 1 slow again in steps 101-119), which the map
+    # rightly shows, or split the window where it made a few steps fast (CI, twice in ten runs)
+    window = sorted((s for s in segments if s["rank"] == 1 and s["first"] <= 90 and s["last"] >= 30),
+                    key=lambda s: s["first"])  # fmt: skip
+    assert window and all(s["excess_ms"] > 50 for s in window), segments
+    segment = window[0]
     if differ:
-        # one core slower than the other outside the window (a neighbour on this VM's host:
-        # rank 1 used 26 % more CPU a step than rank 0 for the same work, 2026-12-03): the map
-        # rightly finds that rank slow beyond the window too; the window is still within rank 1's
-        segment = next(s for s in segments if s["rank"] == 1 and s["first"] <= 32 and s["last"] >= 88)
-        assert segment["excess_ms"] > 50, segments
+        # one core slower than the other outside the window too (rank 1 used 26 % more CPU a step
+        # than rank 0 for the same work, 2026-12-03): the window is within rank 1's slow stretch
+        assert segment["first"] <= 32 and window[-1]["last"] >= 88, segments
     else:
-        # one segment; two where a noisy neighbour made a few steps in the middle fast enough to
-        # split it (CI, twice in ten runs): the window is theirs together
-        assert 1 <= len(segments) <= 2 and all(s["rank"] == 1 for s in segments), segments
-        segment = segments[0]
-        assert abs(segment["first"] - 30) <= 2 and abs(segments[-1]["last"] - 90) <= 2, segments
-        assert all(s["excess_ms"] > 50 for s in segments), segments
+        assert abs(segment["first"] - 30) <= 2 and abs(window[-1]["last"] - 90) <= 2, segments
     assert report["run"]["ends"]["note"] is None and report["ranks"] == []
     ranks = load_manifest_ranks(folder)
     assert all(r["step_log"]["steps"] == 120 and not r["profiled"] for r in ranks)
