@@ -165,6 +165,7 @@ class ProfiledRun:
                 restart=identity.restart_count,
                 node=identity.node_name or socket.gethostname(),
                 gpu=self.cuda,
+                memory="cuda" if self.cuda else "rss",
             ),
             cuda=self.cuda,
         )
@@ -247,8 +248,9 @@ class ProfiledRun:
         prints why the job hung (a batch job has no ``--wait`` to)."""
         why = f"{type(error).__name__}: {error}"
         if oom.is_out_of_memory(error):
+            series = oom.MemorySeries(*self.timing.memory_series())
             why = oom.dump_out_of_memory(
-                self.attempt.folder, self.identity.rank, self.next_step, error, self.memory
+                self.attempt.folder, self.identity.rank, self.next_step, error, self.memory, series
             )
             _LOG.error(why)
         if self.identity.is_main:

@@ -2,25 +2,31 @@
 
 Every rank writes one per attempt (:meth:`profiling.folder.layout.JobFolder.step_log`), whether
 it records traces or not; the report draws the run from them (:mod:`profiling.analysis.run_map`)
-and ``jobs.list --ranks`` reads them while the job runs. Each step has three times, in ms:
+and ``jobs.list --ranks`` reads them while the job runs. Each step has three times, in ms, and
+its memory:
 
 - ``wall``: the step's wall time, start to start;
 - ``cpu``: the training thread's CPU time in the step (waiting in a collective takes none, so it
   is the rank's own work);
 - ``gpu``: where CUDA runs, the GPU time between the events recorded at the step's ends (NaN
-  elsewhere, and where the events were not read).
+  elsewhere, and where the events were not read);
+- ``mem``: the step's memory in MiB: where CUDA runs, the allocator's peak allocated in the step
+  (``torch.cuda.max_memory_allocated``, its peak reset at each step's end); elsewhere the
+  process's resident memory at the step's end (:attr:`StepLogHeader.memory` says which).
 
 The file: a header of :data:`HEADER_BYTES`, then the first :data:`EXACT_STEPS` steps as rows of
-:data:`EXACT` (16 bytes: the step and its three times), then a row of :data:`BUCKET` (44 bytes:
-first step, step count, min/median/max of each time) per :data:`BUCKET_STEPS` steps. 100 000
-steps take 96 + 10 000 × 16 + 900 × 44 = 199 696 bytes; 1024 ranks, 195 MiB. Rows are appended
+:data:`EXACT` (20 bytes: the step and its four values), then a row of :data:`BUCKET` (56 bytes:
+first step, step count, min/median/max of each value) per :data:`BUCKET_STEPS` steps. 100 000
+steps take 96 + 10 000 × 20 + 900 × 56 = 250 496 bytes; 1024 ranks, 245 MiB. Rows are appended
 at each flush, so a killed job keeps every row up to its last flush (a row cut by the kill is
-ignored); the steps of an unfinished bucket are lost with it.
+ignored); the steps of an unfinished bucket are lost with it. Logs of the first format
+(``SLPSTEP1``, before ``mem``) are read as they are, their ``mem`` NaN.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import struct
 from collections.abc import Sequence
@@ -28,18 +34,28 @@ from pathlib import Path
 
 import numpy as np
 
-MAGIC = b"SLPSTEP1"
+MAGIC = b"SLPSTEP2"
+_MAGIC_1 = b"SLPSTEP1"  # without ``mem``: still read
 EXACT_STEPS = 10_000
 BUCKET_STEPS = 100
 TIMES = ("wall", "cpu", "gpu")
-# magic, rank, world size, restart count, exact steps, bucket steps, flags (1: GPU times), node
+COLUMNS = (*TIMES, "mem")
+# magic, rank, world size, restart count, exact steps, bucket steps, flags, node
 _HEADER = struct.Struct("<8siiiiii64s")
 HEADER_BYTES = 96
-_FLAG_GPU = 1
-EXACT = np.dtype([("step", "<i4"), ("wall", "<f4"), ("cpu", "<f4"), ("gpu", "<f4")])
-BUCKET = np.dtype(
-    [("first", "<i4"), ("steps", "<i4"), ("wall", "<f4", 3), ("cpu", "<f4", 3), ("gpu", "<f4", 3)]
-)
+_FLAG_GPU = 1  # GPU times are measured
+_FLAG_MEMORY = 2  # memory is recorded...
+_FLAG_CUDA_MEMORY = 4  # ...and it is the CUDA allocator's peak
+
+
+def _rows(columns: Sequence[str]) -> tuple[np.dtype, np.dtype]:
+    exact = np.dtype([("step", "<i4"), *((name, "<f4") for name in columns)])
+    bucket = np.dtype([("first", "<i4"), ("steps", "<i4"), *((name, "<f4", 3) for name in columns)])
+    return exact, bucket
+
+
+EXACT, BUCKET = _rows(COLUMNS)
+_EXACT_1, _BUCKET_1 = _rows(TIMES)
 
 
 class StepLogError(ValueError):
@@ -53,6 +69,9 @@ class StepLogHeader:
     restart: int  # the attempt (SLURM_RESTART_COUNT) that wrote it
     node: str
     gpu: bool  # GPU times are measured
+    # what ``mem`` holds: "cuda" (the allocator's peak in the step), "rss" (the resident memory
+    # at its end), "" (nothing: a log of the first format)
+    memory: str = "rss"
     exact_steps: int = EXACT_STEPS
     bucket_steps: int = BUCKET_STEPS
 
@@ -62,21 +81,25 @@ class StepLogHeader:
 
     def encode(self) -> bytes:
         node = self.node.encode()[:64]
-        flags = _FLAG_GPU if self.gpu else 0
+        flags = (_FLAG_GPU if self.gpu else 0) | {"": 0, "rss": _FLAG_MEMORY}.get(
+            self.memory, _FLAG_MEMORY | _FLAG_CUDA_MEMORY
+        )
         fields = (MAGIC, self.rank, self.world_size, self.restart, self.exact_steps, self.bucket_steps)
         return _HEADER.pack(*fields, flags, node).ljust(HEADER_BYTES, b"\0")
 
     @classmethod
     def decode(cls, data: bytes, path: Path) -> StepLogHeader:
-        if len(data) < HEADER_BYTES or not data.startswith(MAGIC):
+        if len(data) < HEADER_BYTES or not data.startswith((MAGIC, _MAGIC_1)):
             raise StepLogError(f"{path} is not a step log (no {MAGIC.decode()} header)")
         _, rank, world, restart, exact, bucket, flags, node = _HEADER.unpack_from(data)
+        memory = "" if not flags & _FLAG_MEMORY else "cuda" if flags & _FLAG_CUDA_MEMORY else "rss"
         return cls(
             rank=rank,
             world_size=world,
             restart=restart,
             node=node.rstrip(b"\0").decode(errors="replace"),
             gpu=bool(flags & _FLAG_GPU),
+            memory=memory,
             exact_steps=exact,
             bucket_steps=bucket,
         )
@@ -96,12 +119,14 @@ class StepLogWriter:
         self.rows = 0  # rows of either kind in the file or waiting for the next flush
         self.steps = 0  # steps added
         self.flushes = 0
-        self._exact: list[tuple[int, float, float, float]] = []
-        self._bucket: list[tuple[int, float, float, float]] = []  # the bucket being filled
+        self._exact: list[tuple[int, float, float, float, float]] = []
+        self._bucket: list[tuple[int, float, float, float, float]] = []  # the bucket being filled
         self._buckets: list[bytes] = []
 
-    def add(self, step: int, wall_ms: float, cpu_ms: float, gpu_ms: float = float("nan")) -> None:
-        row = (step, wall_ms, cpu_ms, gpu_ms)
+    def add(
+        self, step: int, wall_ms: float, cpu_ms: float, gpu_ms: float = math.nan, mem_mib: float = math.nan
+    ) -> None:
+        row = (step, wall_ms, cpu_ms, gpu_ms, mem_mib)
         if self.steps < self.header.exact_steps:
             self._exact.append(row)
             self.rows += 1
@@ -132,9 +157,9 @@ class StepLogWriter:
         rows = np.array(self._bucket, dtype=np.float64)
         bucket = np.zeros(1, dtype=BUCKET)
         bucket["first"], bucket["steps"] = int(rows[0, 0]), len(rows)
-        for column, name in enumerate(TIMES, start=1):
+        for column, name in enumerate(COLUMNS, start=1):
             values = rows[:, column]
-            # a bucket without GPU times keeps NaN, quietly
+            # a bucket without GPU times or memory keeps NaN, quietly
             bucket[name] = (
                 (np.nanmin(values), np.nanmedian(values), np.nanmax(values))
                 if not np.isnan(values).all()
@@ -169,25 +194,34 @@ class StepLog:
         return len(self.first)
 
 
-def read_step_log(path: Path, times: Sequence[str] = TIMES, *, spread: bool = True) -> StepLog:
+def read_step_log(path: Path, times: Sequence[str] = COLUMNS, *, spread: bool = True) -> StepLog:
     """Read ``path`` (while it is being written too: a row cut short is left out): the
-    ``times`` named, and their min and max too where ``spread`` (the run map reads a median)."""
+    ``times`` named (of :data:`COLUMNS`), and their min and max too where ``spread`` (the run
+    map reads a median)."""
     return decode_step_log(path.read_bytes(), path, times, spread=spread)
 
 
-def decode_step_log(data: bytes, path: Path, times: Sequence[str] = TIMES, *, spread: bool = True) -> StepLog:
+def decode_step_log(
+    data: bytes, path: Path, times: Sequence[str] = COLUMNS, *, spread: bool = True
+) -> StepLog:
     """:func:`read_step_log` of the bytes ``data`` read from ``path``."""
     header = StepLogHeader.decode(data, path)
+    exact_row, bucket_row = (EXACT, BUCKET) if header.memory else (_EXACT_1, _BUCKET_1)
     body = memoryview(data)[HEADER_BYTES:]
-    exact_bytes = min(len(body), header.exact_steps * EXACT.itemsize)
-    exact = np.frombuffer(body[: exact_bytes - exact_bytes % EXACT.itemsize], dtype=EXACT)
+    exact_bytes = min(len(body), header.exact_steps * exact_row.itemsize)
+    exact = np.frombuffer(body[: exact_bytes - exact_bytes % exact_row.itemsize], dtype=exact_row)
     rest = body[exact_bytes:] if len(exact) == header.exact_steps else body[:0]
-    buckets = np.frombuffer(rest[: len(rest) - len(rest) % BUCKET.itemsize], dtype=BUCKET)
+    buckets = np.frombuffer(rest[: len(rest) - len(rest) % bucket_row.itemsize], dtype=bucket_row)
     # as stored (4-byte integers and floats): a 4096-rank run of 100 000 steps holds 4096 of these
     first = np.concatenate([exact["step"], buckets["first"]])
     steps = np.concatenate([np.ones(len(exact), np.int32), buckets["steps"]])
     median, low, high = {}, {}, {}
     for name in times:
+        if name not in exact_row.names:  # ``mem`` in a log of the first format
+            median[name] = np.full(len(first), np.nan, np.float32)
+            if spread:
+                low[name] = high[name] = median[name]
+            continue
         value = exact[name]
         median[name] = np.concatenate([value, buckets[name][:, 1]])
         if spread:

@@ -5,8 +5,10 @@ not, and the rank's one clock of its steps: the manifest's step times and the sl
 choice read it too. Per step it reads two clocks (wall, the training thread's CPU time) and,
 where CUDA runs, records one CUDA event; an event is read once the GPU has passed it
 (``query``, a step or two later), never waited for, so the loop does not synchronise with the
-GPU. Rows reach the file every :data:`FLUSH_S` seconds: a killed job keeps what it had at the
-last flush.
+GPU. It reads the step's memory too: where CUDA runs, the allocator's peak since the last step
+(then resets it: a host-side counter, no synchronisation); elsewhere the resident memory, one
+``pread`` of ``/proc/self/statm``. Rows reach the file every :data:`FLUSH_S` seconds: a killed
+job keeps what it had at the last flush.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import array
 import collections
 import math
+import os
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +38,8 @@ class StepTiming:
     def __init__(self, writer: StepLogWriter, *, cuda: bool = False) -> None:
         self.writer = writer
         self._event = _cuda_event if cuda else None
-        self._pending: collections.deque[tuple[int, float, float, Any, Any]] = collections.deque()
+        self._memory = _cuda_peak_mib if cuda else _ResidentMemory()
+        self._pending: collections.deque[tuple[int, float, float, float, Any, Any]] = collections.deque()
         self._wall, self._cpu = time.perf_counter(), time.thread_time()
         self._mark = self._event() if self._event else None
         self._flushed = self._wall
@@ -44,6 +48,8 @@ class StepTiming:
         # each step's time, for the manifest: the GPU's from event to event where CUDA runs
         # (the wall time of the steps it ran), else the host's wall time; 8 bytes a step
         self._seconds = array.array("d")
+        # each step's memory (MiB) and its step: an out-of-memory dump tells its growth
+        self._memory_steps, self._memory_mib = array.array("i"), array.array("f")
 
     @classmethod
     def open(cls, path: Path, header: StepLogHeader, *, cuda: bool = False) -> StepTiming:
@@ -53,12 +59,15 @@ class StepTiming:
         wall, cpu = time.perf_counter(), time.thread_time()
         wall_ms, cpu_ms = (wall - self._wall) * 1e3, (cpu - self._cpu) * 1e3
         self._wall, self._cpu, self.last_cpu_ms = wall, cpu, cpu_ms
+        mib = self._memory()
+        self._memory_steps.append(step)
+        self._memory_mib.append(mib)
         if self._event is None:
-            self.writer.add(step, wall_ms, cpu_ms)
+            self.writer.add(step, wall_ms, cpu_ms, math.nan, mib)
             self._seconds.append(wall_ms / 1e3)
         else:
             mark = self._event()
-            self._pending.append((step, wall_ms, cpu_ms, self._mark, mark))
+            self._pending.append((step, wall_ms, cpu_ms, mib, self._mark, mark))
             self._mark = mark
             self._drain()
         if wall - self._flushed >= FLUSH_S:
@@ -73,6 +82,12 @@ class StepTiming:
         self._closed = True
         self._drain(wait=not failed, final=True)
         self.writer.close()
+        if isinstance(self._memory, _ResidentMemory):
+            self._memory.close()
+
+    def memory_series(self) -> tuple[list[int], list[float]]:
+        """Each step so far and its memory in MiB (the step log's ``mem``)."""
+        return self._memory_steps.tolist(), self._memory_mib.tolist()
 
     @property
     def step_seconds(self) -> list[float]:
@@ -86,20 +101,53 @@ class StepTiming:
         """What this rank's manifest record says of its step log."""
         writer = self.writer
         gpu = self._event is not None
-        return {"file": writer.path.name, "steps": writer.steps, "rows": writer.rows, "gpu": gpu}
+        return {
+            "file": writer.path.name, "steps": writer.steps, "rows": writer.rows, "gpu": gpu,
+            "memory": writer.header.memory,
+        }  # fmt: skip
 
     def _drain(self, *, wait: bool = False, final: bool = False) -> None:
         pending = self._pending
         while pending:
-            step, wall_ms, cpu_ms, start, end = pending[0]
+            step, wall_ms, cpu_ms, mib, start, end = pending[0]
             if wait:
                 end.synchronize()
             elif not end.query() and len(pending) <= MAX_PENDING and not final:
                 return
             gpu_ms = start.elapsed_time(end) if end.query() else math.nan
             pending.popleft()
-            self.writer.add(step, wall_ms, cpu_ms, gpu_ms)
+            self.writer.add(step, wall_ms, cpu_ms, gpu_ms, mib)
             self._seconds.append((wall_ms if math.isnan(gpu_ms) else gpu_ms) / 1e3)
+
+
+class _ResidentMemory:
+    """The process's resident memory in MiB, read from one descriptor kept open (NaN where
+    there is no ``/proc``)."""
+
+    def __init__(self) -> None:
+        self._page_mib = os.sysconf("SC_PAGE_SIZE") / 2**20
+        try:
+            self._fd: int | None = os.open("/proc/self/statm", os.O_RDONLY)
+        except OSError:
+            self._fd = None
+
+    def __call__(self) -> float:
+        if self._fd is None:
+            return math.nan
+        return int(os.pread(self._fd, 128, 0).split()[1]) * self._page_mib
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+def _cuda_peak_mib() -> float:
+    import torch
+
+    peak = torch.cuda.max_memory_allocated()
+    torch.cuda.reset_peak_memory_stats()
+    return peak / 2**20
 
 
 def _cuda_event() -> Any:
