@@ -9,6 +9,7 @@ the rank to capture heads the list, with the ``jobs.capture`` command that recor
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from jobs.job_state import job_state
@@ -61,12 +62,18 @@ def rank_scores(folder: JobFolder, recent_steps: int = RECENT_STEPS) -> dict[str
             }
         )
     ranks.sort(key=lambda r: (r["recent_relative"], r["rank"]))
+    growing = zip(run.ranks.tolist(), run.memory.growth if run.memory else [], strict=False)
     return {
         "job_id": folder.job_id,
         "state": job_state(folder).how,
         "steps": [int(run.first[0]), last],
         "recent": [int(recent.first[0]), last],
         "ranks": ranks,
+        "memory_growth": [
+            {"rank": rank, **dataclasses.asdict(growth), "line": growth.line(rank)}
+            for rank, growth in growing
+            if growth is not None
+        ],
         "unreadable": unreadable,
     }
 
@@ -119,5 +126,9 @@ def render_ranks(table: dict[str, Any], shown: int = SHOWN) -> str:
             f"HINT: record rank {slowest['rank']} while it is slow: "
             f"python -m jobs.capture {table['job_id']} --ranks {slowest['rank']}",
         ]
+    growing = table["memory_growth"]
+    if growing:
+        lines += ["", "memory growing to the end of the log (a leak?):"]
+        lines += [f"  {g['line']}" for g in growing[:shown]]
     lines += [f"unreadable: {u}" for u in table["unreadable"]]
     return "\n".join(lines)

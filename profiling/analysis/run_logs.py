@@ -20,15 +20,16 @@ from typing import TypeVar
 
 import numpy as np
 
+from profiling.analysis.memory_growth import Reduced, combine_memory, reduce_series
 from profiling.analysis.run_map import METRIC, RunMap
 from profiling.folder.layout import JobFolder
-from profiling.folder.step_log import TIMES, StepLog, StepLogError, decode_step_log
+from profiling.folder.step_log import COLUMNS, StepLog, StepLogError, decode_step_log
 
 _READERS = 4  # on NFS, reads wait; here, from the page cache, more only contend
 _AHEAD = 4 * _READERS
 _In = TypeVar("_In")
 _Out = TypeVar("_Out")
-_OTHERS = tuple(name for name in TIMES if name != METRIC)  # kept as a median per row
+_OTHERS = tuple(name for name in COLUMNS if name != METRIC)  # kept as a median per row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +44,8 @@ class RankRow:
     steps: np.ndarray
     values: np.ndarray
     medians: dict[str, float]
+    memory: Reduced | None = None  # its memory per stretch of steps (None: not recorded)
+    memory_kind: str = ""  # see StepLogHeader.memory
 
 
 def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
@@ -58,6 +61,8 @@ def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
     row = {key: np.concatenate([part[key] for part in kept]) for key in kept[0]} if len(kept) > 1 else kept[0]
     latest = max(attempts, key=lambda log: log.header.restart).header
     gpu = any(log.header.gpu for log in attempts)
+    mem = row.get("mem")
+    recorded = mem is not None and bool(np.isfinite(mem).any())
     return RankRow(
         rank=latest.rank,
         node=latest.node,
@@ -66,6 +71,8 @@ def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
         steps=row["steps"],
         values=row[METRIC],
         medians={name: _median_of(row[name]) for name in _OTHERS if name in row and (name != "gpu" or gpu)},
+        memory=reduce_series(row["first"], row["steps"], mem) if recorded else None,
+        memory_kind=latest.memory if recorded else "",
     )
 
 
@@ -120,6 +127,7 @@ def _run_map(
         },
         last_step=last,
         gpu=any(row.gpu for row in rows),
+        memory=combine_memory([row.memory_kind for row in rows], [row.memory for row in rows]),
     )
 
 
@@ -219,7 +227,7 @@ def _rank_of(read: list[tuple[Path, bytes | OSError]]) -> tuple[RankRow | None, 
         try:  # the medians alone: the metric for the map, the other times for each row's median
             if isinstance(data, OSError):
                 raise data
-            logs.append(decode_step_log(data, path, TIMES, spread=False))
+            logs.append(decode_step_log(data, path, COLUMNS, spread=False))
         except (OSError, StepLogError) as error:
             unreadable.append(f"{path.name}: {error}")
     return rank_row(logs), unreadable

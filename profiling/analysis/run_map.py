@@ -34,6 +34,7 @@ import warnings
 import numpy as np
 
 from profiling.analysis import step_ratios
+from profiling.analysis.memory_growth import RunMemory
 from profiling.analysis.step_ratios import others_median, runs_of
 
 METRIC = "cpu"
@@ -58,6 +59,7 @@ class RunMap:
     row_medians: dict[str, np.ndarray]  # each other time's name -> each row's median ms
     last_step: np.ndarray  # each row's last step recorded
     gpu: bool  # GPU times were measured
+    memory: RunMemory | None = None  # every rank's memory over the run, where recorded
 
     @property
     def step_median(self) -> np.ndarray:

@@ -21,7 +21,7 @@ from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
 
 if TYPE_CHECKING:  # the plot's process imports no more than it draws with
-    from profiling.report.run import RunPicture
+    from profiling.report.run import RunPicture, RunPictureMemory
 
 BARS_UP_TO = 32
 _TITLE_WIDTH = 130
@@ -181,8 +181,12 @@ def plot_run(drawn: RunPicture, path: Path) -> None:
 
     ratio, ranks, nodes = drawn.ratio, drawn.rows, drawn.nodes
     edges = np.concatenate([drawn.first, [drawn.last[-1] + 1]]) - 0.5
-    fig = Figure(figsize=(13, 3.0 + min(len(ranks), 64) * 0.09))
-    pace, heat = fig.subplots(2, 1, sharex=True, gridspec_kw={"height_ratios": [1, 4], "hspace": 0.08})
+    memory = drawn.memory
+    height = 3.0 + min(len(ranks), 64) * 0.09
+    fig = Figure(figsize=(13, height * (1.8 if memory else 1.0)))
+    ratios = [1, 4, 4] if memory else [1, 4]
+    axes = fig.subplots(len(ratios), 1, sharex=True, gridspec_kw={"height_ratios": ratios, "hspace": 0.08})
+    pace, heat = axes[0], axes[1]
     pace.plot((edges[:-1] + edges[1:]) / 2, drawn.step_median_ms, color="0.3", linewidth=1)
     pace.set(ylabel="median ms")
     pace.set_title(drawn.title, fontsize="medium", loc="left")
@@ -197,13 +201,7 @@ def plot_run(drawn: RunPicture, path: Path) -> None:
     for row in range(1, len(ranks)):
         if not by_node and nodes[row] != nodes[row - 1]:  # a band per node
             heat.axhline(row - 0.5, color="0.2", linewidth=0.6)
-    if len(ranks) <= 32:
-        heat.set_yticks(
-            range(len(ranks)), [f"{rank} ({node})" for rank, node in zip(ranks, nodes, strict=True)]
-        )
-    else:
-        ticks = np.linspace(0, len(ranks) - 1, 12).round().astype(int)
-        heat.set_yticks(ticks, [str(ranks[row]) for row in ticks])
+    _rank_ticks(heat, ranks, nodes)
     for segment in drawn.segments:
         row = list(ranks).index(segment.node) if by_node else int(np.searchsorted(ranks, segment.rank))
         heat.add_patch(
@@ -216,5 +214,32 @@ def plot_run(drawn: RunPicture, path: Path) -> None:
                 linewidth=1.5,
             )
         )
-    heat.set(xlabel="step", ylabel="node (its slowest rank)" if by_node else "rank (node)")
+    heat.set(xlabel="" if memory else "step", ylabel="node (its slowest rank)" if by_node else "rank (node)")
+    if memory:
+        _memory_map(fig, axes[2], memory, drawn)
     fig.savefig(path, dpi=100, bbox_inches="tight")
+
+
+def _memory_map(fig: Any, axes: Any, memory: RunPictureMemory, drawn: RunPicture) -> None:
+    """Each row's memory over the run, under its time; a rank whose memory grew to the end is
+    named at its row."""
+    edges = np.concatenate([memory.first, [memory.last[-1] + 1]]) - 0.5
+    image = axes.pcolormesh(edges, np.arange(len(drawn.rows) + 1) - 0.5, memory.mib, cmap="viridis")
+    axes.invert_yaxis()
+    fig.colorbar(image, ax=axes, label=memory.label, fraction=0.03, pad=0.01)
+    _rank_ticks(axes, drawn.rows, drawn.nodes)
+    rows = list(drawn.rows)
+    for growth in memory.growing[:8]:
+        row = rows.index(growth.node) if drawn.by_node else int(np.searchsorted(drawn.rows, growth.rank))
+        axes.annotate(growth.line, (growth.since_step, row), color="white", fontsize="small", va="center")
+    axes.set(xlabel="step", ylabel="memory: " + ("node" if drawn.by_node else "rank"))
+
+
+def _rank_ticks(axes: Any, ranks: np.ndarray, nodes: list[str]) -> None:
+    if len(ranks) <= 32:
+        axes.set_yticks(
+            range(len(ranks)), [f"{rank} ({node})" for rank, node in zip(ranks, nodes, strict=True)]
+        )
+    else:
+        ticks = np.linspace(0, len(ranks) - 1, 12).round().astype(int)
+        axes.set_yticks(ticks, [str(ranks[row]) for row in ticks])

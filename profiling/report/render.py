@@ -186,6 +186,7 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
         lines.append("")
     else:
         lines += ["No rank was persistently slow.", ""]
+    lines += _memory_lines(run)
     if run.ends.note:
         lines += [f"Where the logs end: {run.ends.note}.", ""]
     if run.unreadable:
@@ -208,3 +209,20 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
         )
     lines.append("")
     return lines
+
+
+def _memory_lines(run: Run) -> list[str]:
+    """The ranks whose memory grew step after step: a leak no recorded window shows."""
+    if run.memory is None:
+        return []
+    what = (
+        "the allocator's peak in each step"
+        if run.memory == "cuda"
+        else "the process's resident memory at each step's end"
+    )
+    if not run.memory_growth:
+        return [f"No rank's memory grew steadily over the run ({what}).", ""]
+    lines = [f"**Memory growing to the end of the log** ({what}): a leak?", ""]
+    lines += [f"- {growth.line}" for growth in run.memory_growth[:8]]
+    more = len(run.memory_growth) - 8
+    return lines + ([f"- and {more} more ranks: report.json's run.memory_growth"] if more > 0 else []) + [""]

@@ -16,6 +16,7 @@ from typing import Any
 import numpy as np
 
 from profiling.analysis import run_map
+from profiling.analysis.memory_growth import Growth
 from profiling.analysis.run_map import RunMap, Segment
 from profiling.analysis.slow_nodes import SlowNode, slow_nodes
 from profiling.folder.layout import JobFolder
@@ -27,6 +28,7 @@ from profiling.schema import model
 from slurm.settings import argv_of
 
 MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
+_MEMORY_LABELS = {"cuda": "peak allocated in the step (MiB)", "rss": "resident at the step's end (MiB)"}
 MAP_ROWS = 512  # at most this many rows of ranks in run.png; beyond, a row per node
 
 
@@ -57,6 +59,10 @@ def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> model
                 relative=s.relative,
                 individual=s.individual,
                 last_step=int(run.last_step[row]),
+                memory_median_mib=_finite(run.row_medians["mem"][row]),
+                memory_max_mib=_finite(float(np.nanmax(run.memory.peak[row])))
+                if run.memory and np.isfinite(run.memory.peak[row]).any()
+                else None,
                 intervals=[
                     model.Interval(first=a, last=b, median_ms=m, relative=rel, individual=ind)
                     for a, b, m, rel, ind in s.intervals
@@ -68,7 +74,18 @@ def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> model
         slow_nodes=[_slow_node(node, job) for node in slow_nodes(run)],
         ends=_ends(run, manifest),
         unreadable=unreadable,
+        memory=run.memory.kind if run.memory else None,
+        memory_growth=[
+            memory_growth_part(int(rank), nodes[int(rank)], growth)
+            for rank, growth in zip(run.ranks, run.memory.growth if run.memory else [], strict=False)
+            if growth is not None
+        ],
     )
+
+
+def memory_growth_part(rank: int, node: str, growth: Growth) -> model.MemoryGrowth:
+    """A rank's leak as report.json says it (the run's, or an out-of-memory dump's)."""
+    return model.MemoryGrowth(rank=rank, node=node, **dataclasses.asdict(growth), line=growth.line(rank))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,12 +101,25 @@ class RunPicture:
     step_median_ms: np.ndarray  # each column's median step time
     segments: list[model.Segment]
     title: str
+    memory: RunPictureMemory | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPictureMemory:
+    """``run.png``'s memory row: each row's memory over the run, beside its time."""
+
+    mib: np.ndarray  # row x column: the peak of each stretch of steps (by node: of its ranks)
+    first: np.ndarray  # each column's first step
+    last: np.ndarray  # ... and last
+    label: str  # what the memory is
+    growing: list[model.MemoryGrowth]
 
 
 def map_for_plot(run: RunMap, section: model.Run) -> RunPicture:
     """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns."""
     binned = run_map.binned(run, MAP_COLUMNS)
     rows, labels, nodes = binned.ratio, run.ranks, run.nodes
+    memory = run.memory.peak if run.memory else None
     if len(run.ranks) > MAP_ROWS:  # a row per node: the slowest of its ranks in each column
         names = list(dict.fromkeys(run.nodes))
         code = _codes(run.nodes, names)
@@ -97,6 +127,8 @@ def map_for_plot(run: RunMap, section: model.Run) -> RunPicture:
         starts = np.searchsorted(code[order], np.arange(len(names)))
         filled = np.nan_to_num(binned.ratio[order], nan=0.0)
         rows, labels, nodes = np.maximum.reduceat(filled, starts, axis=0), np.array(names), names
+        if memory is not None:  # ... and the most memory of its ranks
+            memory = np.maximum.reduceat(np.nan_to_num(memory[order], nan=0.0), starts, axis=0)
     segments = section.segments
     found = "; ".join(
         f"rank {s.rank} slow in steps {s.first}-{s.last} (+{s.excess_ms:.1f} ms)" for s in segments[:4]
@@ -115,6 +147,15 @@ def map_for_plot(run: RunMap, section: model.Run) -> RunPicture:
             "Each rank's CPU time per step against the other ranks' median. "
             + (f"{found}{more}." if segments else "No rank was persistently slow.")
         ),
+        memory=RunPictureMemory(
+            mib=memory.astype(np.float32),
+            first=run.memory.first,
+            last=run.memory.last,
+            label=_MEMORY_LABELS[run.memory.kind],
+            growing=section.memory_growth,
+        )
+        if run.memory is not None and memory is not None
+        else None,
     )
 
 

@@ -33,6 +33,8 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from profiling.analysis import record as records  # noqa: E402
+from profiling.folder.layout import JobFolder  # noqa: E402
+from profiling.folder.step_log import MAGIC as STEP_LOG_MAGIC  # noqa: E402
 from tests.bench.bench_report import timed  # noqa: E402
 
 RUN_MAP = (
@@ -59,11 +61,14 @@ ARCHIVE_CHOICE = (
 
 
 def simulated(root: Path, ranks: int, steps: int) -> Path:
-    """The simulated job, made again where its records are of an older analysis: every trace
-    is a link to rank 0's, which the report would read again for each rank and skip."""
+    """The simulated job, made again where its records are of an older analysis (every trace
+    is a link to rank 0's, which the report would read again for each rank and skip) or its
+    step logs of an older format (they would be read without their memory)."""
     folder = root / str(ranks)
     record = folder / "meta" / "analysis" / "rank1_iter4_6.json.gz.analysis.json"  # rank 0 reads true
     stale = not record.exists() or json.loads(record.read_bytes())["version"] != records.ANALYSIS_VERSION
+    log = JobFolder(root, str(ranks)).step_log(0)
+    stale = stale or not log.exists() or log.read_bytes()[: len(STEP_LOG_MAGIC)] != STEP_LOG_MAGIC
     if stale or not (folder / "meta" / "manifest.json").exists():
         shutil.rmtree(folder, ignore_errors=True)
         simulator = REPO / "tests" / "bench" / "simulate_job.py"

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import shutil
 import subprocess
@@ -66,8 +67,9 @@ def write_step_logs(job: JobFolder, ranks: int, per_node: int, steps: int, slow_
     )
     rng = np.random.default_rng(0)
     cpu = 130.0 + rng.normal(0, 3.0, steps)
+    mem = 30_000.0 + rng.normal(0, 20.0, steps)  # MiB, a GPU's peak a step
     for step in range(steps):
-        writer.add(step, 400.0, float(cpu[step]))
+        writer.add(step, 400.0, float(cpu[step]), math.nan, float(mem[step]))
     writer.close()
     data = template.read_bytes()
     template.unlink()
@@ -85,7 +87,12 @@ def write_step_logs(job: JobFolder, ranks: int, per_node: int, steps: int, slow_
         if node == slow_node:
             e["cpu"][(e["step"] >= slow_first) & (e["step"] <= slow_last)] *= 1.5
             b["cpu"][(b["first"] >= slow_first) & (b["first"] <= slow_last)] *= 1.5
-        header = StepLogHeader(rank=rank, world_size=ranks, restart=0, node=f"node{node + 1}", gpu=False)
+        if rank == ranks - 1:  # the last rank leaks 10 KiB a step from the middle on
+            e["mem"] += 0.01 * np.maximum(e["step"] - steps // 2, 0)
+            b["mem"] += 0.01 * np.maximum(b["first"] - steps // 2, 0)[:, None]
+        header = StepLogHeader(
+            rank=rank, world_size=ranks, restart=0, node=f"node{node + 1}", gpu=False, memory="cuda"
+        )
         path = job.step_log(rank)
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_bytes(header.encode() + e.tobytes() + b.tobytes())
