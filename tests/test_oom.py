@@ -23,14 +23,22 @@ LEAKY_JOB = [*TINY_JOB, "--workload", "tests.user_code.leaky:build"]  # the last
 def test_a_rank_out_of_memory_says_so_everywhere_and_is_not_requeued(tmp_path: Path) -> None:
     result = run_submit(
         "--cluster", "local", "--gpus", "1", "--traces-root", str(tmp_path), "--wait", "--max-restarts", "2",
-        *LEAKY_JOB, timeout=240,
+        *LEAKY_JOB, "--steps", "60", "--workload-arg", "leak_mb=16", "--workload-arg", "limit_mb=400",
+        timeout=240,
     )  # fmt: skip
     assert result.returncode == 1, result.stdout + result.stderr
     job = JobFolder(tmp_path, submitted_job_id(result.stdout))
     dump = json.loads(job.oom_dump(0).read_text())
     assert dump["device"] == "cpu" and dump["step"] >= 1 and "can't allocate memory" in dump["error"]
     assert 0 < dump["allocated_bytes"] <= dump["total_bytes"] and dump["limit"] == "RLIMIT_AS"
+    # its step log's memory, step by step up to the failing one: 16 MiB more each
+    assert [step for step, _ in dump["last_steps"]] == list(range(dump["step"]))[-20:]
+    growth = dump["growth"]
+    assert growth["mib_per_step"] == pytest.approx(16, rel=0.15) and growth["since_step"] <= 2, dump
     line = f"rank 0 ran out of memory at step {dump['step']}: "
+    assert f"; its memory grew {growth['mib_per_step']:.0f} MiB a step from step {growth['since_step']}" in (
+        result.stdout
+    )
     assert line in result.stdout  # --wait, before the error's tail
     assert result.stdout.index(line) < result.stdout.index("last lines of its error")
     assert job.attempts() == [job.path]  # not requeued, whatever --max-restarts allows
@@ -49,7 +57,39 @@ def test_a_rank_out_of_memory_says_so_everywhere_and_is_not_requeued(tmp_path: P
     assert report.returncode == 0, report.stderr
     typed = model.checked((meta_of(job.path) / "report.json").read_bytes())
     assert [(o.rank, o.step, o.device) for o in typed.oom] == [(0, dump["step"], "cpu")]
+    assert typed.oom[0].growth and typed.oom[0].growth.mib_per_step == pytest.approx(growth["mib_per_step"])
+    assert [m.step for m in typed.oom[0].last_steps] == [step for step, _ in dump["last_steps"]]
     assert f"**Out of memory: {line}" in (meta_of(job.path) / "report.md").read_text()
+
+
+def test_a_rank_that_leaks_is_named_with_its_rate_in_the_run(tmp_path: Path) -> None:
+    """Rank 1 keeps 8 MiB a step, rank 0 nothing, no limit: the run's memory names rank 1 alone,
+    from its step log (no trace: the recorded window would not have shown it)."""
+    result = run_submit(
+        "--cluster", "local", "--gpus", "2", "--traces-root", str(tmp_path), "--wait",
+        "--profile-ranks", "none", *LEAKY_JOB, "--steps", "30", "--workload-arg", "leak_mb=8",
+        "--workload-arg", "leak_ranks=1", "--workload-arg", "limit_mb=0", timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    job = JobFolder(tmp_path, submitted_job_id(result.stdout))
+    report = subprocess.run(
+        [sys.executable, "-m", "profiling.report", str(job.path)], cwd=REPO, capture_output=True, text=True,
+        timeout=120,
+    )  # fmt: skip
+    assert report.returncode == 0, report.stderr
+    run = model.checked((meta_of(job.path) / "report.json").read_bytes()).run
+    assert run is not None and run.memory == "rss"
+    (leak,) = run.memory_growth
+    assert leak.rank == 1 and leak.mib_per_step == pytest.approx(8, rel=0.15) and leak.since_step <= 2, leak
+    low, high = sorted(run.ranks, key=lambda r: r.rank)
+    assert high.memory_max_mib - low.memory_max_mib == pytest.approx(8 * 29, rel=0.2)  # type: ignore[operator]
+    assert f"- {leak.line}" in (meta_of(job.path) / "report.md").read_text()
+    listed = subprocess.run(
+        [sys.executable, "-m", "jobs.list", str(tmp_path), "--ranks", job.job_id], cwd=REPO,
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert f"memory growing to the end of the log (a leak?):\n  {leak.line}\n" in listed.stdout + "\n"
+    assert leak.line.startswith(f"rank 1: +{leak.mib_per_step:.1f} MiB a step since step {leak.since_step} (")
 
 
 def test_out_of_memory_is_told_from_other_errors() -> None:

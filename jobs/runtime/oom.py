@@ -9,11 +9,13 @@ from __future__ import annotations
 import dataclasses
 import os
 import resource
+import socket
 import time
 from typing import Any
 
 import torch
 
+from profiling.analysis.memory_growth import series_growth
 from profiling.analysis.oom import oom_line
 from profiling.folder.layout import JobFolder
 from slurm.basics import write_json_atomically
@@ -44,29 +46,49 @@ def watch_memory(device: torch.device, history_entries: int) -> RankMemory:
     return RankMemory(device, history)
 
 
+@dataclasses.dataclass(frozen=True)
+class MemorySeries:
+    """The rank's memory in each step so far, as its step log holds it (MiB)."""
+
+    steps: list[int]
+    mib: list[float]
+
+
 def dump_out_of_memory(
-    folder: JobFolder, rank: int, step: int, error: BaseException, memory: RankMemory
+    folder: JobFolder, rank: int, step: int, error: BaseException, memory: RankMemory, series: MemorySeries
 ) -> str:
     """Write the rank's dump (its allocations' history too where one is recorded); returns its
     one line."""
-    return oom_line(write_oom_dump(folder, rank, step, error, memory.device, memory.history))
+    return oom_line(write_oom_dump(folder, rank, step, error, memory.device, memory.history, series))
 
 
 def write_oom_dump(
-    folder: JobFolder, rank: int, step: int, error: BaseException, device: torch.device, history: bool
+    folder: JobFolder,
+    rank: int,
+    step: int,
+    error: BaseException,
+    device: torch.device,
+    history: bool,
+    series: MemorySeries | None = None,
 ) -> dict[str, Any]:
-    """What the rank held when it ran out, and its allocations' history if recorded; returns
-    the dump as written."""
+    """What the rank held when it ran out, its last steps' memory and how it grew, and its
+    allocations' history if recorded; returns the dump as written."""
     path = folder.oom_dump(rank)
     path.parent.mkdir(parents=True, exist_ok=True)
+    growth = series_growth(series.steps, series.mib) if series and series.steps else None
     dump: dict[str, Any] = {
         "rank": rank,
+        "node": socket.gethostname(),
         "step": step,
         "device": str(device),
         "error": str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
         "written_at": time.time(),
         "pid": os.getpid(),
         **(_cuda_memory(device) if device.type == "cuda" else _cpu_memory()),
+        "last_steps": [[s, round(m, 1)] for s, m in zip(series.steps[-20:], series.mib[-20:], strict=True)]
+        if series
+        else [],
+        "growth": dataclasses.asdict(growth) if growth else None,
     }
     if history and device.type == "cuda":
         snapshot = folder.oom_snapshot(rank)

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+from profiling.analysis.memory_growth import format_mib
 from profiling.folder.layout import JobFolder
 
 MEMORY_VIZ = "https://pytorch.org/memory_viz"
@@ -35,6 +36,11 @@ def oom_line(dump: dict[str, Any]) -> str:
     line = f"rank {dump['rank']} ran out of memory at step {dump.get('step')}: {held} ({dump.get('device')})"
     if dump.get("peak_bytes"):
         line += f", its peak {_gib(dump['peak_bytes'])} GiB"
+    growth = dump.get("growth")
+    if isinstance(growth, dict) and isinstance(growth.get("mib_per_step"), int | float):
+        what = "memory" if dump.get("device", "").startswith("cpu") else "peak"
+        rate = format_mib(growth["mib_per_step"])
+        line += f"; its {what} grew {rate} a step from step {growth.get('since_step')}"
     if dump.get("snapshot"):
         line += f"; its allocations: {dump['snapshot']}, open it at {MEMORY_VIZ}"
     return line

@@ -137,6 +137,10 @@ class RunRank(Part):
     individual: Annotated[float, about("its best interval over its median (1: as fast as it ever was)")]
     last_step: Annotated[int, about("the last step its log holds")]
     intervals: Annotated[list[Interval], about("the same scores per tenth of the run")]
+    memory_median_mib: Annotated[
+        float | None, about("its median memory a step, as `run.memory` says (null: not recorded)")
+    ] = None
+    memory_max_mib: Annotated[float | None, about("its most memory in a step")] = None
 
 
 class Segment(Part):
@@ -161,6 +165,17 @@ class SlowNode(Part):
     excess_ms: Annotated[float, about("median time per step above the other ranks' median")]
     ratio: Annotated[float, about("median ratio to the other ranks' median")]
     hint: Annotated[str, about("the command that resubmits without it")]
+
+
+class MemoryGrowth(Part):
+    rank: Annotated[int, about("the rank whose memory grew")]
+    node: Annotated[str, about("its node")]
+    since_step: Annotated[int, about("the step from which it grew steadily")]
+    last_step: Annotated[int, about("the last step of its log")]
+    mib_per_step: Annotated[float, about("how much it grew a step (MiB), a line fitted from since_step")]
+    from_mib: Annotated[float, about("the line at since_step (MiB)")]
+    to_mib: Annotated[float, about("the line at last_step (MiB)")]
+    line: Annotated[str, about('"rank 3: +38 MiB a step since step 120 (1.2 to 4.9 GiB)"')]
 
 
 class ShortLog(Part):
@@ -189,6 +204,21 @@ class Run(Part):
     slow_nodes: Annotated[list[SlowNode], about("nodes whose ranks were slow together")]
     ends: Annotated[Ends, about("where the step logs end, against the run's steps")]
     unreadable: Annotated[list[str], about("step logs that could not be read")]
+    memory: Annotated[
+        str | None,
+        about(
+            "what the step logs' memory is: 'cuda', the allocator's peak allocated in each step; "
+            "'rss', the process's resident memory at each step's end; null: not recorded"
+        ),
+    ] = None
+    memory_growth: Annotated[
+        list[MemoryGrowth], about("ranks whose memory grew steadily to the end of their log: leaks")
+    ] = msgspec.field(default_factory=list)
+
+
+class StepMemory(Part):
+    step: Annotated[int, about("the step")]
+    mib: Annotated[float, about("its memory (MiB): CUDA, the peak allocated in it; CPU, resident at its end")]
 
 
 class OutOfMemory(Part):
@@ -207,6 +237,12 @@ class OutOfMemory(Part):
         str | None, about("its allocations' history (--memory-history), for pytorch.org/memory_viz")
     ]
     line: Annotated[str, about("what report.md, --wait and list say of it")]
+    last_steps: Annotated[
+        list[StepMemory], about("its memory in its last steps before (its step log's, up to 20)")
+    ] = msgspec.field(default_factory=list)
+    growth: Annotated[
+        MemoryGrowth | None, about("where its memory had grown steadily until then: since when, how fast")
+    ] = None
 
 
 class Report(Part, kw_only=True):
