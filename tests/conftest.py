@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.common import SMALL_JOB, run_submit, submitted_job_id
+
 
 @pytest.fixture
 def traces_root(tmp_path: Path) -> Path:
@@ -124,3 +126,27 @@ def slurm_cluster(request: pytest.FixtureRequest) -> Flavour:
             f"`{wanted[0].start}`"
         )
     return running
+
+
+@pytest.fixture(scope="session")
+def real_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A finished 2-rank local job, every rank profiled, gzipped traces, with its report (the
+    tests of the report and of its page read it; none writes into it)."""
+    root = tmp_path_factory.mktemp("traces")
+    result = run_submit(
+        "--cluster",
+        "local",
+        "--gpus",
+        "2",
+        "--profile-ranks",
+        "all",
+        "--gzip-traces",
+        "--traces-root",
+        str(root),
+        "--wait",
+        *SMALL_JOB,
+        timeout=240,
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "report in " in result.stdout
+    return root / submitted_job_id(result.stdout)

@@ -16,7 +16,6 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
 
 
-
 def flat_run(steps: int = 200, level: float = 500.0) -> np.ndarray:
     """A healthy run: warming up in 3 steps, then flat with a little noise (the same each time)."""
     mem = level + np.random.default_rng(7).normal(0, 5, steps)

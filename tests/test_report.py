@@ -16,7 +16,6 @@ from profiling.folder.layout import JobFolder, analysis_record, meta_of
 from profiling.report import ReportError, build_report, main
 from profiling.schema import model
 from tests import trace_variants as tv
-from tests.common import SMALL_JOB, run_submit, submitted_job_id
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
 
 
@@ -201,29 +200,6 @@ def test_report_refuses_a_renamed_trace(tmp_path: Path) -> None:
     write_trace(tmp_path, cpu_trace(0), "rank4_iter5_5.json")
     with pytest.raises(ReportError, match="distributedInfo.rank=0; its name says 4"):
         build_report(tmp_path)
-
-
-@pytest.fixture(scope="module")
-def real_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A finished 2-rank local job, every rank profiled, gzipped traces, with its report."""
-    root = tmp_path_factory.mktemp("traces")
-    result = run_submit(
-        "--cluster",
-        "local",
-        "--gpus",
-        "2",
-        "--profile-ranks",
-        "all",
-        "--gzip-traces",
-        "--traces-root",
-        str(root),
-        "--wait",
-        *SMALL_JOB,
-        timeout=240,
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    assert "report in " in result.stdout
-    return root / submitted_job_id(result.stdout)
 
 
 def test_report_of_a_real_job(real_job: Path, tmp_path: Path) -> None:

@@ -237,8 +237,8 @@ def binned(run: RunMap, columns: int) -> Binned:
         return Binned(ratio, step_median, run.first, run.first + run.width - 1)
     edges = np.linspace(0, len(run.first), columns + 1).astype(int)
     return Binned(
-        ratio=_binned_medians(ratio, edges),
-        step_median=_binned_medians(step_median[None, :], edges)[0],
+        ratio=binned_medians(ratio, edges),
+        step_median=binned_medians(step_median[None, :], edges)[0],
         first=run.first[edges[:-1]],
         last=np.array([run.last_of(b - 1) for b in edges[1:]]),
     )
@@ -247,7 +247,7 @@ def binned(run: RunMap, columns: int) -> Binned:
 _BINNED_ROWS = 256  # rows binned at a time: the gathered bins stay a few MB
 
 
-def _binned_medians(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
+def binned_medians(values: np.ndarray, edges: np.ndarray) -> np.ndarray:
     """Each row's median over the columns of each bin ``edges[i]:edges[i + 1]``, every bin at
     once: the bins gathered as rows of one array (a short bin padded with NaN)."""
     widths = np.diff(edges)

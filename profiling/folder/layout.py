@@ -88,6 +88,11 @@ class ReportFiles:
         return self.folder / "run.png"
 
     @property
+    def page(self) -> Path:
+        """The whole report as one page that works offline (:mod:`profiling.report.page`)."""
+        return self.folder / "report.html"
+
+    @property
     def clocks(self) -> Path:
         """The last report's clock alignment, taken again while its inputs are the same."""
         return self.folder / "clocks.json"

@@ -8,7 +8,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import Future
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 import msgspec
 
@@ -28,6 +28,8 @@ from profiling.report.clocks import kept_alignment
 from profiling.report.combine import summarise
 from profiling.report.merged_json import write_merged_json
 from profiling.report.out_of_memory import out_of_memory
+from profiling.report.page import write_page
+from profiling.report.page_data import ranks_table, run_levels
 from profiling.report.pictures import Pictures, read_drawn
 from profiling.report.plot import plot_report, plot_run
 from profiling.report.plot import prepare as prepare_plot
@@ -48,6 +50,7 @@ def build_report(
     out_dir: Path | None = None,
     *,
     plot: bool = True,
+    html: bool = True,
     jobs: int | None = None,
     archive: bool = True,
     archive_ranks: RankSelection | None = None,
@@ -65,7 +68,7 @@ def build_report(
     within ``archive_budget_bytes``); ``merged_json`` adds the re-encoded merged trace, within
     ``merge_budget_bytes`` of JSON (None: all). ``progress``: where to show it, if a terminal.
     The job's step logs, if it has some, add the whole run (``run``, ``run.png``); a job with
-    step logs and no trace gets that alone.
+    step logs and no trace gets that alone. ``html``: ``report.html`` too.
     """
     options = {
         "plot": plot,
@@ -96,7 +99,7 @@ def build_report(
         has_run = run is not None
         files.folder.mkdir(parents=True, exist_ok=True)
         # the run needs only the step logs: its map is drawn while the traces are read
-        section, run_plotted = _run_report(folder, run, pictures, files) if run else (None, None)
+        section, run_plotted, levels = _run_report(folder, run, pictures, files, html) if run else (None,) * 3
         del run  # the map and its ratios: 400 MB at 4096 ranks, not needed past this point
         if sources:
             report = _traces_report(folder, sources, has_run, files, workers, pictures, started, **options)
@@ -117,18 +120,32 @@ def build_report(
     # string, or a field the model lacks, fails here and not in a reader
     typed = model.checked(encoded)
     write_report_json(files.json, encoded)
-    write_text_atomically(files.markdown, report_markdown(typed))
+    markdown = report_markdown(typed)
+    write_text_atomically(files.markdown, markdown)
+    if html:
+        _page(files, typed, markdown, levels, plotted=pictures is not None)
     return typed
 
 
+def _page(
+    files: ReportFiles, report: model.Report, markdown: str, levels: dict[str, Any] | None, *, plotted: bool
+) -> None:
+    """report.html, with the pictures this report drew (an older report's may lie beside it)."""
+    shown = ((files.plot, bool(report.ranks)), (files.run_plot, report.run is not None))
+    drawn = {path.name: path for path, drawn_now in shown if drawn_now and plotted}
+    write_page(files.page, report, markdown, drawn, levels, ranks_table(report))
+
+
 def _run_report(
-    folder: Path, run: tuple[RunMap, list[str]], pictures: Pictures | None, files: ReportFiles
-) -> tuple[model.Run | None, Future | None]:
-    """``report.json``'s ``run``, and run.png being drawn."""
+    folder: Path, run: tuple[RunMap, list[str]], pictures: Pictures | None, files: ReportFiles, html: bool
+) -> tuple[model.Run | None, Future | None, dict[str, Any] | None]:
+    """``report.json``'s ``run``, run.png being drawn, and the map's levels for report.html (a
+    few MB, where the map is hundreds)."""
     section = run_section(folder, *run)
-    if pictures is None or not section:
-        return section, None
-    return section, pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
+    drawing = None
+    if pictures and section:
+        drawing = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
+    return section, drawing, run_levels(run[0]) if section and html else None  # while run.png is drawn
 
 
 def _traces_report(

@@ -73,6 +73,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.folder,
             settings.out,
             plot=settings.plot,
+            html=settings.html,
             jobs=settings.jobs,
             archive=settings.merged_trace,
             archive_ranks=settings.ranks,

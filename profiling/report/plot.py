@@ -178,6 +178,7 @@ def plot_run(drawn: RunPicture, path: Path) -> None:
     above); each slow segment outlined. ``drawn``: :func:`profiling.report.run.map_for_plot`."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
+    from matplotlib.ticker import MaxNLocator
 
     ratio, ranks, nodes = drawn.ratio, drawn.rows, drawn.nodes
     edges = np.concatenate([drawn.first, [drawn.last[-1] + 1]]) - 0.5
@@ -217,6 +218,7 @@ def plot_run(drawn: RunPicture, path: Path) -> None:
     heat.set(xlabel="" if memory else "step", ylabel="node (its slowest rank)" if by_node else "rank (node)")
     if memory:
         _memory_map(fig, axes[2], memory, drawn)
+    axes[-1].xaxis.set_major_locator(MaxNLocator(integer=True))  # steps are whole: no step 2.5
     fig.savefig(path, dpi=100, bbox_inches="tight")
 
 

@@ -33,6 +33,7 @@ class ReportSettings:
 
     out: Path | None = setting(None, flag="--out", help="where to write (default: FOLDER/meta)", parse=Path)
     plot: bool = setting(True, flag="--no-plot", help="skip report.png and run.png")
+    html: bool = setting(True, flag="--no-html", help="skip report.html, the page to explore offline")
     jobs: int | None = setting(
         None,
         flag="--jobs",

@@ -15,7 +15,7 @@ in a fresh process, its wall time and the peak memory of its process tree printe
   :func:`profiling.archive.default_ranks`;
 
 and the sizes: what rank 0 gathers at the job's end (every rank's manifest record, pickled as
-``gather_object`` sends it), the manifest, report.json and report.md. Not a test: it asserts
+``gather_object`` sends it), the manifest, report.json, report.md and report.html. Not a test: it asserts
 nothing.
 """
 
@@ -86,6 +86,7 @@ def sizes(folder: Path) -> dict[str, float]:
         "manifest MiB": (meta / "manifest.json").stat().st_size / 2**20,
         "report.json MiB": (meta / "report.json").stat().st_size / 2**20,
         "report.md KiB": (meta / "report.md").stat().st_size / 2**10,
+        "report.html MB": (meta / "report.html").stat().st_size / 1e6,
     }
 
 

@@ -1,0 +1,310 @@
+// report.html's script: sortable tables, the ranks' whole table, the run map, the critical
+// path's strips, Perfetto. No library: the page works from disk, offline.
+"use strict";
+(() => {
+  const DATA = JSON.parse(document.getElementById("page-data").textContent);
+  const PERFETTO = "https://ui.perfetto.dev";
+
+  // ---- tables: a click on a header sorts by that column, again the other way
+  function cellValue(cell) {
+    const text = cell.textContent.trim();
+    const number = parseFloat(text.replace(/^[×+]/, "").replace(/,/g, ""));
+    return /^[-+×]?\.?\d/.test(text) && !Number.isNaN(number) ? number : text.toLowerCase();
+  }
+  function compare(a, b) {
+    if (typeof a === typeof b) return a < b ? -1 : a > b ? 1 : 0;
+    return typeof a === "number" ? -1 : 1;  // numbers before words ("-", "n/a")
+  }
+  function sortBy(table, header, column) {
+    const ascending = header.getAttribute("aria-sort") !== "ascending";
+    table.querySelectorAll("th").forEach((th) => th.removeAttribute("aria-sort"));
+    header.setAttribute("aria-sort", ascending ? "ascending" : "descending");
+    const body = table.tBodies[0];
+    const rows = Array.from(body.rows, (row) => [cellValue(row.cells[column]), row]);
+    rows.sort((a, b) => compare(a[0], b[0]) * (ascending ? 1 : -1));
+    rows.forEach(([, row]) => body.appendChild(row));
+  }
+  function makeSortable(table) {
+    table.querySelectorAll("thead th").forEach((th, column) =>
+      th.addEventListener("click", () => sortBy(table, th, column)));
+  }
+  document.querySelectorAll("table.sortable").forEach(makeSortable);
+
+  function element(tag, attributes = {}, text = "") {
+    const made = document.createElement(tag);
+    Object.entries(attributes).forEach(([key, value]) => made.setAttribute(key, value));
+    if (text) made.textContent = text;
+    return made;
+  }
+
+  // ---- the ranks' whole table: report.md keeps the top rows and a line for the others
+  (function allRanks() {
+    const whole = DATA.ranks_table;
+    const heading = Array.from(document.querySelectorAll("h2")).find((h) => h.textContent.startsWith("Step time"));
+    if (!heading || !whole || !whole.rows.length) return;
+    let table = heading.nextElementSibling;
+    while (table && table.tagName !== "TABLE") table = table.nextElementSibling;
+    if (!table || table.tBodies[0].rows.length >= whole.rows.length) return;
+    const button = element("button", { id: "all-ranks" }, `Show all ${whole.rows.length} ranks`);
+    button.addEventListener("click", () => {
+      const full = element("table", { class: "sortable", id: "all-ranks-table" });
+      const head = full.createTHead().insertRow();
+      whole.columns.forEach((name) => head.appendChild(element("th", {}, name)));
+      const body = full.createTBody();
+      whole.rows.forEach((values) => {
+        const row = body.insertRow();
+        values.forEach((value) => { row.insertCell().textContent = String(value); });
+      });
+      makeSortable(full);
+      button.replaceWith(full);
+    });
+    table.after(button);
+  })();
+
+  // ---- the run map
+  function decode(encoded, dtype) {
+    const bytes = Uint8Array.from(atob(encoded), (c) => c.charCodeAt(0));
+    if (dtype === "float32") return new Float32Array(bytes.buffer);
+    if (typeof Float16Array !== "undefined") return new Float16Array(bytes.buffer);
+    const halves = new Uint16Array(bytes.buffer), out = new Float32Array(halves.length);
+    halves.forEach((h, i) => {
+      const exponent = (h >> 10) & 31, fraction = h & 1023, sign = h >> 15 ? -1 : 1;
+      out[i] = exponent === 31 ? (fraction ? NaN : sign * Infinity)
+        : sign * (exponent ? 2 ** (exponent - 15) * (1 + fraction / 1024) : 2 ** -14 * (fraction / 1024));
+    });
+    return out;
+  }
+  function firstAtMost(sorted, value) {  // the last index whose value is <= value
+    let low = 0, high = sorted.length - 1;
+    while (low < high) {
+      const middle = (low + high + 1) >> 1;
+      if (sorted[middle] <= value) low = middle; else high = middle - 1;
+    }
+    return low;
+  }
+  function median(values) {
+    const finite = values.filter((v) => Number.isFinite(v)).sort((a, b) => a - b);
+    if (!finite.length) return NaN;
+    const middle = (finite.length - 1) >> 1;
+    return finite.length % 2 ? finite[middle] : (finite[middle] + finite[middle + 1]) / 2;
+  }
+  function colour(ratio, spread) {  // white at 1, red slower, blue faster, grey unknown
+    if (!Number.isFinite(ratio)) return [220, 220, 220];
+    const t = Math.max(-1, Math.min(1, (ratio - 1) / spread));
+    const fade = Math.round(255 * (1 - Math.abs(t)));
+    return t >= 0 ? [255, fade, fade] : [fade, fade, 255];
+  }
+
+  function RunMap(host, run) {
+    const ranks = run.ranks, nodes = run.nodes;
+    const levels = run.levels.map((level) => ({
+      ...level, ms: decode(level.ms, level.dtype), ratio: decode(level.ratio, level.dtype),
+    }));
+    const spread = run.spread || 0.5;
+    const finest = levels[0];
+    const firstStep = finest.first[0], lastStep = finest.last[finest.last.length - 1];
+    const LEFT = 56, BOTTOM = 22, W = Math.max(400, Math.min(1200, host.clientWidth || 1000)) - LEFT;
+    const H = Math.max(120, Math.min(520, ranks.length * 24));
+    host.innerHTML = `<div class="controls">ranks <input id="runmap-ranks"> steps <input id="runmap-steps">
+      <button id="runmap-zoom">Zoom</button><button id="runmap-reset">Whole run</button>
+      <span class="axis" id="runmap-axis"></span></div>
+      <canvas id="runmap-canvas" width="${W + LEFT}" height="${H + BOTTOM}"></canvas>
+      <div class="tip" id="runmap-tip">Drag over the map to zoom; hover a cell to read it; click a rank for its slow segments.</div>
+      <div id="runmap-rank"></div><div id="runmap-range"></div>`;
+    const canvas = host.querySelector("canvas"), context = canvas.getContext("2d");
+    const tip = host.querySelector("#runmap-tip");
+    let view = { r0: 0, r1: ranks.length, s0: firstStep, s1: lastStep }, drawn = null;
+
+    function chooseLevel() {
+      for (const level of levels) {
+        const columns = firstAtMost(level.first, view.s1) - firstAtMost(level.first, view.s0) + 1;
+        const rows = Math.ceil((view.r1 - view.r0) * level.rows / ranks.length);
+        if (columns <= 2 * W && rows <= 2 * H) return level;
+      }
+      return levels[levels.length - 1];
+    }
+    function cellAt(level, x, y) {  // x, y inside the plot's area
+      const step = view.s0 + (x / W) * (view.s1 - view.s0 + 1);
+      const index = Math.min(view.r1 - 1, view.r0 + Math.floor((y / H) * (view.r1 - view.r0)));
+      const column = firstAtMost(level.first, Math.floor(step));
+      const row = firstAtMost(level.row_first, index);
+      return { column, row, at: row * level.columns + column };
+    }
+    function draw() {
+      const level = chooseLevel();
+      drawn = level;
+      const image = context.createImageData(W, H);
+      const columns = new Int32Array(W), rows = new Int32Array(H);
+      for (let x = 0; x < W; x++) columns[x] = cellAt(level, x + 0.5, 0).column;
+      for (let y = 0; y < H; y++) rows[y] = cellAt(level, 0, y + 0.5).row;
+      for (let y = 0; y < H; y++) {
+        for (let x = 0; x < W; x++) {
+          const [r, g, b] = colour(level.ratio[rows[y] * level.columns + columns[x]], spread);
+          const p = 4 * (y * W + x);
+          image.data[p] = r; image.data[p + 1] = g; image.data[p + 2] = b; image.data[p + 3] = 255;
+        }
+      }
+      context.clearRect(0, 0, canvas.width, canvas.height);
+      context.putImageData(image, LEFT, 0);
+      ticks();
+      host.querySelector("#runmap-ranks").value = `${ranks[view.r0]}-${ranks[view.r1 - 1]}`;
+      host.querySelector("#runmap-steps").value = `${view.s0}-${view.s1}`;
+      const perCell = level === finest && finest.first.every((f, i) => f === finest.last[i]) ? "one step" : "steps joined";
+      host.querySelector("#runmap-axis").textContent =
+        `level ${levels.indexOf(level)} of ${levels.length}: ${level.rows} rows × ${level.columns} columns (${perCell})`;
+      rangeSummary();
+    }
+    function ticks() {
+      context.fillStyle = "#444"; context.font = "11px sans-serif"; context.textAlign = "center";
+      const span = view.s1 - view.s0 + 1, every = Math.max(1, Math.ceil(span / 8));
+      for (let step = Math.ceil(view.s0 / every) * every; step <= view.s1; step += every) {
+        context.fillText(String(step), LEFT + ((step - view.s0 + 0.5) / span) * W, H + 15);
+      }
+      context.textAlign = "right";
+      const shown = view.r1 - view.r0, every2 = Math.max(1, Math.ceil(shown / 12));
+      for (let index = view.r0; index < view.r1; index += every2) {
+        context.fillText(String(ranks[index]), LEFT - 4, ((index - view.r0 + 0.5) / shown) * H + 4);
+      }
+    }
+    function describe(level, cell) {
+      const firstRank = level.row_first[cell.row];
+      const lastRank = (cell.row + 1 < level.rows ? level.row_first[cell.row + 1] : ranks.length) - 1;
+      const steps = level.first[cell.column] === level.last[cell.column]
+        ? `step ${level.first[cell.column]}` : `steps ${level.first[cell.column]}-${level.last[cell.column]}`;
+      const who = firstRank === lastRank ? `rank ${ranks[firstRank]} (${nodes[firstRank]})`
+        : `ranks ${ranks[firstRank]}-${ranks[lastRank]}`;
+      const ms = level.ms[cell.at], ratio = level.ratio[cell.at];
+      const value = Number.isFinite(ms) ? `${ms.toFixed(2)} ms, ×${ratio.toFixed(2)} the other ranks' median` : "not recorded";
+      return `${who}, ${steps}: ${value}${firstRank === lastRank ? "" : " (the largest ratio of the ranks joined)"}`;
+    }
+    function inPlot(event) {
+      const box = canvas.getBoundingClientRect();
+      const x = event.clientX - box.left - LEFT, y = event.clientY - box.top;
+      return x >= 0 && x < W && y >= 0 && y < H ? { x, y } : null;
+    }
+    let pressed = null;
+    canvas.addEventListener("mousemove", (event) => {
+      const at = inPlot(event);
+      if (at && drawn) tip.textContent = describe(drawn, cellAt(drawn, at.x, at.y));
+    });
+    canvas.addEventListener("mousedown", (event) => { pressed = inPlot(event); });
+    canvas.addEventListener("mouseup", (event) => {
+      const at = inPlot(event), from = pressed;
+      pressed = null;
+      if (!at || !from) return;
+      if (Math.abs(at.x - from.x) < 4 && Math.abs(at.y - from.y) < 4) { showRank(at.y); return; }
+      const step = (x) => Math.floor(view.s0 + (x / W) * (view.s1 - view.s0 + 1));
+      const index = (y) => view.r0 + Math.floor((y / H) * (view.r1 - view.r0));
+      zoom(Math.min(index(from.y), index(at.y)), Math.max(index(from.y), index(at.y)) + 1,
+        Math.min(step(from.x), step(at.x)), Math.max(step(from.x), step(at.x)));
+    });
+    function zoom(r0, r1, s0, s1) {
+      view = {
+        r0: Math.max(0, r0), r1: Math.min(ranks.length, Math.max(r1, r0 + 1)),
+        s0: Math.max(firstStep, s0), s1: Math.min(lastStep, Math.max(s1, s0)),
+      };
+      draw();
+    }
+    function parseRange(text) {
+      const found = /^\s*(\d+)\s*(?:-\s*(\d+))?\s*$/.exec(text);
+      return found ? [Number(found[1]), Number(found[2] ?? found[1])] : null;
+    }
+    host.querySelector("#runmap-zoom").addEventListener("click", () => {
+      const rankRange = parseRange(host.querySelector("#runmap-ranks").value);
+      const stepRange = parseRange(host.querySelector("#runmap-steps").value);
+      if (!rankRange || !stepRange) { tip.textContent = "ranks and steps as FIRST-LAST, e.g. 0-7 and 30-60"; return; }
+      const r0 = ranks.findIndex((rank) => rank >= rankRange[0]);
+      const after = ranks.findIndex((rank) => rank > rankRange[1]);
+      zoom(r0 < 0 ? ranks.length - 1 : r0, after < 0 ? ranks.length : after, stepRange[0], stepRange[1]);
+    });
+    host.querySelector("#runmap-reset").addEventListener("click", () => zoom(0, ranks.length, firstStep, lastStep));
+    function showRank(y) {
+      const index = view.r0 + Math.floor((y / H) * (view.r1 - view.r0));
+      const rank = ranks[index];
+      const segments = DATA.segments.filter((s) => s.rank === rank);
+      const growth = DATA.memory_growth.filter((g) => g.rank === rank);
+      const panel = host.querySelector("#runmap-rank");
+      panel.innerHTML = "";
+      panel.appendChild(element("h3", {}, `rank ${rank} (${nodes[index]})`));
+      const list = element("ul", { id: "runmap-segments" });
+      segments.forEach((s) => list.appendChild(element("li", {},
+        `slow in steps ${s.first}-${s.last}: +${s.excess_ms.toFixed(1)} ms a step, ×${s.ratio.toFixed(2)}`)));
+      growth.forEach((g) => list.appendChild(element("li", {}, `memory: ${g.line}`)));
+      if (!segments.length && !growth.length) list.appendChild(element("li", {}, "no slow segment"));
+      panel.appendChild(list);
+    }
+    function rangeSummary() {  // the exact cells (the finest level) within the view
+      const columns = [];
+      finest.first.forEach((first, c) => { if (first >= view.s0 && finest.last[c] <= view.s1) columns.push(c); });
+      const rows = [];
+      for (let index = view.r0; index < view.r1 && rows.length < 64; index++) {
+        const row = firstAtMost(finest.row_first, index);
+        rows.push([ranks[index], nodes[index], median(columns.map((c) => finest.ms[row * finest.columns + c])),
+          median(columns.map((c) => finest.ratio[row * finest.columns + c]))]);
+      }
+      const table = element("table", { class: "sortable", id: "runmap-range-table" });
+      const head = table.createTHead().insertRow();
+      ["rank", "node", "median ms", "median ×"].forEach((name) => head.appendChild(element("th", {}, name)));
+      const body = table.createTBody();
+      rows.forEach(([rank, node, ms, ratio]) => {
+        const row = body.insertRow();
+        row.dataset.rank = rank; row.dataset.ms = ms;
+        [rank, node, ms.toFixed(2), ratio.toFixed(3)].forEach((v) => { row.insertCell().textContent = String(v); });
+      });
+      makeSortable(table);
+      const panel = host.querySelector("#runmap-range");
+      panel.innerHTML = "";
+      const more = view.r1 - view.r0 > rows.length ? ` (the first ${rows.length} of ${view.r1 - view.r0} ranks)` : "";
+      panel.appendChild(element("p", {}, `Steps ${view.s0}-${view.s1}, ${columns.length} columns${more}:`));
+      panel.appendChild(table);
+    }
+    draw();
+    return { zoom, draw, view: () => view };
+  }
+  const host = document.getElementById("runmap");
+  if (host && DATA.run) window.runMap = RunMap(host, DATA.run);
+
+  // ---- the critical path: a strip per step, the segment under the pointer named
+  (function criticalPath() {
+    const steps = DATA.critical_path;
+    const heading = Array.from(document.querySelectorAll("h2")).find((h) => h.id.startsWith("what-limits-the-step"));
+    if (!steps.length || !heading) return;
+    const box = element("div", { id: "critical-path" });
+    const tip = element("div", { id: "path-tip", class: "tip" }, "Hover a segment of a step's path to name it.");
+    steps.forEach((step) => {
+      const row = element("div", { class: "path-row" });
+      row.appendChild(element("span", { class: "label" }, `step ${step.step}: ${step.ms.toFixed(2)} ms`));
+      const strip = element("div", { class: "path-strip", "data-step": step.step });
+      const total = step.segments.reduce((sum, s) => sum + (s.end_us - s.start_us), 0) || 1;
+      step.segments.forEach((s) => {
+        const span = element("span", { class: `kind-${s.kind}` });
+        span.style.flex = `${(s.end_us - s.start_us) / total} 0 0`;
+        span.title = `rank ${s.rank}, ${s.kind}${s.phase ? ", " + s.phase : ""}: ${s.name}, ${((s.end_us - s.start_us) / 1e3).toFixed(3)} ms`;
+        span.addEventListener("mouseover", () => { tip.textContent = `step ${step.step}: ${span.title}`; });
+        strip.appendChild(span);
+      });
+      row.appendChild(strip);
+      box.appendChild(row);
+    });
+    box.appendChild(tip);
+    let next = heading.nextElementSibling;
+    while (next && next.tagName !== "P") next = next.nextElementSibling;
+    (next || heading).after(box);
+  })();
+
+  // ---- Perfetto: the file chosen here, posted to ui.perfetto.dev once it answers
+  const chooser = document.getElementById("perfetto-file");
+  if (chooser) chooser.addEventListener("change", async () => {
+    const file = chooser.files[0];
+    if (!file) return;
+    const buffer = await file.arrayBuffer();
+    const tab = window.open(PERFETTO);
+    const ping = setInterval(() => tab && tab.postMessage("PING", PERFETTO), 50);
+    window.addEventListener("message", function answered(event) {
+      if (event.source !== tab || event.data !== "PONG") return;
+      clearInterval(ping);
+      window.removeEventListener("message", answered);
+      tab.postMessage({ perfetto: { buffer, title: document.title, fileName: file.name } }, PERFETTO);
+    });
+  });
+})();
