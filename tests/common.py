@@ -143,11 +143,27 @@ def needs_scanner() -> pytest.MarkDecorator:
     return pytest.mark.skipif(not trace_scan.AVAILABLE and not required, reason="the scanner is not built")
 
 
-def wait_for_a_quiet_machine(below: float = 1.0, limit_s: float = 60.0) -> None:
+def wait_for_a_quiet_machine(busy_below: float = 0.2, window_s: float = 2.0, limit_s: float = 40.0) -> None:
     """Before a test that times ranks against each other: wait (at most ``limit_s``) until the
-    last minute's load is under ``below``, so that what the previous test left running (a
-    cluster job ending, its report) does not slow one rank. CI's balanced straggler job got a
-    slow stretch twice in a row right after the cluster tests (2026-12-03)."""
+    CPUs were busy less than ``busy_below`` of a ``window_s`` window, so that what the previous
+    test left running (a cluster job ending, its report) does not slow one rank. CI's balanced
+    straggler job got a slow stretch twice in a row right after the cluster tests (2026-12-03).
+    The CPUs' own counters, not the load average: that one decays over a minute, and waiting
+    for it cost CI a minute a test on an idle machine."""
     deadline = time.monotonic() + limit_s
-    while os.getloadavg()[0] >= below and time.monotonic() < deadline:
-        time.sleep(2)
+    while _busy_share(window_s) >= busy_below and time.monotonic() < deadline:
+        pass
+
+
+def _busy_share(window_s: float) -> float:
+    """The share of the CPUs' time spent not idle over the next ``window_s`` (/proc/stat)."""
+
+    def counters() -> tuple[int, int]:
+        with open("/proc/stat") as handle:
+            values = [int(v) for v in handle.readline().split()[1:]]
+        return sum(values), values[3] + values[4]  # all, idle + iowait
+
+    total, idle = counters()
+    time.sleep(window_s)
+    total2, idle2 = counters()
+    return 1.0 - (idle2 - idle) / max(total2 - total, 1)

@@ -27,3 +27,6 @@ def test_a_one_rank_nccl_job_on_cuda_has_kernels_gpu_sections_and_mfu(tmp_path: 
     assert rank.kernels is not None and rank.kernels.top
     assert rank.flops is not None and rank.flops.device_name == torch.cuda.get_device_name(0)
     assert rank.flops.mfu is not None and 0 < rank.flops.mfu < 1, rank.flops.mfu_missing
+    # the step log's memory is the CUDA allocator's peak in each step: ResNet18 holds some
+    assert report.run is not None and report.run.memory == "cuda"
+    assert report.run.ranks[0].memory_max_mib is not None and report.run.ranks[0].memory_max_mib > 10

@@ -111,12 +111,15 @@ def test_out_of_memory_on_cuda_dumps_its_allocations_history(tmp_path: Path) -> 
             kept.append(torch.empty(256 << 20, dtype=torch.uint8, device=device))
     assert oom.is_out_of_memory(raised.value)
     folder = JobFolder(tmp_path, "1")
-    line = oom.dump_out_of_memory(folder, 0, 3, raised.value, memory)
+    # the rank's step log had its peak grow 256 MiB a step, as the loop above
+    series = oom.MemorySeries(list(range(10)), [256.0 * (step + 1) for step in range(10)])
+    line = oom.dump_out_of_memory(folder, 0, 10, raised.value, memory, series)
     dump = json.loads(folder.oom_dump(0).read_text())
     assert (
         dump["allocated_bytes"] >= len(kept) * (256 << 20) and dump["total_bytes"] > dump["allocated_bytes"]
     )
     assert "memory_summary" in dump and Path(dump["snapshot"]).stat().st_size > 0
-    assert line.startswith("rank 0 ran out of memory at step 3: ") and "memory_viz" in line
+    assert line.startswith("rank 0 ran out of memory at step 10: ") and "memory_viz" in line
+    assert "; its peak grew 256 MiB a step from step 0" in line and len(dump["last_steps"]) == 10
     torch.cuda.memory._record_memory_history(enabled=None)
     torch.cuda.set_per_process_memory_fraction(1.0, device)

@@ -268,7 +268,7 @@ def test_hta_loads_the_job_folder_as_is(real_job: Path) -> None:
 
 def test_report_command_line(real_job: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    assert main([str(real_job), "--out", str(out), "--no-merged-trace", "--no-plot"]) == 0
+    assert main([str(real_job), "--out", str(out), "--no-merged-trace", "--no-plot", "--no-html"]) == 0
     assert sorted(p.name for p in out.iterdir()) == ["clocks.json", "report.json", "report.md"]
 
 

@@ -298,3 +298,21 @@ def test_the_map_of_more_ranks_than_it_has_rows_draws_a_row_per_node(tmp_path: P
     assert np.nanmax(drawn.ratio[row, 35:55]) > 1.3 and np.nanmax(drawn.ratio[row - 1, 35:55]) < 1.2
     report = build_report(folder.path, archive=False)
     assert report.run_plot == "run.png" and folder.report.folder.joinpath("run.png").stat().st_size > 0
+
+
+def test_run_png_numbers_whole_steps(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 20-step run: matplotlib's own ticks would read 2.5, 7.5, ..."""
+    from matplotlib.figure import Figure
+
+    from profiling.report.plot import plot_run
+    from profiling.report.run import map_for_plot, run_section
+
+    folder = JobFolder(tmp_path, "1")
+    write_logs(folder, lambda rank, step: 130.0, ranks=2, steps=range(20))
+    run = combined(folder)
+    saved: list[Figure] = []
+    monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: saved.append(figure))
+    plot_run(map_for_plot(run, run_section(folder.path, run, [])), tmp_path / "run.png")
+    (figure,) = saved
+    ticks = figure.axes[1].get_xticks()  # the map's; the line above shares them
+    assert len(ticks) > 2 and all(float(t).is_integer() for t in ticks), ticks

@@ -83,6 +83,8 @@ def build_report(
     }
     started = time.perf_counter()
     sources = find_traces(folder)
+    if not sources and not JobFolder.of_traces(folder).step_logs():  # said before any process starts
+        raise _nothing_to_report(folder)
     files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
     # the plot's process is forked first, while this one is small: forked later, it would count
     # (and copy, as either writes) what this one holds by then: 370 MB of step logs at 4096 ranks
@@ -92,10 +94,7 @@ def build_report(
             pictures.warm()  # little to read: matplotlib's import overlaps it, not what follows
         run = read_run(folder)
         if not sources and run is None:
-            raise ReportError(
-                f"{folder} holds no trace (*.json, *.json.gz, here or one folder down) and its job no "
-                "step log (meta/steps/). HINT: pass a job folder, or a folder of torch.profiler traces"
-            )
+            raise _nothing_to_report(folder)
         has_run = run is not None
         files.folder.mkdir(parents=True, exist_ok=True)
         # the run needs only the step logs: its map is drawn while the traces are read
@@ -145,7 +144,8 @@ def _run_report(
     drawing = None
     if pictures and section:
         drawing = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
-    return section, drawing, run_levels(run[0]) if section and html else None  # while run.png is drawn
+    # the page's levels made while run.png is drawn
+    return section, drawing, run_levels(run[0], section) if section and html else None
 
 
 def _traces_report(
@@ -221,6 +221,13 @@ def _chosen(selection: RankSelection | None, profiled: list[int]) -> list[int] |
     if selection is None:
         return None
     return profiled if selection.everyone else sorted(selection.resolve(max(profiled) + 1))
+
+
+def _nothing_to_report(folder: Path) -> ReportError:
+    return ReportError(
+        f"{folder} holds no trace (*.json, *.json.gz, here or one folder down) and its job no "
+        "step log (meta/steps/). HINT: pass a job folder, or a folder of torch.profiler traces"
+    )
 
 
 def _empty_report(folder: Path) -> model.Report:

@@ -97,8 +97,11 @@
 
   function RunMap(host, run) {
     const ranks = run.ranks, nodes = run.nodes;
-    const levels = run.levels.map((level) => ({
-      ...level, ms: decode(level.ms, level.dtype), ratio: decode(level.ratio, level.dtype),
+    const decoded = (level) => ({ ...level, ms: decode(level.ms, level.dtype), ratio: decode(level.ratio, level.dtype) });
+    const levels = run.levels.map(decoded);
+    // every column around a slow node or segment, for its node's ranks: single cells there
+    const details = (run.details || []).map(decoded).map((d) => ({
+      ...d, r0: d.row_first[0], r1: d.row_first[d.rows - 1] + 1, s0: d.first[0], s1: d.last[d.columns - 1],
     }));
     const spread = run.spread || 0.5;
     const finest = levels[0];
@@ -115,7 +118,12 @@
     const tip = host.querySelector("#runmap-tip");
     let view = { r0: 0, r1: ranks.length, s0: firstStep, s1: lastStep }, drawn = null;
 
+    function covering() {  // a detail that holds every cell in view
+      return details.find((d) => d.r0 <= view.r0 && view.r1 <= d.r1 && d.s0 <= view.s0 && view.s1 <= d.s1);
+    }
     function chooseLevel() {
+      const detail = covering();
+      if (detail) return detail;
       for (const level of levels) {
         const columns = firstAtMost(level.first, view.s1) - firstAtMost(level.first, view.s0) + 1;
         const rows = Math.ceil((view.r1 - view.r0) * level.rows / ranks.length);
@@ -149,9 +157,10 @@
       ticks();
       host.querySelector("#runmap-ranks").value = `${ranks[view.r0]}-${ranks[view.r1 - 1]}`;
       host.querySelector("#runmap-steps").value = `${view.s0}-${view.s1}`;
-      const perCell = level === finest && finest.first.every((f, i) => f === finest.last[i]) ? "one step" : "steps joined";
-      host.querySelector("#runmap-axis").textContent =
-        `level ${levels.indexOf(level)} of ${levels.length}: ${level.rows} rows × ${level.columns} columns (${perCell})`;
+      const perCell = level.first.every((f, i) => f === level.last[i]) ? "a step a column" : "steps joined";
+      host.querySelector("#runmap-axis").textContent = levels.includes(level)
+        ? `level ${levels.indexOf(level)} of ${levels.length}: ${level.rows} rows × ${level.columns} columns (${perCell})`
+        : `detail: ranks ${ranks[level.r0]}-${ranks[level.r1 - 1]}, steps ${level.s0}-${level.s1}, every column of their step logs`;
       rangeSummary();
     }
     function ticks() {
@@ -233,14 +242,15 @@
       if (!segments.length && !growth.length) list.appendChild(element("li", {}, "no slow segment"));
       panel.appendChild(list);
     }
-    function rangeSummary() {  // the exact cells (the finest level) within the view
+    function rangeSummary() {  // the finest cells within the view: a detail's where one holds it
+      const source = covering() || levels[0];
       const columns = [];
-      finest.first.forEach((first, c) => { if (first >= view.s0 && finest.last[c] <= view.s1) columns.push(c); });
+      source.first.forEach((first, c) => { if (first >= view.s0 && source.last[c] <= view.s1) columns.push(c); });
       const rows = [];
       for (let index = view.r0; index < view.r1 && rows.length < 64; index++) {
-        const row = firstAtMost(finest.row_first, index);
-        rows.push([ranks[index], nodes[index], median(columns.map((c) => finest.ms[row * finest.columns + c])),
-          median(columns.map((c) => finest.ratio[row * finest.columns + c]))]);
+        const row = firstAtMost(source.row_first, index);
+        rows.push([ranks[index], nodes[index], median(columns.map((c) => source.ms[row * source.columns + c])),
+          median(columns.map((c) => source.ratio[row * source.columns + c]))]);
       }
       const table = element("table", { class: "sortable", id: "runmap-range-table" });
       const head = table.createTHead().insertRow();

@@ -11,6 +11,12 @@ A joined cell keeps the median time and the largest ratio of its cells: a slow r
 stripe at every level. Values are float32 where every cell of the finest level fits
 :data:`EXACT_CELLS` (what report.json says, to the bit), float16 beyond (3 significant digits:
 a picture and a tooltip's worth).
+
+Where the finest level joins steps, the page also keeps **details**: around each slow node and
+slow segment the report names, every column of the map (the step log's own: a step, or a
+bucket of 100 past step 10 000) for the ranks of that node, from half the stretch before it to
+half after, float32, at most :data:`DETAIL_CELLS` cells each and :data:`DETAILS` in all. A
+user who reads "node 7 slow in steps 30 000-31 000" zooms there and reads single cells.
 """
 
 from __future__ import annotations
@@ -28,12 +34,14 @@ FINEST_CELLS = 1_500_000
 EXACT_CELLS = 250_000
 COARSEST_ROWS = 512
 COARSEST_COLUMNS = 1024
+DETAILS = 32
+DETAIL_CELLS = 200_000
 
 
-def run_levels(run: RunMap) -> dict[str, Any]:
-    """The run map's levels, finest first, as the page's script reads them, and the colour
-    scale: as run.png's, 1 ± the 99.5th percentile of the ratios' distance from 1 (of the
-    coarsest level: the whole run in few cells)."""
+def run_levels(run: RunMap, section: model.Run) -> dict[str, Any]:
+    """The run map's levels, finest first, as the page's script reads them, its details (see
+    the module's docstring) and the colour scale: as run.png's, 1 ± the 99.5th percentile of
+    the ratios' distance from 1 (of the coarsest level: the whole run in few cells)."""
     rows, columns = run.values.shape
     finest = max(1, min(columns, FINEST_CELLS // max(rows, 1)))
     exact = rows * finest <= EXACT_CELLS
@@ -59,8 +67,36 @@ def run_levels(run: RunMap) -> dict[str, Any]:
         "ranks": run.ranks.tolist(),
         "nodes": run.nodes,
         "levels": levels,
+        "details": _details(run, section) if finest < columns else [],
         "spread": min(max(spread, 0.1), 1.0),
     }
+
+
+def _details(run: RunMap, section: model.Run) -> list[dict[str, Any]]:
+    """Every column around each slow node and segment, for the ranks of its node."""
+    wanted = [(node.node, node.first, node.last) for node in section.slow_nodes]
+    wanted += [(segment.node, segment.first, segment.last) for segment in section.segments]
+    nodes = np.array(run.nodes)
+    last = run.first + run.width - 1
+    details: list[dict[str, Any]] = []
+    seen: set[tuple[str, int, int]] = set()
+    for node, first, final in wanted:
+        rows = np.flatnonzero(nodes == node)
+        pad = max(10, (final - first) // 2)
+        columns = np.flatnonzero((last >= first - pad) & (run.first <= final + pad))
+        if not len(rows) or not len(columns):
+            continue
+        rows = np.arange(rows.min(), rows.max() + 1)  # a node's ranks, and any between: a block
+        key = (node, int(columns[0]), len(columns))
+        if key in seen or len(rows) * len(columns) > DETAIL_CELLS:
+            continue
+        seen.add(key)
+        cells = np.ix_(rows, columns)
+        ms, ratio = run.values[cells], run.ratio[cells]
+        details.append(_level(ms, ratio, run.first[columns], last[columns], rows, exact=True))
+        if len(details) == DETAILS:
+            break
+    return details
 
 
 def _level(
