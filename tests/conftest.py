@@ -134,19 +134,9 @@ def real_job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     tests of the report and of its page read it; none writes into it)."""
     root = tmp_path_factory.mktemp("traces")
     result = run_submit(
-        "--cluster",
-        "local",
-        "--gpus",
-        "2",
-        "--profile-ranks",
-        "all",
-        "--gzip-traces",
-        "--traces-root",
-        str(root),
-        "--wait",
-        *SMALL_JOB,
-        timeout=240,
-    )
+        "--cluster", "local", "--gpus", "2", "--profile-ranks", "all", "--gzip-traces",
+        "--traces-root", str(root), "--wait", *SMALL_JOB, timeout=240,
+    )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     assert "report in " in result.stdout
     return root / submitted_job_id(result.stdout)

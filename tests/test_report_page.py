@@ -229,6 +229,8 @@ def test_a_table_of_many_ranks_keeps_its_top_rows_and_opens_whole(tmp_path: Path
     browser.find_element("id", "all-ranks").click()
     whole = browser.find_element("id", "all-ranks-table")
     assert len(whole.find_elements("css selector", "tbody tr")) == 300
+    headers = [th.text for th in whole.find_elements("css selector", "thead th")]
+    assert headers[:6] == ["rank", "host", "steps", "mean", "min", "max"] and "compute ms" in headers
     means = [float(m) for m in sort_column(browser, whole, "mean")]
     assert means == sorted(means) and len(means) == 300
     assert means[-1] == pytest.approx(max(r.step_time_ms.mean for r in report.ranks), abs=0.01)

@@ -53,7 +53,7 @@
       const body = full.createTBody();
       whole.rows.forEach((values) => {
         const row = body.insertRow();
-        values.forEach((value) => { row.insertCell().textContent = String(value); });
+        values.forEach((value) => { row.insertCell().textContent = value === null ? "-" : String(value); });
       });
       makeSortable(full);
       button.replaceWith(full);

@@ -135,19 +135,22 @@ def _packed(values: np.ndarray, kind: type) -> str:
 
 
 def ranks_table(report: model.Report) -> dict[str, Any]:
-    """Every rank's row of report.md's step time table (report.md keeps the top rows): the
+    """Every rank's row: report.md's step time table (which keeps its top rows at many ranks),
+    with where each step's time goes, the rank's peak memory and TFLOP/s where recorded. The
     page opens it whole on demand."""
-    return {
-        "columns": ["rank", "host", "steps", "mean", "min", "max"],
-        "rows": [
-            [
-                r.rank,
-                r.host,
-                f"{r.steps[0]}-{r.steps[-1]}" if r.steps else "-",
-                round(r.step_time_ms.mean, 2),
-                round(r.step_time_ms.min, 2),
-                round(r.step_time_ms.max, 2),
-            ]
-            for r in report.ranks
-        ],
-    }
+    parts = list(dict.fromkeys(part for r in report.ranks for part in r.breakdown_ms))
+    memory = any(r.memory for r in report.ranks)
+    flops = any(r.flops for r in report.ranks)
+    columns = ["rank", "host", "steps", "mean", "min", "max", *(f"{part} ms" for part in parts)]
+    columns += ["peak MiB"] * memory + ["TFLOP/s"] * flops
+    rows = []
+    for r in report.ranks:
+        row: list[Any] = [r.rank, r.host, f"{r.steps[0]}-{r.steps[-1]}" if r.steps else "-"]
+        row += [round(value, 2) for value in (r.step_time_ms.mean, r.step_time_ms.min, r.step_time_ms.max)]
+        row += [round(r.breakdown_ms.get(part, 0.0), 2) for part in parts]
+        if memory:
+            row.append(round(r.memory.peak_allocated_bytes / 2**20, 1) if r.memory else None)
+        if flops:
+            row.append(round(r.flops.tflops_per_s, 4) if r.flops else None)
+        rows.append(row)
+    return {"columns": columns, "rows": rows}
