@@ -75,7 +75,6 @@ def render_page(
         "run": run_levels,
         "segments": [msgspec.to_builtins(s) for s in report.run.segments] if report.run else [],
         "memory_growth": [msgspec.to_builtins(g) for g in report.run.memory_growth] if report.run else [],
-        "spread": run_levels.get("spread") if run_levels else None,
         "critical_path": _path_steps(report),
         "ranks_table": ranks_table,
     }
