@@ -1,6 +1,6 @@
 """``submit.py --exclude-slow-from JOB``: resubmit without the nodes an earlier job found slow.
 
-The verdict is the run map's (:mod:`profiling.analysis.slow_nodes`), read again from the job's
+The verdict is the run map's (:mod:`profiling.analysis.run.slow_nodes`), read again from the job's
 step logs, so a job that ended without its report still has one; the nodes become sbatch's
 ``--exclude``, merged with any the user set (``--sbatch exclude=...``).
 """
@@ -16,8 +16,8 @@ from jobs.spec import JobSpec, SpecError
 def slow_nodes_of(job: str, traces_root: Path) -> tuple[list[str], str]:
     """The nodes ``job`` (an id under ``traces_root``, or a job folder) found slow, and the line
     that says so."""
-    from profiling.analysis.run_logs import read_run  # numpy: only when this option is given
-    from profiling.analysis.slow_nodes import slow_nodes
+    from profiling.analysis.run.run_logs import read_run  # numpy: only when this option is given
+    from profiling.analysis.run.slow_nodes import slow_nodes
 
     folder = Path(job) if Path(job).is_dir() else traces_root / job
     run = read_run(folder) if folder.is_dir() else None

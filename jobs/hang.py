@@ -1,5 +1,5 @@
 """``python -m jobs.hang <job folder>``: why a job hung, from the dumps its ranks left in
-``meta/hang/`` (:mod:`profiling.analysis.hang`), and whether the job still runs."""
+``meta/hang/`` (:mod:`profiling.analysis.dumps.hang`), and whether the job still runs."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jobs.job_state import job_state
-from profiling.analysis.hang import HangError, explain
+from profiling.analysis.dumps.hang import HangError, explain
 from profiling.folder.layout import JobFolder
 from slurm.command_line import OneLineParser
 

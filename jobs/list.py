@@ -22,7 +22,7 @@ from typing import Any
 from jobs.job_state import NO_RECORD, job_state, launcher_of, read_submitted, size
 from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores, render_ranks
 from jobs.options import TRACES_ROOT_ENV, default_traces_root
-from profiling.analysis.oom import oom_verdict_lines
+from profiling.analysis.dumps.oom import oom_verdict_lines
 from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import read_manifest, read_running
 from profiling.folder.report_json import read_straggler

@@ -2,7 +2,7 @@
 
 While the job runs, from the files its ranks flush every few seconds (never a trace, never the
 job itself): per rank, its CPU time per step over the last ``--last`` steps and over the whole
-run, with the relative and individual scores of :mod:`profiling.analysis.run_map`, and whether
+run, with the relative and individual scores of :mod:`profiling.analysis.run.run_map`, and whether
 it is slow now (in a slow segment that reaches the last steps). Lowest relative score first, so
 the rank to capture heads the list, with the ``jobs.capture`` command that records it.
 """
@@ -13,8 +13,8 @@ import dataclasses
 from typing import Any
 
 from jobs.job_state import job_state
-from profiling.analysis import run_map
-from profiling.analysis.run_logs import read_run
+from profiling.analysis.run import run_map
+from profiling.analysis.run.run_logs import read_run
 from profiling.folder.layout import JobFolder
 
 RECENT_STEPS = 50

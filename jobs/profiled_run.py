@@ -37,7 +37,7 @@ from jobs.runtime.records import Attempt, gather_and_write_manifest, rank_record
 from jobs.runtime.report_step import analyse_own_traces, report_on
 from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TRACES_ROOT_ENV
-from profiling.analysis import hang
+from profiling.analysis.dumps import hang
 from profiling.folder.layout import JobFolder
 from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
 from profiling.folder.step_log import StepLogHeader

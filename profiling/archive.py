@@ -12,7 +12,7 @@ file
   machines keep them apart (a rank's windows share its machine);
 - its clock: Chrome JSON has no clock of its own, so each file is pinned to a reference file
   with ``offset_ns``, the shift the report's clock alignment measured
-  (:mod:`profiling.analysis.alignment`, read from ``report.json``: no trace is read again). The
+  (:mod:`profiling.analysis.clocks.alignment`, read from ``report.json``: no trace is read again). The
   reference is the file whose clock is earliest, so that every offset is 0 or more and no
   event moves before the start of the merged timeline (Perfetto drops those).
 

@@ -137,7 +137,7 @@ def sacct_state(job_id: str, timeout: float = 60) -> str:
 
 def needs_scanner() -> pytest.MarkDecorator:
     """Skip where the C trace scanner was not built, but fail in CI (:data:`REQUIRE_SCANNER_ENV`)."""
-    from profiling.analysis import trace_scan
+    from profiling.analysis.reading import trace_scan
 
     required = bool(os.environ.get(REQUIRE_SCANNER_ENV))
     return pytest.mark.skipif(not trace_scan.AVAILABLE and not required, reason="the scanner is not built")

@@ -55,7 +55,7 @@ def read_flavours() -> dict[str, Flavour]:
 FLAVOURS = read_flavours()
 
 
-# a build of profiling/analysis/_scan.c of one's own (CI: under AddressSanitizer and UBSan), used
+# a build of profiling/analysis/reading/_scan.c of one's own (CI: under AddressSanitizer and UBSan), used
 # by every test in place of the installed scanner (tests/sanitize_scanner.sh)
 SCANNER_BUILD_ENV = "SCANNER_BUILD"
 
@@ -74,9 +74,9 @@ def pytest_configure(config: pytest.Config) -> None:
 def _use_scanner_build(path: Path) -> None:
     import importlib.util
 
-    from profiling.analysis import trace_scan
+    from profiling.analysis.reading import trace_scan
 
-    spec = importlib.util.spec_from_file_location("profiling.analysis._scan", path)
+    spec = importlib.util.spec_from_file_location("profiling.analysis.reading._scan", path)
     assert spec is not None and spec.loader is not None, f"{SCANNER_BUILD_ENV}={path}: not a module"
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

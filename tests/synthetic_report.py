@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import statistics
 
-from profiling.analysis.kernels import FAMILIES
+from profiling.analysis.per_trace.kernels import FAMILIES
 from profiling.schema import model
 from profiling.schema.model_ranks import Clock, Kernels, RankReport, StepTime
 

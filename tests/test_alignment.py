@@ -13,10 +13,10 @@ from typing import Any
 
 import pytest
 
-from profiling.analysis.alignment import align
-from profiling.analysis.breakdown import analyse
-from profiling.analysis.collectives import Instance, instances
-from profiling.analysis.trace_events import from_document
+from profiling.analysis.clocks.alignment import align
+from profiling.analysis.per_trace.breakdown import analyse
+from profiling.analysis.reading.collectives import Instance, instances
+from profiling.analysis.reading.trace_events import from_document
 from profiling.folder.layout import meta_of
 from profiling.report import build_report
 from tests import trace_variants as tv

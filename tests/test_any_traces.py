@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.analysis.record import ReportError
+from profiling.analysis.per_trace.record import ReportError
 from profiling.archive import write_archive
 from profiling.compare import compare
 from profiling.folder.layout import ReportFiles

@@ -160,7 +160,7 @@ def test_an_archive_of_the_same_traces_and_clocks_is_kept_and_a_changed_one_made
 def test_an_archive_of_any_ranks_later_reads_no_trace(
     job: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    import profiling.analysis.trace_events as trace_events
+    import profiling.analysis.reading.trace_events as trace_events
 
     monkeypatch.setattr(trace_events, "read", lambda path: pytest.fail(f"read {path} again"))
     out = tmp_path / "1-3.tar"

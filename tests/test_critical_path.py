@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiling.analysis.critical_path import KINDS, Lane, Meeting, RankStep, StepPath, Undecided, step_path
+from profiling.analysis.across_ranks.critical_path import Meeting, RankStep, StepPath, Undecided, step_path
+from profiling.analysis.per_trace.lanes import KINDS, Lane
 from profiling.folder.layout import ReportFiles
 from profiling.report import build_report
 from profiling.schema.model_path import CriticalPath

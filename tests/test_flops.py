@@ -11,12 +11,12 @@ import pytest
 import torch
 from torch.utils import flop_counter
 
-from profiling.analysis.flops import op_flops
-from profiling.analysis.peaks import peak_of
-from profiling.analysis.trace_events import read as read_trace
+from profiling.analysis.per_trace.efficiency import rank_flops
+from profiling.analysis.per_trace.peaks import peak_of
+from profiling.analysis.reading.op_flops import op_flops
+from profiling.analysis.reading.trace_events import read as read_trace
 from profiling.folder.layout import meta_of
 from profiling.report import build_report
-from profiling.report.efficiency import rank_flops
 
 
 def counted_both_ways(work: Callable[[], None], tmp_path: Path) -> tuple[dict[str, int], dict[str, int]]:

@@ -12,9 +12,9 @@ from typing import Any
 
 import pytest
 
-from profiling.analysis.breakdown import analyse
-from profiling.analysis.idle import CAUSES, idle_causes
-from profiling.analysis.trace_events import from_document
+from profiling.analysis.per_trace.breakdown import analyse
+from profiling.analysis.per_trace.idle import CAUSES, idle_causes
+from profiling.analysis.reading.trace_events import from_document
 from profiling.report import build_report
 from tests import trace_variants as tv
 from tests.test_gpu_traces import DATA, MICROSECOND_TRACES, TRACES, gpu_totals, load, rounded_as_hta_does

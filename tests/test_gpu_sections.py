@@ -12,10 +12,10 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from profiling.analysis.bandwidth import DTYPE_BYTES, bus_factor, summarise_collectives
-from profiling.analysis.collectives import Collective
-from profiling.analysis.kernels import kernel_family
-from profiling.analysis.record import analyse_trace
+from profiling.analysis.per_trace.bandwidth import DTYPE_BYTES, bus_factor, summarise_collectives
+from profiling.analysis.per_trace.kernels import kernel_family
+from profiling.analysis.per_trace.record import analyse_trace
+from profiling.analysis.reading.collectives import Collective
 from profiling.folder.traces import TraceSource
 from profiling.report import build_report
 from profiling.schema.model import KernelDifference
@@ -153,7 +153,7 @@ def test_report_sections_in_the_order_a_gpu_user_reads_them(tmp_path: Path) -> N
 
 
 def test_the_kernels_that_differ_between_the_fastest_and_the_slowest_rank() -> None:
-    from profiling.report.gpu_sections import kernels_across
+    from profiling.analysis.across_ranks.gpu_sections import kernels_across
 
     def rank(number: int, step_ms: float, gemm_us: float) -> RankReport:
         top = [kernel("gemm", "gemm/conv", gemm_us), kernel("add", "elementwise", 10.0)]
@@ -178,7 +178,7 @@ def test_the_kernels_that_differ_between_the_fastest_and_the_slowest_rank() -> N
 
 
 def test_time_in_a_collective_splits_into_waiting_for_the_last_rank_and_transferring() -> None:
-    from profiling.analysis.waiting import split_waiting
+    from profiling.analysis.across_ranks.waiting import split_waiting
 
     # collective "a": ranks arrive at 0, 40, 100 and all leave at 130; "b": all arrive at 200
     # and leave at 250; rank 2 is not in "c", so "c" is not compared; rank 3 has no clock

@@ -15,11 +15,11 @@ from typing import Any
 
 import pytest
 
-from profiling.analysis.alignment import align
-from profiling.analysis.breakdown import GPU_PARTS, analyse
-from profiling.analysis.collectives import instances
-from profiling.analysis.merge import ALWAYS
-from profiling.analysis.trace_events import from_document, read
+from profiling.analysis.across_ranks.merge import ALWAYS
+from profiling.analysis.clocks.alignment import align
+from profiling.analysis.per_trace.breakdown import GPU_PARTS, analyse
+from profiling.analysis.reading.collectives import instances
+from profiling.analysis.reading.trace_events import from_document, read
 from profiling.folder.layout import meta_of
 from profiling.report import build_report
 

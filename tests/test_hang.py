@@ -19,7 +19,7 @@ from jobs import profiled_run
 from jobs.hang import main as hang_main
 from jobs.runtime.distributed import enable_flight_recorder
 from jobs.runtime.watchdog import EXIT_STATUS, Watchdog
-from profiling.analysis.hang import HangError, analyse_dumps, explain
+from profiling.analysis.dumps.hang import HangError, analyse_dumps, explain
 from profiling.folder.layout import JobFolder
 from tests.common import REPO, TINY_JOB, run_submit, submitted_job_id
 from tests.test_job_state import listed, refused

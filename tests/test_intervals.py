@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from profiling.analysis import intervals
+from profiling.analysis.per_trace import intervals
 
 
 def covered(spans: intervals.Intervals, grid: np.ndarray) -> np.ndarray:

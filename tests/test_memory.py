@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from profiling.analysis.memory import StepMemory, step_memory
-from profiling.analysis.trace_events import from_document
+from profiling.analysis.per_trace.memory import StepMemory, step_memory
+from profiling.analysis.reading.trace_events import from_document
 from profiling.report import build_report
 from tests.synthetic import cpu_job, write_job, x
 

@@ -1,4 +1,4 @@
-"""A rank's memory growing step after step (profiling/analysis/memory_growth.py): named where it
+"""A rank's memory growing step after step (profiling/analysis/run/memory_growth.py): named where it
 is a line to the end of the log, not where a run's memory steps up once, rises while it warms
 up, or bumps in the profiler's window."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from profiling.analysis import run_logs
-from profiling.analysis.memory_growth import Growth, combine_memory, growth, reduce_series, series_growth
+from profiling.analysis.run import run_logs
+from profiling.analysis.run.memory_growth import Growth, combine_memory, growth, reduce_series, series_growth
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
 

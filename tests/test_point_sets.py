@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from profiling.analysis.point_sets import correlation, mutual_nearest, nearest_gap, peaks
+from profiling.analysis.clocks.point_sets import correlation, mutual_nearest, nearest_gap, peaks
 
 
 def test_correlation_counts_the_pairs_at_each_offset() -> None:

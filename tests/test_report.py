@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from profiling.analysis.breakdown import analyse
-from profiling.analysis.trace_events import from_document
+from profiling.analysis.per_trace.breakdown import analyse
+from profiling.analysis.reading.trace_events import from_document
 from profiling.folder.layout import JobFolder, analysis_record, meta_of
 from profiling.report import ReportError, build_report, main
 from profiling.schema import model

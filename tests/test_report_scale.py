@@ -15,7 +15,7 @@ import msgspec
 import pytest
 
 from jobs.runtime.report_step import analyse_own_traces
-from profiling.analysis import record as records
+from profiling.analysis.per_trace import record as records
 from profiling.folder.layout import ReportFiles, analysis_record
 from profiling.folder.traces import list_traces
 from profiling.report import build_report

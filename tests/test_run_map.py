@@ -1,4 +1,4 @@
-"""The whole run at a glance (profiling/analysis/run_map.py, profiling/report/run.py, jobs.list
+"""The whole run at a glance (profiling/analysis/run/run_map.py, run_section.py, jobs.list
 --ranks): scores, slow segments and the map, on step logs written here and by real jobs."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 from jobs.list_ranks import rank_scores
-from profiling.analysis import run_logs, run_map, step_ratios
-from profiling.analysis.slow_nodes import slow_nodes
+from profiling.analysis.run import run_logs, run_map, step_ratios
+from profiling.analysis.run.slow_nodes import slow_nodes
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
 from profiling.report import build_report
@@ -239,8 +239,8 @@ def test_a_segment_links_the_traces_that_cover_it(tmp_path: Path) -> None:
     write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 1 and 30 <= step <= 60 else 0.0))
     for name in ("rank1_iter40_42.json", "rank0_iter40_42.json", "rank1_iter70_72.json"):
         (folder.path / name).write_text('{"traceEvents": []}')
-    from profiling.analysis.run_logs import read_run
-    from profiling.report.run import run_section
+    from profiling.analysis.run.run_logs import read_run
+    from profiling.analysis.run.run_section import run_section
 
     run, unreadable = read_run(folder.path)
     [segment] = run_section(folder.path, run, unreadable).segments
@@ -285,7 +285,7 @@ def test_list_ranks_refuses_a_job_without_logs_in_one_line(tmp_path: Path) -> No
 
 
 def test_the_map_of_more_ranks_than_it_has_rows_draws_a_row_per_node(tmp_path: Path) -> None:
-    from profiling.report.run import MAP_ROWS, map_for_plot, run_section
+    from profiling.analysis.run.run_section import MAP_ROWS, map_for_plot, run_section
 
     folder = JobFolder(tmp_path, "1")
     slowed = lambda rank, step: 130.0 + (60.0 if rank == 530 and 30 <= step <= 60 else 0.0)  # noqa: E731
@@ -304,8 +304,8 @@ def test_run_png_numbers_whole_steps(tmp_path: Path, monkeypatch: pytest.MonkeyP
     """A 20-step run: matplotlib's own ticks would read 2.5, 7.5, ..."""
     from matplotlib.figure import Figure
 
+    from profiling.analysis.run.run_section import map_for_plot, run_section
     from profiling.report.plot import plot_run
-    from profiling.report.run import map_for_plot, run_section
 
     folder = JobFolder(tmp_path, "1")
     write_logs(folder, lambda rank, step: 130.0, ranks=2, steps=range(20))

@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from profiling.analysis.straggler import ALPHA, find_straggler, steps_needed
+from profiling.analysis.across_ranks.straggler import ALPHA, find_straggler, steps_needed
 from profiling.folder.layout import meta_of
 from profiling.schema import model
 from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id, wait_for_a_quiet_machine

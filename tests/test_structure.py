@@ -19,6 +19,13 @@ LAYERS = (
     ("workload",),
     ("profiling.report", "profiling.compare"),
     ("profiling.archive",),
+    # analysis, by stage: each takes from the stages before it, in the order the data flows
+    ("profiling.analysis.dumps",),
+    ("profiling.analysis.run",),
+    ("profiling.analysis.across_ranks",),
+    ("profiling.analysis.clocks",),
+    ("profiling.analysis.per_trace",),
+    ("profiling.analysis.reading",),
     ("profiling.analysis",),
     ("profiling.recording",),
     ("profiling.folder",),
@@ -37,9 +44,14 @@ def _modules() -> dict[str, Path]:
     return found
 
 
+ROOMS = frozenset(room for rooms in LAYERS for room in rooms)
+
+
 def _room(module: str) -> str:
+    """The longest room that holds ``module`` (``profiling`` itself where none does)."""
     parts = module.split(".")
-    return ".".join(parts[:2]) if parts[0] == "profiling" and len(parts) > 1 else parts[0]
+    prefixes = (".".join(parts[:n]) for n in range(len(parts), 0, -1))
+    return next((prefix for prefix in prefixes if prefix in ROOMS), parts[0])
 
 
 def _imports(path: Path) -> set[str]:

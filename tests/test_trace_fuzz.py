@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from profiling.analysis import trace_scan
-from profiling.analysis.trace_errors import TraceFormatError
-from profiling.analysis.trace_events import read, read_in_python
+from profiling.analysis.reading import trace_scan
+from profiling.analysis.reading.trace_errors import TraceFormatError
+from profiling.analysis.reading.trace_events import read, read_in_python
 from tests import synthetic
 from tests.common import needs_scanner, run_module
 from tests.test_trace_reading import seconds_at_most

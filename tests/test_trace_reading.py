@@ -13,8 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from profiling.analysis.json_stream import TraceFormatError, TraceStream, read_header
-from profiling.analysis.merge import (
+from profiling.analysis.across_ranks.merge import (
     ALWAYS,
     MergedTraceWriter,
     MergeStats,
@@ -22,7 +21,8 @@ from profiling.analysis.merge import (
     plan_depth,
     write_part,
 )
-from profiling.analysis.trace_events import from_document, read
+from profiling.analysis.reading.json_stream import TraceFormatError, TraceStream, read_header
+from profiling.analysis.reading.trace_events import from_document, read
 
 
 @contextlib.contextmanager

@@ -1,4 +1,4 @@
-"""The compiled trace scanner (profiling/analysis/_scan.c) gives the Python reader's columns,
+"""The compiled trace scanner (profiling/analysis/reading/_scan.c) gives the Python reader's columns,
 exactly, or declines and the Python reader reads the trace."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from profiling.analysis import trace_scan
-from profiling.analysis.trace_columns import TraceEvents
-from profiling.analysis.trace_events import read, read_in_python
+from profiling.analysis.reading import trace_scan
+from profiling.analysis.reading.trace_columns import TraceEvents
+from profiling.analysis.reading.trace_events import read, read_in_python
 from tests.common import needs_scanner
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"

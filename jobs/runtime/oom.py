@@ -1,6 +1,6 @@
 """A rank out of memory: recognised (CUDA's ``torch.OutOfMemoryError``, the CPU allocator's
 RuntimeError), and what it held written to ``meta/oom/rank<r>.json`` before the error goes on
-(:mod:`profiling.analysis.oom` says it in one line). With ``--memory-history N`` on CUDA, the
+(:mod:`profiling.analysis.dumps.oom` says it in one line). With ``--memory-history N`` on CUDA, the
 allocator records its last N allocations and the rank dumps them beside the JSON, for
 pytorch.org/memory_viz."""
 
@@ -15,8 +15,8 @@ from typing import Any
 
 import torch
 
-from profiling.analysis.memory_growth import series_growth
-from profiling.analysis.oom import oom_line
+from profiling.analysis.dumps.oom import oom_line
+from profiling.analysis.run.memory_growth import series_growth
 from profiling.folder.layout import JobFolder
 from slurm.basics import write_json_atomically
 

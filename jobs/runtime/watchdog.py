@@ -3,7 +3,7 @@
 The training loop reports each step (:meth:`Watchdog.progress`: a clock read). A daemon thread
 looks once a second: after ``dump_after_s`` without progress (half of ``--dist-timeout``, so
 before the other ranks' collectives time out and srun kills everyone) it writes the rank's hang
-dump (``JobFolder.hang_dump``, read by :mod:`profiling.analysis.hang`): the step, the node, the
+dump (``JobFolder.hang_dump``, read by :mod:`profiling.analysis.dumps.hang`): the step, the node, the
 Python stack of every thread and torch's flight recorder. After ``exit_after_s``
 (``--dist-timeout`` plus a grace) it ends the process, so that a rank stuck outside any
 collective (a hung data loader, a ``sleep``) cannot keep a job alive once the others have given
@@ -38,7 +38,7 @@ def flight_recorder() -> dict[str, Any] | None:
     """torch's flight recorder of this process (its last collectives), or None where it is off.
 
     torch keeps two: one for NCCL (CUDA events) and one for every other backend (gloo); the
-    entries of both go into one list, which is what :mod:`profiling.analysis.hang` reads.
+    entries of both go into one list, which is what :mod:`profiling.analysis.dumps.hang` reads.
     """
     try:
         from torch._C._distributed_c10d import _dump_fr_trace_json, _dump_nccl_trace_json

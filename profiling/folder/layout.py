@@ -296,7 +296,7 @@ class JobFolder:
 
 
 def analysis_record(trace: Path, folder: Path | None = None) -> Path:
-    """Where a trace's analysis record goes (:mod:`profiling.analysis.record`): ``meta/analysis/``
+    """Where a trace's analysis record goes (:mod:`profiling.analysis.per_trace.record`): ``meta/analysis/``
     of its folder of traces (``folder``; default: the trace's own), named after it (a trace one
     level down, ``worker3/x.json``, as ``worker3__x.json``)."""
     folder = trace.parent if folder is None else folder

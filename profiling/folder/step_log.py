@@ -1,7 +1,7 @@
 """A rank's step log: its time for every step of the run, in a small binary file under ``meta/``.
 
 Every rank writes one per attempt (:meth:`profiling.folder.layout.JobFolder.step_log`), whether
-it records traces or not; the report draws the run from them (:mod:`profiling.analysis.run_map`)
+it records traces or not; the report draws the run from them (:mod:`profiling.analysis.run.run_map`)
 and ``jobs.list --ranks`` reads them while the job runs. Each step has three times, in ms, and
 its memory:
 

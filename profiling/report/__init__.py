@@ -1,10 +1,10 @@
 """Cross-rank report of a folder of traces: ``python -m profiling.report <job folder>``.
 
 A map and a reduce: each trace is read once, by whoever is nearest to it, into an analysis
-record (:mod:`profiling.analysis.record`, kept in ``meta/analysis/``; :mod:`.read`, :mod:`.slurm_array`);
-the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.render`,
-:mod:`.plot`); the merged timeline is an archive of the traces themselves
-(:mod:`profiling.archive`). Written to ``<folder>/meta/`` (or ``--out``):
+record (:mod:`profiling.analysis.per_trace.record`, kept in ``meta/analysis/``; :mod:`.read`,
+:mod:`.slurm_array`); the records are measured together (:mod:`profiling.analysis`, its stages)
+and rendered here (:mod:`.render`, :mod:`.page`, :mod:`.plot`); the merged timeline is an
+archive of the traces themselves (:mod:`profiling.archive`). Written to ``<folder>/meta/`` (or ``--out``):
 
 ``report.json``
     Typed by :mod:`profiling.schema.model` (msgspec Structs, every field documented), which
@@ -27,9 +27,9 @@ the records are combined into the report (:mod:`.combine`) and rendered (:mod:`.
     The traces of the ranks that matter, as one Perfetto timeline (:mod:`profiling.archive`).
 """
 
-from profiling.analysis.record import ReportError
+from profiling.analysis.across_ranks.combine import mean
+from profiling.analysis.per_trace.record import ReportError
 from profiling.report.build import build_report
 from profiling.report.cli import main
-from profiling.report.combine import mean
 
 __all__ = ["ReportError", "build_report", "main", "mean"]

@@ -12,10 +12,14 @@ from typing import Any, TextIO
 
 import msgspec
 
-from profiling.analysis.merge import DEFAULT_BUDGET_BYTES
-from profiling.analysis.record import ReportError, TraceRecord
-from profiling.analysis.run_logs import read_run
-from profiling.analysis.run_map import RunMap
+from profiling.analysis.across_ranks.combine import summarise
+from profiling.analysis.across_ranks.merge import DEFAULT_BUDGET_BYTES
+from profiling.analysis.clocks.kept import kept_alignment
+from profiling.analysis.dumps.out_of_memory import out_of_memory
+from profiling.analysis.per_trace.record import ReportError, TraceRecord
+from profiling.analysis.run.run_logs import read_run
+from profiling.analysis.run.run_map import RunMap
+from profiling.analysis.run.run_section import map_for_plot, run_section
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import write_archive
 from profiling.folder.layout import JobFolder, ReportFiles
@@ -24,10 +28,7 @@ from profiling.folder.report_json import encode_report, write_report_json
 from profiling.folder.traces import TraceSource, find_traces
 from profiling.ranks import RankSelection
 from profiling.report import plot_path
-from profiling.report.clocks import kept_alignment
-from profiling.report.combine import summarise
 from profiling.report.merged_json import write_merged_json
-from profiling.report.out_of_memory import out_of_memory
 from profiling.report.page import write_page
 from profiling.report.page_data import ranks_table, run_levels
 from profiling.report.pictures import Pictures, read_drawn
@@ -35,7 +36,6 @@ from profiling.report.plot import plot_report, plot_run
 from profiling.report.plot import prepare as prepare_plot
 from profiling.report.read import read_records
 from profiling.report.render import report_markdown
-from profiling.report.run import map_for_plot, run_section
 from profiling.report.workers import Ahead, Workers
 from profiling.schema import model
 from slurm.basics import utc_now, write_text_atomically

@@ -1,7 +1,7 @@
 """``merged_trace.json.gz`` (``--merged-json``): every rank in one re-encoded Chrome trace, for
 viewers that cannot open the Perfetto archive. It costs a second read of every trace (each event
 decoded, moved to its lane and clock, encoded again) and keeps within a size budget by leaving
-events out (:mod:`profiling.analysis.merge`); the archive needs neither."""
+events out (:mod:`profiling.analysis.across_ranks.merge`); the archive needs neither."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.merge import (
+from profiling.analysis.across_ranks.merge import (
     MergedTraceWriter,
     MergeStats,
     keep_levels,
@@ -20,8 +20,8 @@ from profiling.analysis.merge import (
     plan_depth,
     write_part,
 )
-from profiling.analysis.rank_clocks import Aligned
-from profiling.analysis.trace_events import read as read_trace
+from profiling.analysis.clocks.rank_clocks import Aligned
+from profiling.analysis.reading.trace_events import read as read_trace
 from profiling.report.workers import Workers
 from slurm.basics import atomic_path
 

@@ -1,7 +1,7 @@
 """What ``report.html`` explores, kept in the page: the run map as levels of detail, and the
 whole tables of ranks that report.md cuts to their top rows.
 
-The run map is every rank's time for every step (:class:`~profiling.analysis.run_map.RunMap`);
+The run map is every rank's time for every step (:class:`~profiling.analysis.run.run_map.RunMap`);
 at 4096 ranks × 10 900 columns that is 45 million cells, more than a page holds. So the page
 keeps levels: the finest holds at most :data:`FINEST_CELLS` cells (every cell of a job of up
 to that many; a longer run's columns joined, each the median of the steps it joins, as
@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.run_map import RunMap, binned, binned_medians
+from profiling.analysis.run.run_map import RunMap, binned, binned_medians
 from profiling.schema import model
 
 FINEST_CELLS = 1_500_000

@@ -16,7 +16,7 @@ from typing import Any
 
 import msgspec
 
-from profiling.report.fingerprint import fingerprint
+from profiling.folder.fingerprint import fingerprint
 from profiling.report.workers import Ahead
 from profiling.schema import model
 

@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from profiling.analysis.kernels import FAMILIES
+from profiling.analysis.per_trace.kernels import FAMILIES
 from profiling.report import plot_gpu, plot_memory, plot_path
 from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
 
 if TYPE_CHECKING:  # the plot's process imports no more than it draws with
-    from profiling.report.run import RunPicture, RunPictureMemory
+    from profiling.analysis.run.run_section import RunPicture, RunPictureMemory
 
 BARS_UP_TO = 32
 _TITLE_WIDTH = 130
@@ -175,7 +175,7 @@ def _steps_map(fig: Any, axes: Any, ranks: list[RankReport]) -> None:
 def plot_run(drawn: RunPicture, path: Path) -> None:
     """``run.png``: every rank's time for every step, against the other ranks' median (a slow
     rank is a stripe, a slow node a band, a step where everyone is slow a bump in the line
-    above); each slow segment outlined. ``drawn``: :func:`profiling.report.run.map_for_plot`."""
+    above); each slow segment outlined. ``drawn``: :func:`profiling.analysis.run.run_section.map_for_plot`."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
     from matplotlib.ticker import MaxNLocator

@@ -1,5 +1,5 @@
 """``report.png``'s second row, on GPU traces: each rank's GPU time by kernel family, and each
-collective's bus bandwidth (the figures of :mod:`profiling.report.gpu_sections`).
+collective's bus bandwidth (the figures of :mod:`profiling.analysis.across_ranks.gpu_sections`).
 
 Kernel families are stacked bars per rank up to ``BARS_UP_TO`` ranks, a heat map rank × family
 against the median rank above. Collectives are one bar each (kind and message size, the most
@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.kernels import FAMILIES
-from profiling.report.gpu_sections import LINK_SHARE
+from profiling.analysis.across_ranks.gpu_sections import LINK_SHARE
+from profiling.analysis.per_trace.kernels import FAMILIES
 from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
 

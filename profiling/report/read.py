@@ -1,6 +1,6 @@
 """The map of the report: every trace of a folder -> its analysis record, each trace read once.
 
-A trace with a fresh record (:mod:`profiling.analysis.record`) is not read; the others are read
+A trace with a fresh record (:mod:`profiling.analysis.per_trace.record`) is not read; the others are read
 by worker processes, each holding one trace at a time, and their records saved beside the
 traces for the next report. A file that is no trace, or a trace that cannot be read (a
 truncated ``.gz``, a trace that says no rank), is skipped and named; the others are reported on.
@@ -16,7 +16,14 @@ from typing import TextIO
 
 import msgspec
 
-from profiling.analysis.record import ReportError, TraceRecord, analyse_trace, load_fresh, reader_here, save
+from profiling.analysis.per_trace.record import (
+    ReportError,
+    TraceRecord,
+    analyse_trace,
+    load_fresh,
+    reader_here,
+    save,
+)
 from profiling.folder.traces import TraceFile, TraceSource
 from profiling.report.progress import Progress
 from profiling.report.workers import Workers

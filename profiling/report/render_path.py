@@ -1,5 +1,5 @@
 """report.md's "What limits the step": the critical path's gains, the largest first, each with
-its evidence and the next thing to do (:mod:`profiling.report.critical`)."""
+its evidence and the next thing to do (:mod:`profiling.analysis.across_ranks.critical_steps`)."""
 
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 the cluster, by a submitit job array, not on the login node.
 
 Each task takes a chunk of the traces, sized by their bytes, and saves their records beside
-them (:mod:`profiling.analysis.record`); the login node waits (``--no-wait``: it says how to
+them (:mod:`profiling.analysis.per_trace.record`); the login node waits (``--no-wait``: it says how to
 combine later) and then only combines, so its memory is the combine step's, not the traces'.
 submitit's files for the array go to ``meta/analysis/slurm/`` of the folder, which exists
 before the array is submitted (Slurm does not create the folder of ``--output``).
@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from profiling.analysis.record import load_fresh
+from profiling.analysis.per_trace.record import load_fresh
 from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceSource
 from profiling.report.progress import Progress

@@ -218,8 +218,8 @@ def versus_hta(label: str, folder: Path, repeats: int) -> dict[str, Any]:
 def decode_seconds(path: Path) -> float:
     """CPU seconds of decoding ``path``'s events as the report's reader does, and nothing else:
     what no reading of the trace can beat."""
-    from profiling.analysis.json_stream import TraceStream
-    from profiling.analysis.trace_events import ReadEvent
+    from profiling.analysis.reading.json_stream import TraceStream
+    from profiling.analysis.reading.trace_events import ReadEvent
 
     started = time.thread_time()
     for _ in TraceStream(path, ReadEvent).chunks():
@@ -235,7 +235,7 @@ def floor(path: Path) -> float:
 def one_trace(path: Path, rounds: int = 15) -> tuple[float, float]:
     """``(read and analysed, decoded)``: CPU seconds of one trace, each the best of ``rounds``,
     interleaved, in this process alone: the reader's cost over the floor's, nothing beside it."""
-    from profiling.analysis.record import analyse_trace
+    from profiling.analysis.per_trace.record import analyse_trace
 
     [trace] = list_traces(path.parent)
     whole, decode = [], []

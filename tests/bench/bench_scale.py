@@ -32,7 +32,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from profiling.analysis import record as records  # noqa: E402
+from profiling.analysis.per_trace import record as records  # noqa: E402
 from profiling.folder.layout import JobFolder  # noqa: E402
 from profiling.folder.step_log import MAGIC as STEP_LOG_MAGIC  # noqa: E402
 from tests.bench.bench_report import timed  # noqa: E402
@@ -41,8 +41,8 @@ RUN_MAP = (
     "import sys, time\n"
     "from pathlib import Path\n"
     "started = time.perf_counter()\n"
-    "from profiling.analysis import run_logs, run_map\n"
-    "from profiling.analysis.slow_nodes import slow_nodes\n"
+    "from profiling.analysis.run import run_logs, run_map\n"
+    "from profiling.analysis.run.slow_nodes import slow_nodes\n"
     "run, _ = run_logs.read_run(Path(sys.argv[1]))\n"
     "found, nodes = run_map.segments(run), slow_nodes(run)\n"
     "print(len(found), [n.node for n in nodes], round(time.perf_counter() - started, 2))\n"

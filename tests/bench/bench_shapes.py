@@ -31,7 +31,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from profiling.analysis.record import analyse_trace  # noqa: E402
+from profiling.analysis.per_trace.record import analyse_trace  # noqa: E402
 from profiling.folder.traces import list_traces  # noqa: E402
 from tests import trace_variants  # noqa: E402
 from tests.bench.bench_report import DENSE_EVERY, load  # noqa: E402

@@ -12,7 +12,7 @@ What a real job leaves, made by the toolkit's own writers from a real template:
   of one node (``--slow-node``) 1.5 times slower in the middle fifth of the run;
 - a trace per rank and its analysis record: every trace a hard link to one real GPU trace
   (tests/data, ``nccl_data``: it costs its size once), every record the real analysis of it
-  (:func:`profiling.analysis.record.analyse_trace`) with the rank's own rank, host and file,
+  (:func:`profiling.analysis.per_trace.record.analyse_trace`) with the rank's own rank, host and file,
   saved where a rank would save it: the report combines them and reads no trace.
 """
 
@@ -35,7 +35,7 @@ import numpy as np
 REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
-from profiling.analysis import record as records  # noqa: E402
+from profiling.analysis.per_trace import record as records  # noqa: E402
 from profiling.folder import manifest  # noqa: E402
 from profiling.folder.layout import JobFolder  # noqa: E402
 from profiling.folder.step_log import BUCKET, EXACT, HEADER_BYTES, StepLogHeader, StepLogWriter  # noqa: E402

@@ -1,0 +1,204 @@
+"""The reduce of the report: every trace's record -> one summary of the job (``report.json``).
+
+Clocks first: every trace is aligned against the first rank's trace of the same window
+(:mod:`profiling.analysis.clocks.rank_clocks`); then, per rank, the means of what the records measured
+per step (:mod:`profiling.analysis.per_trace.breakdown` defines every figure; nothing is measured here),
+and the straggler verdict over the aligned arrivals (:mod:`profiling.analysis.across_ranks.straggler`).
+"""
+
+from __future__ import annotations
+
+import bisect
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+
+import msgspec
+
+from profiling.analysis.across_ranks import gpu_sections
+from profiling.analysis.across_ranks.critical_steps import critical_path
+from profiling.analysis.across_ranks.straggler import find_straggler
+from profiling.analysis.across_ranks.waiting import WaitSplit, split_waiting
+from profiling.analysis.clocks.alignment import Alignment
+from profiling.analysis.clocks.rank_clocks import Aligned
+from profiling.analysis.per_trace.efficiency import rank_flops, rank_memory
+from profiling.schema import model, model_ranks
+from slurm.basics import utc_now
+
+
+def summarise(
+    folder: Path,
+    per_rank: dict[int, list[Aligned]],
+    reading: model.Reading,
+    link_gbps: float | None = None,
+    warnings: Sequence[str] = (),
+    peak_tflops: float | None = None,
+) -> model.Report:
+    """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
+    ``warnings``: the reading's, put first."""
+    spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
+    waits = split_waiting(spans)
+    ranks = [
+        _rank_summary(rank, traces, waits.get(rank), peak_tflops) for rank, traces in sorted(per_rank.items())
+    ]
+    means = [r.step_time_ms.mean for r in ranks]
+    anchor_steps = _anchor_steps(per_rank[min(per_rank)])
+    straggler = find_straggler(
+        arrivals={
+            rank: {key: arrival for key, (arrival, _) in found.items()} if found is not None else None
+            for rank, found in spans.items()
+        },
+        anchor_steps=anchor_steps,
+        step_ms={r.rank: r.step_ms for r in ranks},
+        compute_ms={r.rank: r.compute_ms for r in ranks},
+        clock_uncertainty_us={r.rank: r.clock.uncertainty_us or 0.0 for r in ranks},
+    )
+    return model.Report(
+        folder=str(folder),
+        generated_at=utc_now(),
+        ranks=ranks,
+        # the verdict's analysis knows no report: it is held to the model here
+        straggler=msgspec.convert(straggler, model.Straggler, strict=False)
+        if straggler is not None
+        else None,
+        step_time_spread_ms=model.Spread(
+            min=min(means),
+            median=statistics.median(means),
+            max=max(means),
+            max_minus_min=max(means) - min(means),
+        ),
+        critical_path=critical_path(
+            per_rank,
+            spans,
+            anchor_steps,
+            noise_ms=straggler.get("step_noise_ms") if straggler else None,
+            straggler=straggler.get("rank") if straggler else None,
+        ),
+        communication_wait_ms={r.rank: r.breakdown_ms["communication"] for r in ranks},
+        kernels_across=gpu_sections.kernels_across(ranks),
+        collectives_across=gpu_sections.collectives_across(ranks, link_gbps),
+        link_gbps=link_gbps,
+        peak_tflops=peak_tflops,
+        warnings=[*warnings, *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings)],
+        reading=reading,
+    )
+
+
+def _spans(traces: list[Aligned]) -> dict[tuple[int, int], tuple[float, float]] | None:
+    """When this rank reached and left each of the first rank's collectives, on the first
+    rank's clock.
+
+    Keyed by (window's first step, the first rank's collective index); None if no window's
+    clock was paired.
+    """
+    if not any(t.clock.paired for t in traces):
+        return None
+    return {
+        (t.trace.first_step, theirs): (
+            t.record.instances[mine].arrival + t.clock.shift_us,
+            t.record.instances[mine].end + t.clock.shift_us,
+        )
+        for t in traces
+        if t.clock.paired
+        for theirs, mine in t.clock.matched.items()
+    }
+
+
+def _wait(split: WaitSplit | None, steps: int) -> model_ranks.CollectiveWait | None:
+    """A rank's time in the collectives every compared rank reached, per step (ms)."""
+    if split is None:
+        return None
+    return model_ranks.CollectiveWait(
+        collectives=split.collectives,
+        wait_ms=split.wait_us / 1e3 / max(steps, 1),
+        transfer_ms=split.transfer_us / 1e3 / max(steps, 1),
+        waiting_share=split.waiting_share,
+        last_arrivals=split.last_arrivals,
+    )
+
+
+def _anchor_steps(reference: list[Aligned]) -> dict[tuple[int, int], int]:
+    """The step (on the first rank) of each of the first rank's collectives: the one that issued
+    it, else the one it began in (a kernel whose launch the trace does not hold)."""
+    found = {}
+    for t in reference:
+        starts = [s.start_us for s in t.record.steps]
+        for index, instance in enumerate(t.record.instances):
+            at = bisect.bisect_right(starts, instance.arrival) - 1
+            step = (
+                instance.step if instance.step is not None else t.record.steps[at].step if at >= 0 else None
+            )
+            if step is not None:
+                found[(t.trace.first_step, index)] = step
+    return found
+
+
+def _rank_summary(
+    rank: int, traces: list[Aligned], wait: WaitSplit | None, peak_tflops: float | None
+) -> model_ranks.RankReport:
+    records = [t.record for t in traces]
+    steps = [step for record in records for step in record.steps]
+    parts = records[0].parts
+    step_ms = [s.duration_us / 1e3 for s in steps]
+    gpu_steps = [s.gpu for s in steps if s.gpu is not None]
+    gpu = None
+    if gpu_steps:
+        gpu = model_ranks.GpuTime(
+            span_ms=mean([g.duration_us / 1e3 for g in gpu_steps]),
+            busy_ms=mean([g.busy_us / 1e3 for g in gpu_steps]),
+            idle_ms=mean([s.parts_us["idle"] / 1e3 for s in steps]),
+            communication_overlapped_ms=mean([g.communication_overlapped_us / 1e3 for g in gpu_steps]),
+            compute_by_phase_ms={
+                phase: mean([g.compute_by_phase_us[phase] / 1e3 for g in gpu_steps])
+                for phase in gpu_steps[0].compute_by_phase_us
+            },
+            idle_causes_ms=gpu_sections.idle_causes_per_step([r.idle for r in records], len(steps)) or {},
+            unlaunched=sum(r.unlaunched for r in records),
+        )
+    return model_ranks.RankReport(
+        rank=rank,
+        host=records[0].host,
+        device=records[0].device,
+        trace_files=[t.trace.name for t in traces],
+        steps=[s.step for s in steps],
+        step_ms=step_ms,
+        step_time_ms=model_ranks.StepTime(
+            mean=mean(step_ms), min=min(step_ms, default=0.0), max=max(step_ms, default=0.0)
+        ),
+        breakdown_ms={part: mean([s.parts_us[part] / 1e3 for s in steps]) for part in parts},
+        breakdown_steps_ms={part: [s.parts_us[part] / 1e3 for s in steps] for part in parts},
+        accounted_ms=mean([s.accounted_us / 1e3 for s in steps]),
+        compute_ms=mean([s.compute_us / 1e3 for s in steps]),
+        communication_total_ms=mean([s.collectives_us / 1e3 for s in steps]),
+        gpu=gpu,
+        kernels=gpu_sections.rank_kernels([r.kernels for r in records], steps=len(steps)),
+        collectives=gpu_sections.rank_collectives([r.collectives for r in records]),
+        clock=_clock(traces[0].clock),
+        trace_clocks=[
+            model_ranks.TraceClock(trace=t.trace.name, **msgspec.structs.asdict(_clock(t.clock)))
+            for t in traces
+        ],
+        analysed_by={t.trace.name: t.record.analysed_by for t in traces},
+        warnings=list(dict.fromkeys(w for record in records for w in record.warnings)),
+        collective_wait=_wait(wait, len(steps)),
+        memory=rank_memory(records, steps),
+        flops=rank_flops(records, steps, peak_tflops),
+    )
+
+
+def _clock(clock: Alignment) -> model_ranks.Clock:
+    return model_ranks.Clock(
+        method=clock.method,
+        shift_us=clock.shift_us,
+        pairs=clock.pairs,
+        residual_us=clock.residual_us,
+        max_residual_us=clock.max_residual_us,
+        paired_share=clock.paired_share,
+        uncertainty_us=clock.uncertainty_us,
+        note=clock.note,
+    )
+
+
+def mean(values: Sequence[float]) -> float:
+    """The mean, 0 for no values (a rank without steps)."""
+    return statistics.fmean(values) if values else 0.0

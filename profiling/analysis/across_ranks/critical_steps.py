@@ -1,0 +1,219 @@
+"""``report.json``'s ``critical_path``: every recorded step walked across ranks
+(:mod:`profiling.analysis.across_ranks.critical_path`) from the lanes in the traces' records, on the clocks
+the report aligned, and summed into what limits the step and what fixing it would gain."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import statistics
+from collections.abc import Callable, Mapping
+
+from profiling.analysis.across_ranks.critical_path import (
+    WHAT_IF,
+    Meeting,
+    RankStep,
+    StepPath,
+    Undecided,
+    step_path,
+)
+from profiling.analysis.clocks.rank_clocks import Aligned
+from profiling.analysis.per_trace.lanes import Lane, StepLane
+from profiling.analysis.per_trace.record import load_lanes
+from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
+
+Key = tuple[int, int]  # (window's first step, the first rank's collective index)
+Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
+SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed
+# the kind of segment each gain is made of, to name where it is
+_GAIN_KIND = {"straggler": None, "overlap": "communication", "host": "host"}
+
+
+def critical_path(
+    per_rank: Mapping[int, list[Aligned]],
+    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
+    anchor_steps: Mapping[Key, int],
+    noise_ms: float | None,
+    straggler: int | None = None,
+) -> CriticalPath | None:
+    """The path of every step a rank recorded; None where no trace has lanes (none recorded).
+
+    The ``straggler`` gain is one rank's: the others' wait for the rank the straggler verdict
+    names (else for the one that led most). In any job the last arrival at a collective leads
+    the next by a little, by chance, and now one rank, now another: summed over every rank,
+    those leads made a balanced 2-rank job's gain 8-12 ms a step, and a job with one rank
+    slowed by 80 ms gain 94-107 ms where the slowdown cost 84-89 (2026-12-03).
+    """
+    lanes = {rank: _rank_steps(rank, traces) for rank, traces in per_rank.items()}
+    numbers = sorted({step for found in lanes.values() for step in found})
+    if not numbers:
+        return None
+    labels = _labels(per_rank[min(per_rank)])
+    paths: list[StepPath] = []
+    undecided: list[UndecidedStep] = []
+    # the path's time by (rank, kind), then op: summed as each step is walked, its segments kept
+    # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
+    totals: dict[tuple[int, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    for step in numbers:
+        ranks = {rank: found.get(step) for rank, found in lanes.items()}
+        walked = step_path(step, ranks, _meetings(step, ranks, spans, anchor_steps, labels))
+        if isinstance(walked, Undecided):
+            undecided.append(UndecidedStep(step=walked.step, why=walked.why))
+            continue
+        for segment in walked.segments:
+            totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start
+        paths.append(walked if len(paths) < SEGMENT_STEPS else dataclasses.replace(walked, segments=[]))
+    late = straggler if straggler is not None else _leading(paths)
+    step_ms = statistics.fmean(p.duration / 1e3 for p in paths) if paths else 0.0
+    if noise_ms is None and len(paths) > 1:
+        noise_ms = statistics.stdev(p.duration / 1e3 for p in paths)
+    return CriticalPath(
+        steps=[_step(p, late) for p in paths],
+        segments_for=[p.step for p in paths[:SEGMENT_STEPS]],
+        by_rank_kind=_by_rank_kind(totals, len(paths)),
+        what_if=_what_if(paths, totals, step_ms, late),
+        undecided=undecided,
+        step_ms=step_ms,
+        noise_ms=noise_ms,
+    )
+
+
+def _rank_steps(rank: int, traces: list[Aligned]) -> dict[int, RankStep | None]:
+    """Each recorded step of the rank on the first rank's clock, its lane loaded only if the
+    walk reaches it; None where its clock is not on the first rank's."""
+    found: dict[int, RankStep | None] = {}
+    for t in traces:
+        shift = t.clock.shift_us
+        lanes = functools.cache(functools.partial(load_lanes, t.record, t.trace.source))  # once a trace
+        for step in t.record.steps:
+            span = (
+                (step.gpu.start_us, step.gpu.duration_us) if step.gpu else (step.start_us, step.duration_us)
+            )
+            start, end = span[0] + shift, span[0] + span[1] + shift
+            lane = functools.partial(_lane, lanes, step.step, shift)
+            found[step.step] = RankStep(rank, start, end, lane) if t.clock.paired else None
+    return found
+
+
+def _lane(
+    lanes: Callable[[], tuple[list[StepLane], list[str]] | None], step: int, shift: float
+) -> Lane | None:
+    found = lanes()
+    if found is None:
+        return None
+    steps, names = found
+    return next((lane.lane(shift, names) for lane in steps if lane.step == step), None)
+
+
+def _labels(reference: list[Aligned]) -> dict[Key, str]:
+    return {
+        (t.trace.first_step, index): instance.label
+        for t in reference
+        for index, instance in enumerate(t.record.instances)
+    }
+
+
+def _meetings(
+    step: int,
+    ranks: Mapping[int, RankStep | None],
+    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
+    anchor_steps: Mapping[Key, int],
+    labels: Mapping[Key, str],
+) -> list[Meeting]:
+    """The collectives of ``step`` that every rank reached, in the order they began."""
+    found = [spans.get(rank) for rank in ranks]
+    if any(s is None for s in found) or not found:
+        return []
+    keys = [key for key, anchored in anchor_steps.items() if anchored == step]
+    shared = [key for key in keys if all(key in s for s in found if s is not None)]
+    meetings = [
+        Meeting(
+            labels.get(key, "collective"),
+            arrivals={rank: spans[rank][key][0] for rank in ranks},  # type: ignore[index]
+            ends={rank: spans[rank][key][1] for rank in ranks},  # type: ignore[index]
+        )
+        for key in shared
+    ]
+    return sorted(meetings, key=lambda m: min(m.arrivals.values()))
+
+
+def _gains_us(path: StepPath, late: int | None) -> dict[str, float]:
+    """The path's gains, the straggler's that of the ``late`` rank alone."""
+    return {"straggler": path.straggler_us(late), **path.gains_us}
+
+
+def _leading(paths: list[StepPath]) -> int | None:
+    """The rank whose leads at the path's collectives add up to the most."""
+    leads: collections.Counter[int] = collections.Counter()
+    for path in paths:
+        for (rank, _), lead in path.leads_us.items():
+            leads[rank] += lead
+    return leads.most_common(1)[0][0] if leads else None
+
+
+def _step(path: StepPath, late: int | None) -> PathStep:
+    return PathStep(
+        step=path.step,
+        ms=path.duration / 1e3,
+        ending_rank=path.ending_rank,
+        segments=[
+            PathSegment(rank=s.rank, kind=s.kind, start_us=s.start, end_us=s.end, name=s.name, phase=s.phase)
+            for s in path.segments
+        ],
+        gains_ms={what: gain / 1e3 for what, gain in _gains_us(path, late).items()},
+    )
+
+
+def _by_rank_kind(totals: Totals, steps: int) -> list[RankKind]:
+    time_of = collections.Counter({key: sum(names.values()) for key, names in totals.items()})
+    total = sum(time_of.values()) or 1.0
+    return [
+        RankKind(
+            rank=rank,
+            kind=kind,
+            ms_per_step=us / 1e3 / steps,
+            share=us / total,
+            name=totals[(rank, kind)].most_common(1)[0][0],
+        )
+        for (rank, kind), us in time_of.most_common()
+    ]
+
+
+def _what_if(paths: list[StepPath], totals: Totals, step_ms: float, late: int | None) -> list[WhatIf]:
+    if not paths:
+        return []
+    found = []
+    for what, assumption in WHAT_IF.items():
+        gain_ms = statistics.fmean(_gains_us(p, late)[what] for p in paths) / 1e3
+        rank, name = _where(paths, totals, what, late)
+        found.append(
+            WhatIf(
+                what=what,
+                gain_ms=gain_ms,
+                share=gain_ms / step_ms if step_ms else 0.0,
+                assumption=assumption,
+                rank=rank,
+                name=name,
+            )
+        )
+    return sorted(found, key=lambda w: -w.gain_ms)
+
+
+def _where(
+    paths: list[StepPath], totals: Totals, what: str, late: int | None
+) -> tuple[int | None, str | None]:
+    """The rank and op most of a gain is on: for ``straggler``, the ``late`` rank and the
+    collective where it held the others most."""
+    kind = _GAIN_KIND[what]
+    time_of: collections.Counter[tuple[int, str]] = collections.Counter()
+    if kind is None:
+        for path in paths:
+            time_of.update({key: lead for key, lead in path.leads_us.items() if key[0] == late})
+    for (rank, segment_kind), names in totals.items():
+        if segment_kind == kind:
+            time_of.update({(rank, name): us for name, us in names.items()})
+    if not time_of:
+        return None, None
+    (rank, name), _ = time_of.most_common(1)[0]
+    return rank, name

@@ -1,0 +1,209 @@
+"""Which rank the others wait for, with the evidence, or that none stands out.
+
+Under DDP every rank's step lasts as long as the slowest rank's, so step times cannot tell
+who that is, and compute cannot either: a rank slowed on the CPU side (data loading, a slow
+host, Python) computes no more than the others, they just wait longer in NCCL or gloo. What
+tells is *arrival*: once the clocks are aligned (:mod:`profiling.analysis.clocks.alignment`), the rank that
+reaches a collective last is the one every other rank waits for there, for as long as it came
+after the one before it (its *gap*).
+
+The evidence is counted per step, because one late start delays every collective of that
+step: in each step, each rank is charged the gaps of the collectives it came last to, and the
+rank charged most *held the others back* in that step. A rank is named the straggler only if
+
+- it held the others back in more steps than chance allows: the binomial tail of that count,
+  with a 1-in-ranks chance each step, times the number of ranks (any of them could have been
+  the one), is below :data:`ALPHA`; and
+- what it was charged per step exceeds the step-to-step noise of a step's mean: the standard
+  deviation of step times (median over ranks) over the square root of the number of steps.
+
+Lateness is only evidence where the clocks are better than it: with clocks known to ±X µs
+(:attr:`profiling.analysis.clocks.alignment.Alignment.uncertainty_us`, the largest among the
+ranks compared), a rank that came to a collective less than :data:`CLOCK_MARGIN` × X after the
+one before it is not counted as last there. Identical ranks on well-aligned clocks are so
+never anyone's fault.
+
+With too few steps for the first test to ever pass (``ranks ** (1 - steps) >= ALPHA``) the
+answer is "undetermined", with the number of steps it would take; otherwise, failing either
+test, "no significant straggler". Each answer comes with the numbers.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import statistics
+from collections.abc import Hashable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+ALPHA = 0.01
+CLOCK_MARGIN = 3.0  # lateness below this many times the clocks' uncertainty is no evidence
+
+
+def steps_needed(ranks: int) -> int:
+    """The fewest steps in which one rank holding the others back every time passes the test."""
+    return 1 + math.floor(math.log(1 / ALPHA) / math.log(ranks)) + 1 if ranks > 1 else 0
+
+
+def find_straggler(
+    arrivals: Mapping[int, Mapping[Hashable, float] | None],
+    anchor_steps: Mapping[Hashable, int],
+    step_ms: Mapping[int, Sequence[float]],
+    compute_ms: Mapping[int, float],
+    clock_uncertainty_us: Mapping[int, float] | None = None,
+) -> dict[str, Any] | None:
+    """The verdict over ranks (None for a single rank); inputs are keyed by rank.
+
+    ``arrivals[rank]`` maps each collective (by a key shared across ranks) to when the rank
+    reached it, on the common clock; None for a rank whose clock could not be paired.
+    ``anchor_steps`` gives each collective's step; ``clock_uncertainty_us`` how well each
+    rank's clock is known (0 where not given).
+    """
+    if len(arrivals) < 2:
+        return None
+    ranks = sorted(r for r, found in arrivals.items() if found is not None)
+    unaligned = sorted(set(arrivals) - set(ranks))
+    # collectives every rank compared reached, in a known step
+    common = set.intersection(*(set(arrivals[r]) for r in ranks)) if ranks else set()
+    anchors = sorted((k for k in common if k in anchor_steps), key=str)
+    steps = sorted({anchor_steps[k] for k in anchors})
+    noise_ms = _step_noise_ms(step_ms)
+    uncertainty_us = max(((clock_uncertainty_us or {}).get(r, 0.0) for r in ranks), default=0.0)
+    verdict: dict[str, Any] = {
+        "ranks_compared": ranks,
+        "ranks_without_paired_clock": unaligned,
+        "collectives": len(anchors),
+        "steps": len(steps),
+        "step_noise_ms": noise_ms,
+        "threshold_ms": noise_ms / math.sqrt(len(steps)) if steps and noise_ms is not None else None,
+        "clock_uncertainty_us": uncertainty_us,
+        "min_lateness_us": CLOCK_MARGIN * uncertainty_us,
+        "compute_ms": {str(r): compute_ms[r] for r in sorted(compute_ms)},
+    }
+    if len(ranks) < 2 or not anchors:
+        why = (
+            f"the clocks could not be aligned for rank(s) {', '.join(map(str, unaligned))}, which leaves "
+            f"{len(ranks)} rank(s) to compare"
+            if len(ranks) < 2
+            else "no collective paired on every rank"
+        )
+        return {**verdict, "verdict": "undetermined", "rank": None, "text": f"straggler undetermined: {why}"}
+    times = np.array([[arrivals[r][k] for k in anchors] for r in ranks])
+    step_index = {step: index for index, step in enumerate(steps)}
+    charges = _Charges.of(times, [step_index[anchor_steps[k]] for k in anchors], len(steps), verdict)
+    if charges is None:
+        return {
+            **verdict,
+            "verdict": "none",
+            "candidate": None,
+            "rank": None,
+            "text": f"no significant straggler: no rank reached any of the {len(anchors)} collectives "
+            f"more than {verdict['min_lateness_us']:.1f} µs after the next one ({CLOCK_MARGIN:g} × the "
+            f"clocks' uncertainty of {uncertainty_us:.1f} µs)",
+        }
+    return _judge(charges, ranks, len(anchors), len(steps), compute_ms, verdict)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Charges:
+    """Who came last where, and what it cost the others (rows: ranks compared)."""
+
+    last: np.ndarray  # the row that came last, at each collective that tells
+    gaps_ms: np.ndarray  # how long after the next rank it came there
+    charged: np.ndarray  # ms of waiting each row caused in each step
+    held_back: np.ndarray  # steps in which each row was charged most
+
+    @classmethod
+    def of(
+        cls, times: np.ndarray, step_of: Sequence[int], steps: int, verdict: dict[str, Any]
+    ) -> _Charges | None:
+        """None where no rank came last by more than the clocks can tell (then nobody did)."""
+        order = np.argsort(times, axis=0, kind="stable")
+        columns = np.arange(times.shape[1])
+        gaps_us = times[order[-1], columns] - times[order[-2], columns]
+        evidence = gaps_us > verdict["min_lateness_us"]
+        if not evidence.any():
+            return None
+        last, gaps_ms = order[-1][evidence], gaps_us[evidence] / 1e3
+        charged = np.zeros((len(times), steps))
+        np.add.at(charged, (last, np.asarray(step_of, dtype=np.int64)[evidence]), gaps_ms)
+        blamed = charged.max(axis=0) > 0  # steps in which some rank held the others back
+        held_back = np.bincount(np.argmax(charged, axis=0)[blamed], minlength=len(times))
+        return cls(last, gaps_ms, charged, held_back)
+
+
+def _judge(
+    charges: _Charges,
+    ranks: list[int],
+    collectives: int,
+    steps: int,
+    compute_ms: Mapping[int, float],
+    verdict: dict[str, Any],
+) -> dict[str, Any]:
+    """The verdict on the rank charged most: straggler, none, or too few steps to tell."""
+    held_back, charged = charges.held_back, charges.charged
+    candidate = int(max(range(len(ranks)), key=lambda row: (held_back[row], charged[row].sum())))
+    rank, mine = ranks[candidate], charges.last == candidate
+    charged_ms = float(charged[candidate].mean())
+    lateness_ms = float(charges.gaps_ms[mine].mean()) if mine.any() else 0.0
+    last_counts = np.bincount(charges.last, minlength=len(ranks))
+    p = min(1.0, len(ranks) * _binomial_tail(int(held_back[candidate]), steps, 1 / len(ranks)))
+    verdict.update(
+        candidate=rank,
+        lateness_ms=lateness_ms,
+        last_arrivals={str(r): int(c) for r, c in zip(ranks, last_counts, strict=True)},
+        steps_held_back={str(r): int(c) for r, c in zip(ranks, held_back, strict=True)},
+        charged_ms_per_step={str(r): float(c) for r, c in zip(ranks, charged.mean(axis=1), strict=True)},
+        p_value=p,
+    )
+    threshold = verdict["threshold_ms"]
+    noise = (
+        f" against a step-to-step noise of {threshold:.2f} ms"
+        if threshold is not None
+        else "; the step-to-step noise cannot be measured from one step"
+    )
+    evidence = (
+        f"arrived last at {int(last_counts[candidate])} of {collectives} collectives, "
+        f"{lateness_ms:.2f} ms after the next rank on average, "
+        f"and held the others back in {int(held_back[candidate])} of {steps} steps "
+        f"(p = {p:.2g}; {charged_ms:.2f} ms per step{noise})"
+    )
+    needed = steps_needed(len(ranks))
+    if steps < needed:
+        return {
+            **verdict,
+            "verdict": "undetermined",
+            "rank": None,
+            "text": f"straggler undetermined: {steps} step(s) recorded, {needed} needed with "
+            f"{len(ranks)} ranks (--active); the most likely, rank {rank}, {evidence}",
+        }
+    if p < ALPHA and threshold is not None and charged_ms > threshold:
+        median_compute = statistics.median(compute_ms.values())
+        over = 100 * (compute_ms[rank] - median_compute) / median_compute if median_compute else 0.0
+        compute = f"; its compute per step is {compute_ms[rank]:.2f} ms, {over:+.1f}% against the median rank"
+        return {
+            **verdict,
+            "verdict": "straggler",
+            "rank": rank,
+            "compute_over_median_pct": over,
+            "text": f"straggler: rank {rank} {evidence}{compute}",
+        }
+    return {
+        **verdict,
+        "verdict": "none",
+        "rank": None,
+        "text": f"no significant straggler: the most often late, rank {rank}, {evidence}",
+    }
+
+
+def _step_noise_ms(step_ms: Mapping[int, Sequence[float]]) -> float | None:
+    """The median rank's step-to-step spread; None where no rank recorded two steps."""
+    spreads = [statistics.stdev(times) for times in step_ms.values() if len(times) > 1]
+    return statistics.median(spreads) if spreads else None
+
+
+def _binomial_tail(k: int, n: int, p: float) -> float:
+    """P(X >= k) for X ~ Binomial(n, p)."""
+    return sum(math.comb(n, i) * p**i * (1 - p) ** (n - i) for i in range(k, n + 1))

@@ -1,0 +1,1 @@
+"""Stage 6: what ranks leave behind when they fail: hang dumps and out-of-memory dumps."""

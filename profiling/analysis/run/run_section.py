@@ -1,0 +1,247 @@
+"""The report's view of the whole run, from every rank's step log: ``report.json``'s ``run``.
+
+What is measured is :mod:`profiling.analysis.run.run_map`'s; here it is put in words and tied to
+the job: which traces cover each slow segment, and where none does, the command that would
+have caught it; where each rank's log ends, if before the run's end.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import shlex
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from profiling.analysis.run import run_map
+from profiling.analysis.run.memory_growth import Growth
+from profiling.analysis.run.run_map import RunMap, Segment
+from profiling.analysis.run.slow_nodes import SlowNode, slow_nodes
+from profiling.folder.layout import JobFolder
+from profiling.folder.traces import TraceFile, list_traces
+from profiling.ranks import RankSelection, format_ranks
+from profiling.recording.config import ProfilerConfig
+from profiling.recording.schedule import ScheduleConfig
+from profiling.schema import model
+from slurm.settings import argv_of
+
+MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
+_MEMORY_LABELS = {"cuda": "peak allocated in the step (MiB)", "rss": "resident at the step's end (MiB)"}
+MAP_ROWS = 512  # at most this many rows of ranks in run.png; beyond, a row per node
+
+
+def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> model.Run:
+    """``report.json``'s ``run``: scores, slow segments, where the logs end."""
+    job = JobFolder.of_traces(trace_folder)
+    manifest = _manifest(job)
+    traces = [trace for folder in job.attempts() for trace in list_traces(folder)]
+    limit, noise = run_map.threshold(run)
+    scores = run_map.scores(run)
+    nodes = dict(zip(run.ranks.tolist(), run.nodes, strict=True))
+    return model.Run(
+        metric=run_map.METRIC,
+        measures="the training thread's CPU time per step (ms): waiting in a collective takes none",
+        steps=[int(run.first[0]), run.last_of(len(run.first) - 1)],
+        columns=len(run.first),
+        gpu=run.gpu,
+        slow_above=1.0 + limit,
+        min_steps=run_map.MIN_STEPS,
+        noise=noise,
+        ranks=[
+            model.RunRank(
+                rank=s.rank,
+                node=nodes[s.rank],
+                median_ms=s.median_ms,
+                wall_median_ms=_finite(run.row_medians["wall"][row]),
+                gpu_median_ms=_finite(run.row_medians["gpu"][row]) if run.gpu else None,
+                relative=s.relative,
+                individual=s.individual,
+                last_step=int(run.last_step[row]),
+                memory_median_mib=_finite(run.row_medians["mem"][row]),
+                memory_max_mib=_finite(float(np.nanmax(run.memory.peak[row])))
+                if run.memory and np.isfinite(run.memory.peak[row]).any()
+                else None,
+                intervals=[
+                    model.Interval(first=a, last=b, median_ms=m, relative=rel, individual=ind)
+                    for a, b, m, rel, ind in s.intervals
+                ],
+            )
+            for row, s in enumerate(scores)
+        ],
+        segments=[_segment(segment, traces, job, manifest) for segment in run_map.segments(run)],
+        slow_nodes=[_slow_node(node, job) for node in slow_nodes(run)],
+        ends=_ends(run, manifest),
+        unreadable=unreadable,
+        memory=run.memory.kind if run.memory else None,
+        memory_growth=[
+            memory_growth_part(int(rank), nodes[int(rank)], growth)
+            for rank, growth in zip(run.ranks, run.memory.growth if run.memory else [], strict=False)
+            if growth is not None
+        ],
+    )
+
+
+def memory_growth_part(rank: int, node: str, growth: Growth) -> model.MemoryGrowth:
+    """A rank's leak as report.json says it (the run's, or an out-of-memory dump's)."""
+    return model.MemoryGrowth(rank=rank, node=node, **dataclasses.asdict(growth), line=growth.line(rank))
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPicture:
+    """What ``run.png`` draws (small enough to send to the plot's process)."""
+
+    ratio: np.ndarray  # row x column: the row's time against the other rows' median
+    first: np.ndarray  # each column's first step
+    last: np.ndarray  # ... and last
+    rows: np.ndarray  # each row's rank, or its node's name where a row is a node
+    nodes: list[str]  # each row's node
+    by_node: bool  # thousands of ranks: a row per node, its slowest rank in each column
+    step_median_ms: np.ndarray  # each column's median step time
+    segments: list[model.Segment]
+    title: str
+    memory: RunPictureMemory | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class RunPictureMemory:
+    """``run.png``'s memory row: each row's memory over the run, beside its time."""
+
+    mib: np.ndarray  # row x column: the peak of each stretch of steps (by node: of its ranks)
+    first: np.ndarray  # each column's first step
+    last: np.ndarray  # ... and last
+    label: str  # what the memory is
+    growing: list[model.MemoryGrowth]
+
+
+def map_for_plot(run: RunMap, section: model.Run) -> RunPicture:
+    """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns."""
+    binned = run_map.binned(run, MAP_COLUMNS)
+    rows, labels, nodes = binned.ratio, run.ranks, run.nodes
+    memory = run.memory.peak if run.memory else None
+    if len(run.ranks) > MAP_ROWS:  # a row per node: the slowest of its ranks in each column
+        names = list(dict.fromkeys(run.nodes))
+        code = _codes(run.nodes, names)
+        order = np.argsort(code, kind="stable")
+        starts = np.searchsorted(code[order], np.arange(len(names)))
+        filled = np.nan_to_num(binned.ratio[order], nan=0.0)
+        rows, labels, nodes = np.maximum.reduceat(filled, starts, axis=0), np.array(names), names
+        if memory is not None:  # ... and the most memory of its ranks
+            memory = np.maximum.reduceat(np.nan_to_num(memory[order], nan=0.0), starts, axis=0)
+    segments = section.segments
+    found = "; ".join(
+        f"rank {s.rank} slow in steps {s.first}-{s.last} (+{s.excess_ms:.1f} ms)" for s in segments[:4]
+    )
+    more = f" and {len(segments) - 4} more" if len(segments) > 4 else ""
+    return RunPicture(
+        ratio=rows.astype(np.float32),
+        first=binned.first,
+        last=binned.last,
+        rows=labels,
+        nodes=list(nodes),
+        by_node=len(run.ranks) > MAP_ROWS,
+        step_median_ms=binned.step_median,
+        segments=segments,
+        title=(
+            "Each rank's CPU time per step against the other ranks' median. "
+            + (f"{found}{more}." if segments else "No rank was persistently slow.")
+        ),
+        memory=RunPictureMemory(
+            mib=memory.astype(np.float32),
+            first=run.memory.first,
+            last=run.memory.last,
+            label=_MEMORY_LABELS[run.memory.kind],
+            growing=section.memory_growth,
+        )
+        if run.memory is not None and memory is not None
+        else None,
+    )
+
+
+def _segment(
+    segment: Segment, traces: list[TraceFile], job: JobFolder, manifest: dict[str, Any]
+) -> model.Segment:
+    covering = [
+        t.name
+        for t in traces
+        if t.rank == segment.rank and t.first_step <= segment.last and t.last_step >= segment.first
+    ]
+    return model.Segment(
+        rank=segment.rank,
+        node=segment.node,
+        first=segment.first,
+        last=segment.last,
+        slow_steps=segment.slow_steps,
+        excess_ms=segment.excess_ms,
+        ratio=segment.ratio,
+        traces=covering,
+        hint=None if covering else _hint(segment, job, manifest),
+    )
+
+
+def _slow_node(node: SlowNode, job: JobFolder) -> model.SlowNode:
+    """A slow node, with the command that resubmits without it."""
+    return model.SlowNode(
+        **dataclasses.asdict(node),
+        hint=(
+            f"resubmit without {node.node}: `python submit.py <your options> --sbatch exclude={node.node}`, "
+            f"or `python submit.py <your options> --exclude-slow-from {job.path}`"
+        ),
+    )
+
+
+def _hint(segment: Segment, job: JobFolder, manifest: dict[str, Any]) -> str:
+    """The commands that would have recorded the segment: live, or on the next run."""
+    warmup = manifest.get("schedule", {}).get("warmup", ScheduleConfig().warmup)
+    warmup = min(warmup, segment.first)
+    active = min(3, segment.last - segment.first + 1)
+    next_run = ProfilerConfig(
+        ranks=RankSelection.parse(format_ranks({0, segment.rank})),
+        schedule=ScheduleConfig(wait=segment.first - warmup, warmup=warmup, active=active),
+    )
+    return (
+        f"no trace of rank {segment.rank} covers steps {segment.first}-{segment.last}: while it is slow, "
+        f"`python -m jobs.capture {job.job_id} --ranks {segment.rank}`; in the next run, "
+        f"`{shlex.join(argv_of(next_run))}` records steps {segment.first}-{segment.first + active - 1}"
+    )
+
+
+def _ends(run: RunMap, manifest: dict[str, Any]) -> model.Ends:
+    """Where the logs end, against the run's steps: a killed job's end at its last flush."""
+    steps = manifest.get("workload", {}).get("steps")
+    expected = steps - 1 if isinstance(steps, int) else None
+    last = int(run.last_step.max())
+    short = [
+        model.ShortLog(rank=int(rank), last_step=int(end))
+        for rank, end in zip(run.ranks, run.last_step, strict=True)
+        if end < (expected if expected is not None else last)
+    ]
+    if expected is None:
+        note = (
+            f"no manifest: the job did not end by itself (killed?); the logs end at step {last}, "
+            "their last flush"
+        )
+    elif short:
+        ends = ", ".join(f"rank {s.rank} at step {s.last_step}" for s in short[:8])
+        more = f" and {len(short) - 8} more" if len(short) > 8 else ""
+        note = f"the run has steps 0-{expected}; logs end early ({ends}{more}): their last flush"
+    else:
+        note = None
+    return model.Ends(expected_last_step=expected, last_step=last, short=short, note=note)
+
+
+def _manifest(job: JobFolder) -> dict[str, Any]:
+    try:
+        return json.loads(job.manifest.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _finite(value: float) -> float | None:
+    return float(value) if np.isfinite(value) else None
+
+
+def _codes(nodes: list[str], names: list[str]) -> np.ndarray:
+    index_of = {name: index for index, name in enumerate(names)}
+    return np.array([index_of[node] for node in nodes])
