@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from profiling.folder.layout import JobFolder
-from profiling.folder.manifest import read_manifest, read_running
+from profiling.folder.manifest import manifest_or_none, read_running
+from profiling.schema.manifest import AttemptRecord
 from slurm import scheduler
 from slurm.launchers import Launcher
 from slurm.queue_view import QueueView
@@ -54,7 +55,9 @@ def read_submitted(folder: JobFolder) -> dict[str, Any] | None:
 
 def size(folder: JobFolder) -> tuple[int | None, int | None]:
     """(nodes, tasks per node) the job was submitted with, or ran with; None where unknown."""
-    for record in (read_manifest(folder), read_running(folder), read_submitted(folder)):
+    manifest = manifest_or_none(folder)
+    typed = {"nodes": manifest.nodes, "world_size": manifest.world_size} if manifest else None
+    for record in (typed, read_running(folder), read_submitted(folder)):
         record = record or {}
         nodes, tasks = record.get("nodes"), record.get("world_size") or record.get("tasks")
         if nodes and tasks:
@@ -63,7 +66,9 @@ def size(folder: JobFolder) -> tuple[int | None, int | None]:
 
 
 def launcher_of(folder: JobFolder) -> Launcher | None:
-    for record in (read_running(folder), read_manifest(folder), read_submitted(folder)):
+    manifest = manifest_or_none(folder)
+    typed = {"launcher": manifest.launcher} if manifest else None
+    for record in (read_running(folder), typed, read_submitted(folder)):
         try:
             return Launcher((record or {})["launcher"])
         except (KeyError, ValueError):
@@ -74,11 +79,10 @@ def launcher_of(folder: JobFolder) -> Launcher | None:
 def job_state(folder: JobFolder, queue: QueueView | None = None) -> JobState:
     """``queue``: the caller's view of SLURM, shared by many jobs or calls (one squeue, and one
     sacct, for them all); None: a view of this call's own."""
-    manifest, running = read_manifest(folder) or {}, read_running(folder)
-    attempts = manifest.get("attempts") or []
-    last = attempts[-1] if attempts else None
-    newer = running is not None and last is not None and running["restart_count"] > last["restart_count"]
-    if last is not None and last.get("outcome") in _ENDED and not newer:
+    manifest, running = manifest_or_none(folder), read_running(folder)
+    last = manifest.attempts[-1] if manifest and manifest.attempts else None
+    newer = running is not None and last is not None and running["restart_count"] > last.restart_count
+    if last is not None and last.outcome in _ENDED and not newer:
         return _from_attempt(folder.job_id, last)
     launcher = launcher_of(folder)
     if launcher is None and not manifest and running is None:
@@ -88,15 +92,13 @@ def job_state(folder: JobFolder, queue: QueueView | None = None) -> JobState:
     return _from_processes(folder, running, last, launcher)
 
 
-def _from_attempt(job_id: str, attempt: dict[str, Any]) -> JobState:
-    when = _readable(attempt.get("ended_at"))
-    error = f" ({attempt['error'].splitlines()[0][:200]})" if attempt.get("error") else ""
-    return JobState(
-        job_id, False, attempt["outcome"], f"job {job_id} {attempt['outcome']} at {when}{error}", when
-    )
+def _from_attempt(job_id: str, attempt: AttemptRecord) -> JobState:
+    when = _readable(attempt.ended_at)
+    error = f" ({attempt.error.splitlines()[0][:200]})" if attempt.error else ""
+    return JobState(job_id, False, attempt.outcome, f"job {job_id} {attempt.outcome} at {when}{error}", when)
 
 
-def _from_scheduler(job_id: str, last: dict[str, Any] | None, queue: QueueView) -> JobState:
+def _from_scheduler(job_id: str, last: AttemptRecord | None, queue: QueueView) -> JobState:
     state = queue.state(job_id)
     if state is None:
         return JobState(job_id, None, "unknown", f"job {job_id}: SLURM does not answer (squeue)")
@@ -105,7 +107,7 @@ def _from_scheduler(job_id: str, last: dict[str, Any] | None, queue: QueueView) 
         return JobState(job_id, True, outcome, f"job {job_id} is {state.lower()} (squeue)")
     ended, when = queue.ending(job_id)
     if ended == scheduler.UNKNOWN_END:
-        if last is not None and last.get("outcome"):
+        if last is not None and last.outcome:
             return _from_attempt(job_id, last)
         return JobState(
             job_id, False, "ended", f"job {job_id} has left SLURM's queue; how it ended is unknown"
@@ -121,7 +123,7 @@ def _from_scheduler(job_id: str, last: dict[str, Any] | None, queue: QueueView) 
 
 
 def _from_processes(
-    folder: JobFolder, running: dict[str, Any] | None, last: dict[str, Any] | None, launcher: Launcher | None
+    folder: JobFolder, running: dict[str, Any] | None, last: AttemptRecord | None, launcher: Launcher | None
 ) -> JobState:
     job_id = folder.job_id
     alive = _alive(folder, running, launcher)
@@ -136,7 +138,7 @@ def _from_processes(
         return JobState(
             job_id, None, "unknown", f"job {job_id} runs elsewhere (its processes are on {running['host']})"
         )
-    if last is not None and last.get("outcome"):
+    if last is not None and last.outcome:
         return _from_attempt(job_id, last)
     seen = max((p.stat().st_mtime for p in (folder.running, folder.logs) if p.exists()), default=None)
     when = _readable_epoch(seen) if seen else "an unknown time"

@@ -24,7 +24,7 @@ from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores, render_ranks
 from jobs.options import TRACES_ROOT_ENV, default_traces_root
 from profiling.analysis.dumps.oom import oom_verdict_lines
 from profiling.folder.layout import JobFolder, is_job_folder
-from profiling.folder.manifest import read_manifest, read_running
+from profiling.folder.manifest import manifest_or_none, read_running
 from profiling.folder.report_json import read_straggler
 from profiling.folder.traces import list_traces
 from slurm.command_line import OneLineParser
@@ -36,11 +36,13 @@ NO_MANIFEST = NO_RECORD
 def job_row(folder: JobFolder, queue: QueueView) -> dict[str, Any]:
     """What the listing says of one job folder (``queue``: SLURM's view, read once for every job)."""
     # while the job runs, what its rank 0 wrote at the start stands in for the manifest
-    manifest = read_manifest(folder) or read_running(folder) or read_submitted(folder) or {}
+    manifest = manifest_or_none(folder)
+    first = read_running(folder) or read_submitted(folder) or {}
     traces = [t.path for attempt in folder.attempts() for t in list_traces(attempt)]
     started = (
-        manifest.get("started_at")
-        or manifest.get("submitted_at")
+        (manifest.started_at if manifest else None)
+        or first.get("started_at")
+        or first.get("submitted_at")
         or datetime.datetime.fromtimestamp(folder.path.stat().st_mtime, datetime.timezone.utc).isoformat(
             timespec="seconds"
         )
@@ -51,7 +53,8 @@ def job_row(folder: JobFolder, queue: QueueView) -> dict[str, Any]:
     if state.running and launcher is not None and launcher.queued:
         outcome += " (in the queue)"
     nodes, tasks_per_node = size(folder)
-    step_s = [r["step_time"]["median_s"] for r in manifest.get("ranks", []) if r["step_time"].get("steps")]
+    ranks = manifest.ranks if manifest else []
+    step_s = [r.step_time.median_s for r in ranks if r.step_time.steps and r.step_time.median_s is not None]
     return {
         "job_id": folder.job_id,
         "path": str(folder.path),

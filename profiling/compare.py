@@ -23,7 +23,7 @@ from typing import Any
 import msgspec
 
 from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
-from profiling.folder.manifest import read_manifest
+from profiling.folder.manifest import manifest_or_none
 from profiling.folder.traces import find_traces
 from profiling.report import ReportError, build_report, mean
 from profiling.schema import model
@@ -153,13 +153,16 @@ def _job_differences(
         found.append(f"traced ranks: {len(report_a.ranks)} in A, {len(report_b.ranks)} in B")
     if not same_device:
         found.append("devices differ (GPU against CPU): only step times are compared")
-    manifest_a, manifest_b = read_manifest(JobFolder.at(folder_a)), read_manifest(JobFolder.at(folder_b))
+    manifest_a, manifest_b = (
+        manifest_or_none(JobFolder.at(folder_a)),
+        manifest_or_none(JobFolder.at(folder_b)),
+    )
     if manifest_a and manifest_b:
         for key in ("world_size", "nodes", "backend"):
-            if manifest_a.get(key) != manifest_b.get(key):
-                found.append(f"{key}: {manifest_a.get(key)} in A, {manifest_b.get(key)} in B")
+            if getattr(manifest_a, key) != getattr(manifest_b, key):
+                found.append(f"{key}: {getattr(manifest_a, key)} in A, {getattr(manifest_b, key)} in B")
         for section in ("workload", "schedule"):
-            a, b = manifest_a.get(section, {}), manifest_b.get(section, {})
+            a, b = (msgspec.to_builtins(getattr(m, section)) or {} for m in (manifest_a, manifest_b))
             for key in sorted(set(a) | set(b)):
                 if a.get(key) != b.get(key):
                     found.append(f"{section} {key}: {a.get(key)} in A, {b.get(key)} in B")

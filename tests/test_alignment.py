@@ -19,6 +19,7 @@ from profiling.analysis.reading.collectives import Instance, instances
 from profiling.analysis.reading.trace_events import from_document
 from profiling.folder.layout import meta_of
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from tests import trace_variants as tv
 
 RANKS = 8
@@ -34,7 +35,7 @@ def copies(trace: dict[str, Any], shifts_us: list[float]) -> list[dict[str, Any]
 
 
 def report_of(folder: Path, traces: list[dict[str, Any]]) -> dict[str, Any]:
-    return build_report(tv.write(folder, traces), archive=False, plot=False)
+    return build_report(tv.write(folder, traces), ReportSettings(merged_trace=False, plot=False))
 
 
 def shift_errors(report: dict[str, Any], shifts_us: list[float]) -> dict[int, float]:

@@ -22,6 +22,7 @@ from profiling.folder.layout import ReportFiles
 from profiling.folder.traces import find_traces
 from profiling.ranks import RankSelection
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests import trace_variants as variants
 from tests.common import REPO
@@ -50,7 +51,7 @@ def test_traces_named_by_torchs_handler_one_folder_per_worker(torch_named: Path)
     names = [source.name for source in find_traces(torch_named)]
     assert len(names) == 2 and all(name.endswith(".pt.trace.json.gz") for name in names)
     assert {name.split("/")[0] for name in names} == {"worker0", "worker1"}  # as torch left them
-    report = build_report(torch_named, plot=False)
+    report = build_report(torch_named, ReportSettings(plot=False))
     assert [r.rank for r in report.ranks] == [0, 1]  # from each trace's distributedInfo
     for rank in report.ranks:
         assert rank.steps == [2, 3, 4] and rank.trace_files[0].startswith(f"worker{rank.rank}/")
@@ -64,11 +65,11 @@ def test_traces_named_by_torchs_handler_one_folder_per_worker(torch_named: Path)
 
 def test_traces_named_by_torchs_handler_in_one_folder(tmp_path: Path) -> None:
     torchrun(tmp_path / "flat")
-    report = build_report(tmp_path / "flat", plot=False, archive=False)
+    report = build_report(tmp_path / "flat", ReportSettings(plot=False, merged_trace=False))
     assert [r.rank for r in report.ranks] == [0, 1]
     assert all(name.endswith(".pt.trace.json") for r in report.ranks for name in r.trace_files)
     # the report's own files are not traces: a second report reads the same two, from their records
-    again = build_report(tmp_path / "flat", plot=False, archive=False)
+    again = build_report(tmp_path / "flat", ReportSettings(plot=False, merged_trace=False))
     assert again.reading.from_records == 2 and again.reading.traces == 2
 
 
@@ -84,7 +85,7 @@ def another_producers_job(folder: Path, ranks: int = 4) -> Path:
 
 def test_another_producers_shape(tmp_path: Path) -> None:
     folder = another_producers_job(tmp_path / "other")
-    report = build_report(folder, plot=False)
+    report = build_report(folder, ReportSettings(plot=False))
     assert [r.rank for r in report.ranks] == [0, 1, 2, 3]
     assert all(r.steps == [5] and r.device == "gpu" for r in report.ranks)
     assert report.warnings == []
@@ -98,7 +99,7 @@ def test_one_recorded_step_says_its_noise_cannot_be_measured(tmp_path: Path) -> 
     folder.mkdir()
     for rank, trace in enumerate(traces):
         (folder / f"worker{rank}.pt.trace.json").write_text(json.dumps(trace))
-    text = build_report(folder, plot=False, archive=False).straggler.text
+    text = build_report(folder, ReportSettings(plot=False, merged_trace=False)).straggler.text
     assert "rank 2" in text and "the step-to-step noise cannot be measured from one step" in text, text
     assert "noise of 0.00" not in text
     assert (folder / "meta" / "report.md").read_text().startswith(f"# Trace report: {folder}")
@@ -111,7 +112,7 @@ def test_a_rank_from_the_name_where_the_trace_says_none(tmp_path: Path) -> None:
         del trace["distributedInfo"]
         path.unlink()
         (folder / f"host_rank-{rank}.json").write_text(json.dumps(trace))
-    report = build_report(folder, plot=False, archive=False)
+    report = build_report(folder, ReportSettings(plot=False, merged_trace=False))
     assert [r.rank for r in report.ranks] == [0, 1]
     assert "rank 1: the trace has no distributedInfo: rank 1 is taken from its file name" in report.warnings
 
@@ -125,7 +126,7 @@ def test_what_is_not_a_trace_is_named_and_skipped(tmp_path: Path) -> None:
     nameless = json.loads((folder / "worker1_step_5.1697000000001.pt.trace.json").read_text())
     del nameless["distributedInfo"]
     (folder / "worker1_step_5.1697000000001.pt.trace.json").write_text(json.dumps(nameless))
-    report = build_report(folder, plot=False, archive=False)
+    report = build_report(folder, ReportSettings(plot=False, merged_trace=False))
     assert [r.rank for r in report.ranks] == [0]  # the others are still analysed
     skipped = [w for w in report.warnings if w.startswith("skipped ")]
     assert len(skipped) == 3, report.warnings
@@ -145,7 +146,7 @@ def test_two_files_of_one_rank_whose_steps_overlap_are_refused(tmp_path: Path) -
     folder = another_producers_job(tmp_path / "other", ranks=2)
     shutil.copy(folder / "worker1_step_5.1697000000001.pt.trace.json", folder / "copy.json")
     with pytest.raises(ReportError, match=r"copy.json \(steps 5-5\) and worker1_step_5\.1697000000001"):
-        build_report(folder, plot=False, archive=False)
+        build_report(folder, ReportSettings(plot=False, merged_trace=False))
 
 
 def test_compare_and_archive_on_folders_of_foreign_traces(tmp_path: Path) -> None:
@@ -156,5 +157,5 @@ def test_compare_and_archive_on_folders_of_foreign_traces(tmp_path: Path) -> Non
     report = model.checked(ReportFiles.of(a).json.read_bytes())
     written = write_archive(a, report, tmp_path / "one.tar", ranks=[1])
     assert written.traces == ["worker1_step_5.1697000000001.pt.trace.json"]
-    report = build_report(a, plot=False, archive_ranks=RankSelection.parse_named("1"))
+    report = build_report(a, ReportSettings(plot=False, ranks=RankSelection.parse_named("1")))
     assert report.archive.ranks == "1"

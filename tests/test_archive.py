@@ -18,6 +18,7 @@ import pytest
 from profiling import archive
 from profiling.folder.layout import ReportFiles
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests import trace_variants as tv
 
@@ -86,7 +87,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for rank, trace in enumerate(traces):
         trace["host_name"] = f"node{rank // 2 + 1}"
     folder = tv.write(tmp_path_factory.mktemp("archive") / "4242", traces)
-    build_report(folder, plot=False)
+    build_report(folder, ReportSettings(plot=False))
     return folder
 
 
@@ -180,7 +181,7 @@ def test_ranks_of_one_host_that_pair_no_collective_are_archived_at_their_hosts_s
     for trace in traces:
         trace["host_name"] = "node1"
     folder = tv.write(tmp_path / "77", traces)
-    report = build_report(folder, plot=False)
+    report = build_report(folder, ReportSettings(plot=False))
     clock = report.ranks[1].clock
     assert (clock.method, clock.pairs, clock.residual_us) == ("one host", 0, None)
     manifest = check_manifest(unpacked(ReportFiles.of(folder).archive))

@@ -11,6 +11,7 @@ import pytest
 from profiling.compare import CompareError, compare, main
 from profiling.folder.layout import meta_of
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from tests.synthetic import cpu_job, write_job
 
 
@@ -19,7 +20,7 @@ def job(folder: Path, ranks: int = 2, backward_us: float = 10.0, seed: int = 0) 
     jitter = random.Random(seed)
     traces = cpu_job(8, lambda step: {0: jitter.uniform(0, 0.5)}, ranks=ranks, backward_us=backward_us)
     write_job(folder, traces, 8)
-    build_report(folder, archive=False, plot=False)
+    build_report(folder, ReportSettings(merged_trace=False, plot=False))
     return folder
 
 

@@ -15,6 +15,7 @@ from profiling.analysis.across_ranks.critical_path import Meeting, RankStep, Ste
 from profiling.analysis.per_trace.lanes import KINDS, Lane
 from profiling.folder.layout import ReportFiles
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from profiling.schema.model_path import CriticalPath
 from tests.synthetic import cpu_job, write_job, write_trace, x
 
@@ -125,7 +126,7 @@ def test_a_step_no_rank_can_be_followed_through_is_undecided_with_the_reason() -
 
 
 def report_path(folder: Path) -> CriticalPath:
-    path = build_report(folder, plot=False, archive=False).critical_path
+    path = build_report(folder, ReportSettings(plot=False, merged_trace=False)).critical_path
     assert path is not None
     return path
 
@@ -242,7 +243,8 @@ def test_report_png_shows_the_path_of_the_first_steps_and_its_time_by_rank_and_k
     from profiling.report.plot import plot_report
 
     report = build_report(
-        write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8), plot=False, archive=False
+        write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8),
+        ReportSettings(plot=False, merged_trace=False),
     )
     fig = plot_report(_drawn(report), tmp_path / "report.png")
     strips, shares = fig.axes[-2:]

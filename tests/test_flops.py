@@ -17,6 +17,7 @@ from profiling.analysis.reading.op_flops import op_flops
 from profiling.analysis.reading.trace_events import read as read_trace
 from profiling.folder.layout import meta_of
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 
 
 def counted_both_ways(work: Callable[[], None], tmp_path: Path) -> tuple[dict[str, int], dict[str, int]]:
@@ -111,7 +112,7 @@ GPU_TRACES = Path(__file__).parent / "data" / "gpu_traces"
 def test_a_real_gpu_trace_with_shapes_gets_its_flops_tflops_and_mfu(tmp_path: Path) -> None:
     (tmp_path / "v100").mkdir()
     (tmp_path / "v100" / "trace.json.gz").write_bytes((GPU_TRACES / "trace_diff_test.json.gz").read_bytes())
-    report = build_report(tmp_path / "v100", plot=False, archive=False)
+    report = build_report(tmp_path / "v100", ReportSettings(plot=False, merged_trace=False))
     flops = report.ranks[0].flops
     assert flops is not None
     assert (flops.device_name, flops.dtype, flops.peak_tflops) == ("Tesla V100-SXM2-16GB", "fp32", 15.7)
@@ -119,7 +120,10 @@ def test_a_real_gpu_trace_with_shapes_gets_its_flops_tflops_and_mfu(tmp_path: Pa
     assert [op.name for op in flops.ops] == ["aten::mm", "aten::addmm"]
     assert sum(op.gflops_per_step for op in flops.ops) == pytest.approx(flops.per_step / 1e9)
     # stable: read again, the same count; a peak given replaces the table's
-    given = build_report(tmp_path / "v100", tmp_path / "out", plot=False, archive=False, peak_tflops=100.0)
+    given = build_report(
+        tmp_path / "v100",
+        ReportSettings(out=tmp_path / "out", plot=False, merged_trace=False, peak_tflops=100.0),
+    )
     again = given.ranks[0].flops
     assert again is not None and again.steps == flops.steps
     assert (again.peak_source, again.mfu) == ("--peak-tflops", pytest.approx(flops.tflops_per_s / 100))
@@ -127,7 +131,7 @@ def test_a_real_gpu_trace_with_shapes_gets_its_flops_tflops_and_mfu(tmp_path: Pa
 
 def test_a_trace_without_shapes_says_no_flops_were_counted(tmp_path: Path) -> None:
     (tmp_path / "trace.json.gz").write_bytes((GPU_TRACES / "nccl_data.json.gz").read_bytes())
-    report = build_report(tmp_path, plot=False, archive=False)
+    report = build_report(tmp_path, ReportSettings(plot=False, merged_trace=False))
     assert report.ranks[0].flops is None
     markdown = (meta_of(tmp_path) / "report.md").read_text()
     assert (

@@ -16,6 +16,7 @@ from profiling.analysis.per_trace.breakdown import analyse
 from profiling.analysis.per_trace.idle import CAUSES, idle_causes
 from profiling.analysis.reading.trace_events import from_document
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from tests import trace_variants as tv
 from tests.test_gpu_traces import DATA, MICROSECOND_TRACES, TRACES, gpu_totals, load, rounded_as_hta_does
 
@@ -108,7 +109,7 @@ def test_the_report_says_how_many_kernels_had_no_launch_and_why_the_gpu_idled(tm
         for r in (0, 1)
     ]
     folder = tv.write(tmp_path / "job", traces)
-    report = build_report(folder, plot=False, archive=False)
+    report = build_report(folder, ReportSettings(plot=False, merged_trace=False))
     rank = report.ranks[0]
     assert rank.gpu.unlaunched > 100
     causes = rank.gpu.idle_causes_ms

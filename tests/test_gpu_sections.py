@@ -18,6 +18,7 @@ from profiling.analysis.per_trace.record import analyse_trace
 from profiling.analysis.reading.collectives import Collective
 from profiling.folder.traces import TraceSource
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from profiling.schema.model import KernelDifference
 from profiling.schema.model_ranks import KernelRow, Kernels, RankReport
 from tests import trace_variants as variants
@@ -133,7 +134,7 @@ def test_kernel_totals_match_htas_breakdown(hta_kernels: dict[str, float], tmp_p
 def test_report_sections_in_the_order_a_gpu_user_reads_them(tmp_path: Path) -> None:
     real = variants.load("nccl_data.json.gz")
     variants.write(tmp_path, [variants.as_rank(real, rank, 2, shift_us=100.0 * rank) for rank in range(2)])
-    report = build_report(tmp_path, plot=False, archive=False, link_gbps=400.0)
+    report = build_report(tmp_path, ReportSettings(plot=False, merged_trace=False, link_gbps=400.0))
     rank = report.ranks[0]
     assert rank.kernels.top[0].family == "communication" and rank.collectives[0].kind == "allreduce"
     assert report.collectives_across[0].ranks == 2

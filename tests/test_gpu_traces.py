@@ -22,6 +22,7 @@ from profiling.analysis.reading.collectives import instances
 from profiling.analysis.reading.trace_events import from_document, read
 from profiling.folder.layout import meta_of
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"
 TRACES = {
@@ -156,7 +157,7 @@ def test_amd_hip_trace() -> None:
 
 def test_amd_trace_in_a_job_folder_gets_its_rank_from_the_name(tmp_path: Path) -> None:
     shutil.copy(DATA / TRACES["amd"], tmp_path / "rank0_iter1_2.json.gz")
-    report = build_report(tmp_path, plot=False)
+    report = build_report(tmp_path, ReportSettings(plot=False))
     assert report.ranks[0].rank == 0 and report.ranks[0].device == "gpu"
     assert report.warnings == ["rank 0: the trace has no distributedInfo: rank 0 is taken from its file name"]
     assert (
@@ -166,7 +167,7 @@ def test_amd_trace_in_a_job_folder_gets_its_rank_from_the_name(tmp_path: Path) -
 
 def test_one_rank_has_no_straggler_line(tmp_path: Path) -> None:
     shutil.copy(DATA / TRACES["ns_resolution"], tmp_path / "rank0_iter101_105.json.gz")
-    report = build_report(tmp_path, archive=False, plot=False)
+    report = build_report(tmp_path, ReportSettings(merged_trace=False, plot=False))
     assert report.straggler is None
     title, *body = (meta_of(tmp_path) / "report.md").read_text().splitlines()
     assert not [line for line in body if "straggler" in line.lower()]
@@ -208,7 +209,7 @@ def test_real_pair_from_a_thinned_trace_is_not_misaligned(tmp_path: Path) -> Non
     # rank 1 by -62.8 ms although the raw clocks agree to within 0.3 ms
     for rank in (0, 1):
         shutil.copy(DATA / TRACES[f"trace_filter_{rank}"], tmp_path / f"rank{rank}_iter551_552.json.gz")
-    report = build_report(tmp_path, plot=False, merged_json=True)
+    report = build_report(tmp_path, ReportSettings(plot=False, merged_json=True))
     clock = report.ranks[1].clock
     assert clock.method == "matched collectives" and abs(clock.shift_us) < 1000
     with gzip.open(meta_of(tmp_path) / "merged_trace.json.gz") as handle:
@@ -242,7 +243,9 @@ def test_merged_trace_keeps_within_budget_on_kernel_heavy_traces(tmp_path: Path,
     for rank in range(4):
         trace["distributedInfo"] = {**trace["distributedInfo"], "rank": rank, "world_size": 4}
         (tmp_path / f"rank{rank}_iter1_2.json").write_text(json.dumps(trace))
-    merge = build_report(tmp_path, plot=False, merged_json=True, merge_budget_bytes=budget_mb * 1e6).merge
+    merge = build_report(
+        tmp_path, ReportSettings(plot=False, merged_json=True, merge_budget_mb=budget_mb)
+    ).merge
     with gzip.open(meta_of(tmp_path) / "merged_trace.json.gz") as handle:
         written = len(handle.read())
     assert written == merge.bytes and merge.events_dropped > 0

@@ -20,8 +20,10 @@ from jobs import capture
 from jobs.job_state import NO_RECORD, job_state, process_start
 from jobs.list import list_jobs
 from profiling.folder.layout import JobFolder
+from profiling.folder.manifest import record_attempt
 from profiling.folder.step_log import read_step_log
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from slurm import scheduler
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob, task_processes
@@ -105,13 +107,11 @@ def test_accounting_that_stays_behind_is_waited_for_a_bounded_time(monkeypatch: 
 def test_an_outcome_in_the_manifest_ends_the_job_whatever_running_json_says(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "7")
     write(folder.running, {"restart_count": 0, "launcher": "submitit-local", "pid": os.getpid()})
-    failed = {
-        "restart_count": 0,
-        "outcome": "failed",
-        "ended_at": "2026-12-01T08:02:31.123+00:00",
-        "error": "X: y",
-    }
-    write(folder.manifest, {"attempts": [failed]})
+    failed = {"restart_count": 0, "folder": ".", "resumed_from_step": 0, "next_step": 3, "trace_files": []}
+    failed |= {"outcome": "failed", "started_at": "2026-12-01T08:00:00.000+00:00"}
+    failed |= {"ended_at": "2026-12-01T08:02:31.123+00:00", "error": "X: y"}
+    facts = {"job_id": "7", "launcher": "submitit-local", "nodes": 1, "master": "h:1", "backend": "gloo"}
+    record_attempt(folder, facts, failed)
     state = job_state(folder)
     assert (state.running, state.outcome) == (False, "failed")
     assert state.how == "job 7 failed at 2026-12-01 08:02:31 UTC (X: y)"
@@ -183,7 +183,7 @@ def test_a_local_job_whose_ranks_were_sigkilled(traces_root: Path) -> None:
     listing = listed(folder)
     assert (listing["nodes"], listing["tasks_per_node"], listing["outcome"]) == (1, 2, "killed")
     # the step logs keep the run up to their last flush, and the report says where they end
-    ends = build_report(folder.path, jobs=1).run.ends
+    ends = build_report(folder.path, ReportSettings(jobs=1)).run.ends
     assert flushed <= ends.last_step < 1999 and ends.expected_last_step is None
     assert ends.note == (
         f"no manifest: the job did not end by itself (killed?); the logs end at step {ends.last_step}, "

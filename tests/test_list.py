@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from jobs.job_state import process_start
@@ -16,6 +17,8 @@ from jobs.list import NO_MANIFEST, list_jobs, main, render_jobs
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import write_manifest
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
+from profiling.schema.manifest import Manifest
 from tests.common import REPO
 from tests.synthetic import cpu_job, write_job
 
@@ -23,17 +26,30 @@ from tests.synthetic import cpu_job, write_job
 def finished_job(root: Path, job_id: str, started: str) -> JobFolder:
     folder = JobFolder(root, job_id)
     write_job(folder.path, cpu_job(8, lambda step: {1: 30.0}), 8)
-    build_report(folder.path, archive=False, plot=False)
+    build_report(folder.path, ReportSettings(merged_trace=False, plot=False))
+    attempt = {"folder": ".", "resumed_from_step": 0, "next_step": 20, "trace_files": []}
+    attempt |= {"started_at": started, "ended_at": started}
+    rank = {"local_rank": 0, "node_rank": 0, "node": "n1", "hostname": "n1", "device": "cpu", "threads": 1}
+    rank |= {"launcher": "slurm", "profiled": False, "trace_files": [], "windows": []}
+    rank |= {"trace_export_s": 0.0, "peak_rss_mib": 1.0, "started_at": started}
     manifest = {
         "job_id": job_id,
         "launcher": "slurm",
         "nodes": 2,
+        "master": "n1:29500",
+        "backend": "gloo",
         "world_size": 4,
         "started_at": started,
-        "attempts": [{"outcome": "preempted"}, {"outcome": "completed"}],
-        "ranks": [{"step_time": {"steps": 20, "median_s": 0.1 + r / 100}} for r in range(4)],
+        "trace_files": [],
+        "attempts": [
+            attempt | {"restart_count": 0, "outcome": "preempted"},
+            attempt | {"restart_count": 1, "outcome": "completed"},
+        ],
+        "ranks": [
+            rank | {"rank": r, "step_time": {"steps": 20, "median_s": 0.1 + r / 100}} for r in range(4)
+        ],
     }
-    write_manifest(folder, manifest)
+    write_manifest(folder, msgspec.convert(manifest, Manifest))
     return folder
 
 

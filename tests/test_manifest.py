@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import json
+
+import msgspec
 import pytest
 
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import (
     attempt_record,
+    manifest_or_none,
     read_manifest,
     record_attempt,
     step_time_summary,
     with_attempt,
     write_manifest,
 )
+from profiling.schema.files import FileRefused
+from profiling.schema.manifest import Manifest
 
 
 def test_step_time_summary_without_windows() -> None:
@@ -60,7 +66,7 @@ def test_attempt_record_lists_that_attempts_traces(tmp_path) -> None:
 
 def test_attempts_accumulate_and_a_rerun_replaces_its_own(tmp_path) -> None:
     job = JobFolder(tmp_path, "7")
-    facts = {"job_id": "7", "launcher": "slurm"}
+    facts = {"job_id": "7", "launcher": "slurm", "nodes": 2, "master": "node1:29500", "backend": "nccl"}
 
     def attempt(count: int, outcome: str) -> dict:
         return attempt_record(
@@ -70,20 +76,57 @@ def test_attempts_accumulate_and_a_rerun_replaces_its_own(tmp_path) -> None:
     record_attempt(job, facts, attempt(0, "preempted"))
     record_attempt(job, facts, attempt(1, "failed"))
     manifest = read_manifest(job)
-    assert [(a["restart_count"], a["outcome"]) for a in manifest["attempts"]] == [
-        (0, "preempted"),
-        (1, "failed"),
-    ]
-    assert manifest["launcher"] == "slurm"
+    assert [(a.restart_count, a.outcome) for a in manifest.attempts] == [(0, "preempted"), (1, "failed")]
+    assert manifest.launcher == "slurm" and manifest.ranks == [] and manifest.schema_version == 1
     # attempt 1's final record replaces its failure record; attempt 0 stays
     attempts = with_attempt(job, attempt(1, "completed"))
-    assert [(a["restart_count"], a["outcome"]) for a in attempts] == [(0, "preempted"), (1, "completed")]
+    assert [(a.restart_count, a.outcome) for a in attempts] == [(0, "preempted"), (1, "completed")]
 
 
-def test_unreadable_manifest_reads_as_none(tmp_path) -> None:
+def _facts(**more: object) -> Manifest:
+    return msgspec.convert(
+        {"job_id": "1", "launcher": "local", "nodes": 1, "master": "h:1", "backend": "gloo"}
+        | {"attempts": [], "trace_files": []}
+        | more,
+        Manifest,
+    )
+
+
+def test_a_manifest_is_written_and_read_typed(tmp_path) -> None:
     job = JobFolder(tmp_path, "1")
     assert read_manifest(job) is None
-    write_manifest(job, {"a": 1})
-    assert read_manifest(job) == {"a": 1}
-    job.manifest.write_text('{"half')
-    assert read_manifest(job) is None
+    write_manifest(job, _facts(workload={"steps": 20}))
+    manifest = read_manifest(job)
+    assert manifest == _facts(workload={"steps": 20}) and manifest.workload_steps == 20
+    assert json.loads(job.manifest.read_text())["schema_version"] == Manifest.VERSION
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ('{"half', r"manifest.json: not JSON \(.*truncated"),
+        ("[1, 2]", r"manifest.json: not a Manifest file: Expected `object`, got `array`"),
+        ('{"job_id": 7}', r"not a Manifest file: Expected `str`, got `int` - at `\$.job_id`"),
+        (b"\xff\xfe{}", r"manifest.json: not JSON"),
+    ],
+)
+def test_a_manifest_that_does_not_read_is_refused_in_one_line(tmp_path, text, said) -> None:
+    job = JobFolder(tmp_path, "1")
+    job.meta.mkdir(parents=True)
+    (job.manifest.write_bytes if isinstance(text, bytes) else job.manifest.write_text)(text)
+    with pytest.raises(FileRefused, match=said) as refused:
+        read_manifest(job)
+    assert "\n" not in str(refused.value)
+    assert manifest_or_none(job) is None  # the tools that can go on without it
+
+
+def test_a_manifest_of_a_newer_version_is_refused_and_one_of_before_versions_is_read(tmp_path) -> None:
+    job = JobFolder(tmp_path, "1")
+    write_manifest(job, _facts())
+    document = json.loads(job.manifest.read_text())
+    job.manifest.write_text(json.dumps(document | {"schema_version": 9}))
+    with pytest.raises(FileRefused, match=r"schema_version 9, newer than the 1 this toolkit reads. HINT"):
+        read_manifest(job)
+    del document["schema_version"]  # written before the files were typed: the same form
+    job.manifest.write_text(json.dumps(document))
+    assert read_manifest(job) == _facts()

@@ -9,6 +9,7 @@ from typing import Any
 from profiling.analysis.per_trace.memory import StepMemory, step_memory
 from profiling.analysis.reading.trace_events import from_document
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from tests.synthetic import cpu_job, write_job, x
 
 
@@ -55,7 +56,9 @@ def test_each_steps_peak_per_device_and_the_op_running_then() -> None:
 def test_the_report_keeps_each_ranks_peak_and_says_where_none_was_recorded(tmp_path: Path) -> None:
     traces = cpu_job(steps=3)
     traces[1]["traceEvents"] += [allocated(-1000 + 7 + 200 + 45, 4 << 20)]  # rank 1, step 11
-    report = build_report(write_job(tmp_path / "job", traces, steps=3), plot=False, archive=False)
+    report = build_report(
+        write_job(tmp_path / "job", traces, steps=3), ReportSettings(plot=False, merged_trace=False)
+    )
     assert report.ranks[0].memory is None
     memory = report.ranks[1].memory
     assert memory is not None

@@ -14,6 +14,7 @@ from profiling.analysis.per_trace.breakdown import analyse
 from profiling.analysis.reading.trace_events import from_document
 from profiling.folder.layout import JobFolder, analysis_record, meta_of
 from profiling.report import ReportError, build_report, main
+from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests import trace_variants as tv
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
@@ -92,7 +93,7 @@ def test_gpu_step_breakdown_from_kernels() -> None:
 
 def test_straggler_named_with_its_evidence_and_clocks_aligned(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
-    report = build_report(tmp_path, merged_json=True)
+    report = build_report(tmp_path, ReportSettings(merged_json=True))
     verdict = report.straggler
     assert (verdict.verdict, verdict.rank) == ("straggler", 1)
     assert verdict.last_arrivals == {0: 0, 1: 8} and verdict.steps_held_back == {0: 0, 1: 8}
@@ -128,17 +129,17 @@ def test_straggler_named_with_its_evidence_and_clocks_aligned(tmp_path: Path) ->
 
 def test_a_warm_report_keeps_the_picture_of_the_same_data_and_draws_a_changed_one(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
-    first = build_report(tmp_path, archive=False)
+    first = build_report(tmp_path, ReportSettings(merged_trace=False))
     picture = meta_of(tmp_path) / "report.png"
     drawn = picture.stat().st_mtime_ns
-    again = build_report(tmp_path, archive=False)  # every record fresh, the same figures
+    again = build_report(tmp_path, ReportSettings(merged_trace=False))  # every record fresh, the same figures
     assert again.drawn == first.drawn and set(first.drawn) == {"report.png"}
     assert picture.stat().st_mtime_ns == drawn
     write_job(tmp_path, cpu_job(8, lambda step: {0: 30.0}), 8)  # another straggler
-    changed = build_report(tmp_path, archive=False)
+    changed = build_report(tmp_path, ReportSettings(merged_trace=False))
     assert changed.drawn != first.drawn and picture.stat().st_mtime_ns != drawn
     picture.unlink()
-    build_report(tmp_path, archive=False)  # the same data, but no picture: drawn again
+    build_report(tmp_path, ReportSettings(merged_trace=False))  # the same data, but no picture: drawn again
     assert picture.exists()
 
 
@@ -148,10 +149,10 @@ def test_the_warm_report_after_a_cold_one_keeps_its_gpu_picture(tmp_path: Path) 
     base = tv.load("nccl_data.json.gz")
     traces = [tv.as_rank(base, rank, 2, shift_us=rank * 37.0) for rank in range(2)]
     folder = tv.write(tmp_path / "gpu", traces)
-    cold = build_report(folder, archive=False, jobs=2)  # read by worker processes
+    cold = build_report(folder, ReportSettings(merged_trace=False, jobs=2))  # read by worker processes
     picture = meta_of(folder) / "report.png"
     drawn = picture.stat().st_mtime_ns
-    warm = build_report(folder, archive=False, jobs=2)
+    warm = build_report(folder, ReportSettings(merged_trace=False, jobs=2))
     assert warm.reading.from_records == 2 and warm.drawn == cold.drawn
     assert picture.stat().st_mtime_ns == drawn
 
@@ -160,22 +161,22 @@ def test_a_warm_report_takes_the_clocks_it_kept_and_aligns_again_when_a_trace_ch
     base = tv.load("nccl_data.json.gz")
     traces = [tv.as_rank(base, rank, 3, shift_us=rank * 37.0) for rank in range(3)]
     folder = tv.write(tmp_path / "gpu", traces)
-    cold = build_report(folder, archive=False, plot=False)
+    cold = build_report(folder, ReportSettings(merged_trace=False, plot=False))
     kept = meta_of(folder) / "clocks.json"
     written = kept.stat().st_mtime_ns
-    warm = build_report(folder, archive=False, plot=False)
+    warm = build_report(folder, ReportSettings(merged_trace=False, plot=False))
     assert kept.stat().st_mtime_ns == written  # taken, not computed again
     assert warm.ranks == cold.ranks and warm.straggler == cold.straggler
     assert [r.clock.shift_us for r in warm.ranks] == pytest.approx([0.0, -37.0, -74.0], abs=0.01)
     tv.write(tmp_path / "gpu", [traces[0], tv.as_rank(base, 1, 3, shift_us=50.0), traces[2]])
-    changed = build_report(folder, archive=False, plot=False)
+    changed = build_report(folder, ReportSettings(merged_trace=False, plot=False))
     assert kept.stat().st_mtime_ns != written
     assert changed.ranks[1].clock.shift_us == pytest.approx(-50.0, abs=0.01)
 
 
 def test_no_significant_straggler_when_the_late_rank_changes(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {step % 2: 30.0}), 8)  # rank 0, then 1, then 0...
-    verdict = build_report(tmp_path, archive=False, plot=False).straggler
+    verdict = build_report(tmp_path, ReportSettings(merged_trace=False, plot=False)).straggler
     assert verdict.verdict == "none" and verdict.rank is None
     assert verdict.steps_held_back == {0: 4, 1: 4}
     assert verdict.text.startswith("no significant straggler: the most often late, rank ")
@@ -183,7 +184,7 @@ def test_no_significant_straggler_when_the_late_rank_changes(tmp_path: Path) -> 
 
 def test_too_few_steps_to_tell(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(3, lambda step: {1: 30.0}), 3)
-    verdict = build_report(tmp_path, archive=False, plot=False).straggler
+    verdict = build_report(tmp_path, ReportSettings(merged_trace=False, plot=False)).straggler
     assert (verdict.verdict, verdict.rank, verdict.candidate) == ("undetermined", None, 1)
     assert verdict.text.startswith(
         "straggler undetermined: 3 step(s) recorded, 8 needed with 2 ranks (--active)"
@@ -215,7 +216,7 @@ def test_report_of_a_real_job(real_job: Path, tmp_path: Path) -> None:
         assert rank.communication_total_ms > 0  # gloo all-reduces were seen
     # rank 0 wrote the Perfetto archive; the merged JSON on request
     assert report.archive.traces[0] == "rank0_iter15_17.json.gz" and report.merged_trace is None
-    build_report(real_job, tmp_path / "json", plot=False, archive=False, merged_json=True)
+    build_report(real_job, ReportSettings(out=tmp_path / "json", plot=False, merged_json=True))
     with gzip.open(tmp_path / "json" / "merged_trace.json.gz") as handle:
         merged = json.load(handle)
     steps = [e for e in merged["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")]
@@ -274,9 +275,13 @@ def test_report_command_line(real_job: Path, tmp_path: Path) -> None:
 
 def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
     write_job(tmp_path / "traces", cpu_job(8, lambda step: {3: 25.0 + step}, ranks=4), 8)
-    serial = build_report(tmp_path / "traces", tmp_path / "serial", plot=False, jobs=1, merged_json=True)
+    serial = build_report(
+        tmp_path / "traces", ReportSettings(out=tmp_path / "serial", plot=False, jobs=1, merged_json=True)
+    )
     shutil.rmtree(analysis_record(tmp_path / "traces" / "x").parent)  # read every trace again
-    parallel = build_report(tmp_path / "traces", tmp_path / "parallel", plot=False, jobs=2, merged_json=True)
+    parallel = build_report(
+        tmp_path / "traces", ReportSettings(out=tmp_path / "parallel", plot=False, jobs=2, merged_json=True)
+    )
     assert serial.reading.read_here == parallel.reading.read_here != []
     for rank in serial.ranks + parallel.ranks:
         assert {who.split(" (pid")[0] for who in rank.analysed_by.values()} == {
@@ -298,7 +303,7 @@ def test_merged_trace_one_lane_per_rank_and_distinct_flow_ids(tmp_path: Path) ->
         trace = cpu_trace(rank)
         trace["traceEvents"].append(x("kernel", 20, 5, tid=7, pid=0, cat="kernel"))  # a GPU lane
         write_trace(tmp_path, trace, f"rank{rank}_iter5_5.json")
-    build_report(tmp_path, plot=False, merged_json=True)
+    build_report(tmp_path, ReportSettings(plot=False, merged_json=True))
     with gzip.open(meta_of(tmp_path) / "merged_trace.json.gz") as handle:
         events = json.load(handle)["traceEvents"]
     assert {e["args"]["name"] for e in events if e.get("name") == "process_name"} == {

@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 from profiling.report import build_report, model_docs
+from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from profiling.schema.model import Report
 
@@ -22,7 +23,7 @@ def gpu_report(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("gpu")
     for name in ("trace_filter_sampled_rank-0.json.gz", "trace_filter_sampled_rank-1.json.gz"):
         shutil.copy(DATA / name, folder / name)
-    build_report(folder, plot=False)
+    build_report(folder, ReportSettings(plot=False))
     return folder / "meta" / "report.json"
 
 

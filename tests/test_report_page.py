@@ -21,6 +21,7 @@ from profiling.report import build_report
 from profiling.report.page import render_page, write_page
 from profiling.report.page_data import ranks_table
 from profiling.report.render import report_markdown
+from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests.browser import browser, open_page  # noqa: F401 (the fixture)
 from tests.synthetic_report import synthetic_report
@@ -30,7 +31,7 @@ LEFT, BOTTOM = 56, 22  # page.js: the run map's margins
 
 
 def report_of(folder: Path, out: Path, **options: Any) -> tuple[model.Report, ReportFiles]:
-    report = build_report(folder, out, jobs=1, **options)
+    report = build_report(folder, ReportSettings(out=out, jobs=1, **options))
     return report, ReportFiles(out)
 
 

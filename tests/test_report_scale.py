@@ -21,6 +21,7 @@ from profiling.folder.traces import list_traces
 from profiling.report import build_report
 from profiling.report.plot import plot_report
 from profiling.report.progress import Progress
+from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests import trace_variants as tv
 from tests.common import REPO
@@ -44,20 +45,24 @@ def without_timings(report: model.Report) -> model.Report:
 
 def test_a_trace_is_read_once_and_read_again_when_it_changes(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8)
-    cold = build_report(tmp_path, plot=False, archive=False)
+    cold = build_report(tmp_path, ReportSettings(plot=False, merged_trace=False))
     assert cold.reading.read_here == ["rank0_iter10_17.json", "rank1_iter10_17.json.gz"]
-    warm = build_report(tmp_path, plot=False, archive=False)
+    warm = build_report(tmp_path, ReportSettings(plot=False, merged_trace=False))
     assert (warm.reading.from_records, warm.reading.read_here) == (2, [])
     assert without_timings(warm) == without_timings(cold)
     # a changed trace (a new mtime) is read again; so is every trace of an older analysis
     trace = tmp_path / "rank0_iter10_17.json"
     os.utime(trace, ns=(trace.stat().st_atime_ns, trace.stat().st_mtime_ns + 1))
-    assert build_report(tmp_path, plot=False, archive=False).reading.read_here == [trace.name]
+    assert build_report(tmp_path, ReportSettings(plot=False, merged_trace=False)).reading.read_here == [
+        trace.name
+    ]
     record = json.loads(analysis_record(trace).read_text())
     # its cost on one core: the reader's CPU time, within its wall time
     assert 0 < record["cpu_seconds"] <= record["seconds"] + 0.01, record
     analysis_record(trace).write_text(json.dumps({**record, "version": records.ANALYSIS_VERSION - 1}))
-    assert build_report(tmp_path, plot=False, archive=False).reading.read_here == [trace.name]
+    assert build_report(tmp_path, ReportSettings(plot=False, merged_trace=False)).reading.read_here == [
+        trace.name
+    ]
     markdown = ReportFiles.of(tmp_path).markdown.read_text()
     assert "1 read here (rank0_iter10_17.json), as none had a fresh record" in markdown
 
@@ -154,7 +159,9 @@ def test_the_title_is_wrapped_not_cut() -> None:
 def test_big_folders_are_read_by_a_slurm_job_array(slurm_cluster, tmp_path: Path) -> None:
     base = tv.as_older_torch(tv.load("trace_filter_sampled_rank-0.json.gz"))
     folder = tv.write(tmp_path / "job", [tv.as_rank(base, rank, 64, rank * 3.0) for rank in range(64)])
-    local = build_report(folder, tmp_path / "local", plot=False, archive=False)  # records saved...
+    local = build_report(
+        folder, ReportSettings(out=tmp_path / "local", plot=False, merged_trace=False)
+    )  # records saved...
     for trace in list_traces(folder):
         analysis_record(trace.path).unlink()  # ...and dropped, for the array to make again
     measured = subprocess.run(
@@ -180,7 +187,7 @@ def test_big_folders_are_read_by_a_slurm_job_array(slurm_cluster, tmp_path: Path
 
 def test_report_md_tables_show_16_ranks_those_that_matter_and_a_line_for_the_others(tmp_path: Path) -> None:
     write_job(tmp_path, cpu_job(8, lambda step: {30: 300.0}, ranks=40), 8)
-    report = build_report(tmp_path, plot=False, archive=False)
+    report = build_report(tmp_path, ReportSettings(plot=False, merged_trace=False))
     assert report.straggler.rank == 30
     markdown = ReportFiles.of(tmp_path).markdown.read_text()
     step_table = markdown.split("## Step time (ms)")[1].split("Spread of")[0]

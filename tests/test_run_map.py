@@ -18,6 +18,7 @@ from profiling.analysis.run.slow_nodes import slow_nodes
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from tests.common import REPO
 
 
@@ -144,7 +145,7 @@ def test_a_slow_node_is_named_when_most_of_its_ranks_are_slow_and_no_other_nodes
     assert (
         abs(node.first - 30) <= 1 and abs(node.last - 60) <= 1 and node.excess_ms == pytest.approx(60, abs=4)
     )
-    report = build_report(folder.path, plot=False, archive=False)
+    report = build_report(folder.path, ReportSettings(plot=False, merged_trace=False))
     [found] = report.run.slow_nodes
     assert found.node == named and "--sbatch exclude=node2" in found.hint
     markdown = folder.report.markdown.read_text()
@@ -218,7 +219,7 @@ def test_a_long_run_is_drawn_in_at_most_a_thousand_columns(tmp_path: Path) -> No
 def test_the_report_of_a_job_without_traces_is_its_run(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "6")
     write_logs(folder, lambda rank, step: 130.0 + (40.0 if rank == 2 and 30 <= step <= 60 else 0.0))
-    report = build_report(folder.path, jobs=1)
+    report = build_report(folder.path, ReportSettings(jobs=1))
     run = report.run
     assert report.ranks == [] and report.straggler is None
     [segment] = run.segments
@@ -243,7 +244,7 @@ def test_a_segment_links_the_traces_that_cover_it(tmp_path: Path) -> None:
     from profiling.analysis.run.run_section import run_section
 
     run, unreadable = read_run(folder.path)
-    [segment] = run_section(folder.path, run, unreadable).segments
+    [segment] = run_section(folder.path, run, unreadable, None).segments
     assert segment.traces == ["rank1_iter40_42.json"] and segment.hint is None
 
 
@@ -291,12 +292,12 @@ def test_the_map_of_more_ranks_than_it_has_rows_draws_a_row_per_node(tmp_path: P
     slowed = lambda rank, step: 130.0 + (60.0 if rank == 530 and 30 <= step <= 60 else 0.0)  # noqa: E731
     write_logs(folder, slowed, ranks=MAP_ROWS + 64, per_node=8)
     run = combined(folder)
-    drawn = map_for_plot(run, run_section(folder.path, run, []))
+    drawn = map_for_plot(run, run_section(folder.path, run, [], None))
     assert drawn.by_node and drawn.ratio.shape == ((MAP_ROWS + 64) // 8, 100)
     assert list(drawn.rows[:2]) == ["node1", "node2"]
     row = list(drawn.rows).index("node67")  # rank 530's node: its slowest rank shows
     assert np.nanmax(drawn.ratio[row, 35:55]) > 1.3 and np.nanmax(drawn.ratio[row - 1, 35:55]) < 1.2
-    report = build_report(folder.path, archive=False)
+    report = build_report(folder.path, ReportSettings(merged_trace=False))
     assert report.run_plot == "run.png" and folder.report.folder.joinpath("run.png").stat().st_size > 0
 
 
@@ -312,7 +313,7 @@ def test_run_png_numbers_whole_steps(tmp_path: Path, monkeypatch: pytest.MonkeyP
     run = combined(folder)
     saved: list[Figure] = []
     monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: saved.append(figure))
-    plot_run(map_for_plot(run, run_section(folder.path, run, [])), tmp_path / "run.png")
+    plot_run(map_for_plot(run, run_section(folder.path, run, [], None)), tmp_path / "run.png")
     (figure,) = saved
     ticks = figure.axes[1].get_xticks()  # the map's; the line above shares them
     assert len(ticks) > 2 and all(float(t).is_integer() for t in ticks), ticks

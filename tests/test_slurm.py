@@ -14,6 +14,7 @@ import pytest
 
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests.common import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
 from tests.slurm_helpers import sbatch_script
@@ -100,7 +101,7 @@ def test_the_ranks_analyse_their_own_traces_and_rank_0_combines(
         re.MULTILINE,
     )
     assert combined, result.stdout
-    offline = build_report(traces_root / job_id, tmp_path / "offline")
+    offline = build_report(traces_root / job_id, ReportSettings(out=tmp_path / "offline"))
     assert without_timings(offline) == without_timings(
         model.checked(ReportFiles.of(traces_root / job_id).json.read_bytes())
     )

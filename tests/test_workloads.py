@@ -21,6 +21,7 @@ from jobs import cli
 from jobs import list as job_list
 from profiling.folder.layout import JobFolder
 from profiling.report import build_report
+from profiling.report.settings import ReportSettings
 from tests.common import (
     REPO,
     load_manifest,
@@ -133,7 +134,7 @@ def test_the_api_under_torchrun_writes_a_job_folder(tmp_path: Path) -> None:
     assert all(r["step_time"]["steps"] == 24 for r in manifest["ranks"])
     ops = operators(folder)
     assert "aten::addmm" in ops and "aten::tanh" in ops and not ops & set(RESNET_OPS)
-    report = build_report(folder, plot=False)
+    report = build_report(folder, ReportSettings(plot=False))
     assert [r.rank for r in report.ranks] == [0, 1] and report.run is not None
     listed = io.StringIO()
     with pytest.MonkeyPatch.context() as patch:

@@ -100,6 +100,7 @@ def rank_record(
     """What this rank did, as the manifest lists it under ``ranks`` (``about``: what the loop
     adds, the dtype it chose, say)."""
     identity = attempt.identity
+    about = dict(about)
     return {
         "rank": identity.rank,
         "local_rank": identity.local_rank,
@@ -107,7 +108,8 @@ def rank_record(
         "node": identity.node_name or socket.gethostname(),
         "hostname": socket.gethostname(),
         "device": device,
-        **about,
+        "dtype": about.pop("dtype", None),
+        "about": about,
         "threads": threads,
         "launcher": str(identity.launcher),
         "profiled": profiled or bool(profiler.recorded),
@@ -136,11 +138,11 @@ def gather_and_write_manifest(
             attempts=attempts,
             profiler=attempt.profiler.record(),
             workload=attempt.workload,
-            started_at=min([attempts[0]["started_at"], *(r["started_at"] for r in records)]),
+            hooks={hook.manifest_key: hook.manifest_section() for hook in hooks},
+            started_at=min([attempts[0].started_at, *(r["started_at"] for r in records)]),
             ended_at=utc_now(),
         )
-        written.update({hook.manifest_key: hook.manifest_section() for hook in hooks})
         path = manifest.write_manifest(attempt.folder, written)
         attempt.folder.running.unlink(missing_ok=True)
-        say(f"wrote {len(written['trace_files'])} trace(s) and {path}")
+        say(f"wrote {len(written.trace_files)} trace(s) and {path}")
     group.barrier()

@@ -1,6 +1,9 @@
-"""The manifest (:attr:`JobFolder.manifest`): what a job folder holds and how it was made.
+"""The manifest (:attr:`JobFolder.manifest`, typed by :mod:`profiling.schema.manifest`): what a
+job folder holds and how it was made.
 
-Rank 0 writes it when an attempt ends (completed, preempted or failed).
+Rank 0 writes it when an attempt ends (completed, preempted or failed): the ranks' records
+come as dicts (gathered over the process group), and become the typed manifest here, held to
+its Struct before it is written.
 """
 
 from __future__ import annotations
@@ -13,9 +16,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from profiling.folder.layout import JobFolder
 from profiling.folder.traces import list_traces
-from slurm.basics import utc_now, write_json_atomically
+from profiling.schema.files import FileRefused, read_file, write_file
+from profiling.schema.manifest import AttemptRecord, Manifest
+from slurm.basics import utc_now
 
 
 def step_time_summary(
@@ -94,10 +101,21 @@ def attempt_record(
     return record
 
 
-def read_manifest(job: JobFolder) -> dict[str, Any] | None:
+def read_manifest(job: JobFolder) -> Manifest | None:
+    """The job's manifest; None before one is written. Raises
+    :class:`~profiling.schema.files.FileRefused` (one line) where it does not read."""
     try:
-        return json.loads(job.manifest.read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
+        return read_file(job.manifest, Manifest)
+    except FileNotFoundError:
+        return None
+
+
+def manifest_or_none(job: JobFolder) -> Manifest | None:
+    """The job's manifest where it has one that reads (a tool that can go on without it: the
+    job's state, its run's ends); the report says why one does not (:func:`read_manifest`)."""
+    try:
+        return read_manifest(job)
+    except FileRefused:
         return None
 
 
@@ -111,23 +129,27 @@ def read_running(job: JobFolder) -> dict[str, Any] | None:
 
 
 def with_attempt(
-    job: JobFolder, attempt: dict[str, Any], manifest: dict[str, Any] | None = None
-) -> list[dict[str, Any]]:
+    job: JobFolder, attempt: dict[str, Any], manifest: Manifest | None = None
+) -> list[AttemptRecord]:
     """Earlier attempts, as the manifest on disk (or ``manifest``) lists them, and ``attempt``.
 
     ``attempt`` replaces an earlier record of the same restart count (a failed attempt's, say).
     """
-    earlier = (manifest if manifest is not None else read_manifest(job) or {}).get("attempts", [])
-    others = [a for a in earlier if a["restart_count"] != attempt["restart_count"]]
-    return sorted(others + [attempt], key=lambda a: a["restart_count"])
+    new = msgspec.convert(attempt, AttemptRecord)
+    earlier = manifest if manifest is not None else read_manifest(job)
+    others = [a for a in (earlier.attempts if earlier else []) if a.restart_count != new.restart_count]
+    return sorted([*others, new], key=lambda a: a.restart_count)
 
 
 def record_attempt(job: JobFolder, facts: dict[str, Any], attempt: dict[str, Any]) -> Path:
     """Rank 0, when an attempt ends early (preempted, failed): keep the manifest up to date."""
-    on_disk = read_manifest(job) or {}
-    manifest = {**on_disk, **facts}
-    manifest["attempts"] = with_attempt(job, attempt, on_disk)
-    manifest["trace_files"] = [name for a in manifest["attempts"] for name in a["trace_files"]]
+    on_disk = read_manifest(job)
+    attempts = with_attempt(job, attempt, on_disk)
+    trace_files = [name for a in attempts for name in a.trace_files]
+    if on_disk is None:
+        manifest = msgspec.convert({**facts, "attempts": attempts, "trace_files": trace_files}, Manifest)
+    else:
+        manifest = msgspec.structs.replace(on_disk, **facts, attempts=attempts, trace_files=trace_files)
     return write_manifest(job, manifest)
 
 
@@ -135,24 +157,26 @@ def build_manifest(
     *,
     facts: dict[str, Any],
     ranks: Sequence[dict[str, Any]],
-    attempts: Sequence[dict[str, Any]],
+    attempts: Sequence[AttemptRecord],
     profiler: dict[str, Any],
     workload: dict[str, Any],
+    hooks: dict[str, Any],
     started_at: str,
     ended_at: str,
-) -> dict[str, Any]:
-    """Assemble the manifest from the job's facts and every rank's own record (by rank)."""
+) -> Manifest:
+    """Assemble the manifest from the job's facts and every rank's own record (by rank), held
+    to its Struct: a record of another form fails here, on rank 0, not in a reader."""
     ranks = sorted(ranks, key=lambda record: record["rank"])
     hosts: list[str] = []
     for record in sorted(ranks, key=lambda record: record["node_rank"]):
         if record["node"] not in hosts:
             hosts.append(record["node"])
-    return {
+    document = {
         **facts,
         "world_size": len(ranks),
         "hostnames": hosts,
         "profiled_ranks": [record["rank"] for record in ranks if record["profiled"]],
-        "trace_files": [name for attempt in attempts for name in attempt["trace_files"]],
+        "trace_files": [name for attempt in attempts for name in attempt.trace_files],
         "attempts": list(attempts),
         "schedule": profiler["schedule"],
         "profiler": {key: value for key, value in profiler.items() if key != "schedule"},
@@ -161,10 +185,11 @@ def build_manifest(
         "started_at": started_at,
         "ended_at": ended_at,
         "ranks": list(ranks),
+        **hooks,
     }
+    return msgspec.convert(document, Manifest, from_attributes=True)
 
 
-def write_manifest(job: JobFolder, manifest: dict[str, Any]) -> Path:
-    job.meta.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(job.manifest, manifest)
+def write_manifest(job: JobFolder, manifest: Manifest) -> Path:
+    write_file(job.manifest, manifest)
     return job.manifest

@@ -13,14 +13,12 @@ from typing import Any, TextIO
 import msgspec
 
 from profiling.analysis.across_ranks.combine import summarise
-from profiling.analysis.across_ranks.merge import DEFAULT_BUDGET_BYTES
 from profiling.analysis.clocks.kept import kept_alignment
 from profiling.analysis.dumps.out_of_memory import out_of_memory
 from profiling.analysis.per_trace.record import ReportError, TraceRecord
 from profiling.analysis.run.run_logs import read_run
 from profiling.analysis.run.run_map import RunMap
 from profiling.analysis.run.run_section import map_for_plot, run_section
-from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.archive import write_archive
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
@@ -36,8 +34,11 @@ from profiling.report.plot import plot_report, plot_run
 from profiling.report.plot import prepare as prepare_plot
 from profiling.report.read import read_records
 from profiling.report.render import report_markdown
+from profiling.report.settings import ReportSettings
 from profiling.report.workers import Ahead, Workers
 from profiling.schema import model
+from profiling.schema.files import FileRefused
+from profiling.schema.manifest import Manifest
 from slurm.basics import utc_now, write_text_atomically
 
 # Below this many bytes of traces, the plot's process imports matplotlib (a second) while they are
@@ -46,49 +47,25 @@ _READ_WHILE_IMPORTING = 64 << 20
 
 
 def build_report(
-    folder: Path,
-    out_dir: Path | None = None,
-    *,
-    plot: bool = True,
-    html: bool = True,
-    jobs: int | None = None,
-    archive: bool = True,
-    archive_ranks: RankSelection | None = None,
-    archive_budget_bytes: float | None = DEFAULT_ARCHIVE_BUDGET_BYTES,
-    merged_json: bool = False,
-    merge_budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
-    progress: TextIO | None = None,
-    link_gbps: float | None = None,
-    peak_tflops: float | None = None,
+    folder: Path, settings: ReportSettings | None = None, *, progress: TextIO | None = None
 ) -> model.Report:
-    """Report on every trace in ``folder``; returns ``report.json``'s content.
+    """Report on every trace in ``folder`` as ``settings`` say (None: the defaults, as
+    ``python -m profiling.report`` has them); returns ``report.json``'s content.
 
-    ``jobs`` processes read the traces that have no fresh record (default: this process's
-    CPUs, at most 8). The archive takes ``archive_ranks`` (default: the ranks that matter,
-    within ``archive_budget_bytes``); ``merged_json`` adds the re-encoded merged trace, within
-    ``merge_budget_bytes`` of JSON (None: all). ``progress``: where to show it, if a terminal.
-    The job's step logs, if it has some, add the whole run (``run``, ``run.png``); a job with
-    step logs and no trace gets that alone. ``html``: ``report.html`` too.
+    ``settings.jobs`` processes read the traces that have no fresh record. The job's step logs,
+    if it has some, add the whole run (``run``, ``run.png``); a job with step logs and no trace
+    gets that alone. ``progress``: where to show it, if a terminal.
     """
-    options = {
-        "plot": plot,
-        "progress": progress,
-        "archive": archive,
-        "archive_ranks": archive_ranks,
-        "archive_budget_bytes": archive_budget_bytes,
-        "merged_json": merged_json,
-        "merge_budget_bytes": merge_budget_bytes,
-        "link_gbps": link_gbps,
-        "peak_tflops": peak_tflops,
-    }
+    settings = settings or ReportSettings()
     started = time.perf_counter()
     sources = find_traces(folder)
     if not sources and not JobFolder.of_traces(folder).step_logs():  # said before any process starts
         raise _nothing_to_report(folder)
-    files = ReportFiles(out_dir) if out_dir else ReportFiles.of(folder)
+    files = ReportFiles(settings.out) if settings.out else ReportFiles.of(folder)
     # the plot's process is forked first, while this one is small: forked later, it would count
     # (and copy, as either writes) what this one holds by then: 370 MB of step logs at 4096 ranks
-    with Workers(jobs) as workers, Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
+    plot = settings.plot
+    with Workers(settings.jobs) as workers, Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
         pictures = Pictures(plotter, read_drawn(files.json)) if plot else None
         if pictures and sum(source.path.stat().st_size for source in sources) < _READ_WHILE_IMPORTING:
             pictures.warm()  # little to read: matplotlib's import overlaps it, not what follows
@@ -98,10 +75,16 @@ def build_report(
         has_run = run is not None
         files.folder.mkdir(parents=True, exist_ok=True)
         # the run needs only the step logs: its map is drawn while the traces are read
-        section, run_plotted, levels = _run_report(folder, run, pictures, files, html) if run else (None,) * 3
+        manifest, refused = _manifest(folder)
+        section, run_plotted, levels = (
+            _run_report(folder, run, manifest, pictures, files, settings.html) if run else (None,) * 3
+        )
         del run  # the map and its ratios: 400 MB at 4096 ranks, not needed past this point
         if sources:
-            report = _traces_report(folder, sources, has_run, files, workers, pictures, started, **options)
+            nodes = manifest.nodes_by_rank if manifest else {}
+            report = _traces_report(
+                folder, sources, has_run, nodes, files, workers, pictures, started, settings, progress
+            )
         else:
             report = _empty_report(folder)
         if run_plotted is not None:
@@ -112,6 +95,7 @@ def build_report(
         run=section,
         run_plot=files.run_plot.name if pictures and section else None,
         drawn=pictures.drawn if pictures else {},
+        warnings=[*report.warnings, *refused],
         seconds=round(time.perf_counter() - started, 3),
     )
     encoded = encode_report(report)
@@ -121,7 +105,7 @@ def build_report(
     write_report_json(files.json, encoded)
     markdown = report_markdown(typed)
     write_text_atomically(files.markdown, markdown)
-    if html:
+    if settings.html:
         _page(files, typed, markdown, levels, plotted=pictures is not None)
     return typed
 
@@ -136,11 +120,16 @@ def _page(
 
 
 def _run_report(
-    folder: Path, run: tuple[RunMap, list[str]], pictures: Pictures | None, files: ReportFiles, html: bool
+    folder: Path,
+    run: tuple[RunMap, list[str]],
+    manifest: Manifest | None,
+    pictures: Pictures | None,
+    files: ReportFiles,
+    html: bool,
 ) -> tuple[model.Run | None, Future | None, dict[str, Any] | None]:
     """``report.json``'s ``run``, run.png being drawn, and the map's levels for report.html (a
     few MB, where the map is hundreds)."""
-    section = run_section(folder, *run)
+    section = run_section(folder, *run, manifest)
     drawing = None
     if pictures and section:
         drawing = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
@@ -152,20 +141,13 @@ def _traces_report(
     folder: Path,
     sources: Sequence[TraceSource],
     has_run: bool,
+    nodes: dict[int, str],
     files: ReportFiles,
     workers: Workers,
     pictures: Pictures | None,
     started: float,
-    *,
-    plot: bool,
+    settings: ReportSettings,
     progress: TextIO | None,
-    archive: bool,
-    archive_ranks: RankSelection | None,
-    archive_budget_bytes: float | None,
-    merged_json: bool,
-    merge_budget_bytes: float | None,
-    link_gbps: float | None,
-    peak_tflops: float | None,
 ) -> model.Report:
     read = read_records(sources, workers, progress)
     if pictures:  # a core is free from here: this process aligns the clocks alone
@@ -176,9 +158,11 @@ def _traces_report(
         return msgspec.structs.replace(_empty_report(folder), warnings=read.skipped)
     reading = _reading(read.records, read.read_here, time.perf_counter() - started)
     aligning = time.perf_counter()
-    per_rank = kept_alignment(files.clocks, read.traces, read.records, nodes_of(folder))
+    per_rank = kept_alignment(files.clocks, read.traces, read.records, nodes)
     aligning = time.perf_counter() - aligning
-    report = summarise(folder, per_rank, reading, link_gbps, warnings=read.skipped, peak_tflops=peak_tflops)
+    report = summarise(
+        folder, per_rank, reading, settings.link_gbps, warnings=read.skipped, peak_tflops=settings.peak_tflops
+    )
     # drawn while this process packs the archive
     plotted = pictures.draw(plot_report, _drawn(report), files.plot) if pictures else None
     packed = (
@@ -186,13 +170,18 @@ def _traces_report(
             folder,
             report,
             files.archive,
-            ranks=_chosen(archive_ranks, [r.rank for r in report.ranks]),
-            budget_bytes=archive_budget_bytes,
+            ranks=_chosen(settings.ranks, [r.rank for r in report.ranks]),
+            budget_bytes=settings.archive_budget_bytes,
         )
-        if archive
+        if settings.merged_trace
         else None
     )
-    merge = write_merged_json(per_rank, files.merged, workers, merge_budget_bytes) if merged_json else None
+    merged_json = settings.merged_json and settings.merged_trace
+    merge = (
+        write_merged_json(per_rank, files.merged, workers, settings.merge_budget_bytes)
+        if merged_json
+        else None
+    )
     if plotted is not None:
         plotted.result()
     return msgspec.structs.replace(
@@ -210,10 +199,15 @@ def _drawn(report: model.Report) -> model.Report:
     return msgspec.structs.replace(report, critical_path=plot_path.drawn(path)) if path else report
 
 
-def nodes_of(folder: Path) -> dict[int, str]:
-    """Each rank's node, as the job's manifest says (none for traces of another origin)."""
-    manifest = read_manifest(JobFolder.of_traces(folder)) or {}
-    return {r["rank"]: r["node"] for r in manifest.get("ranks", []) if r.get("node")}
+def _manifest(folder: Path) -> tuple[Manifest | None, list[str]]:
+    """The job's manifest (none for traces of another origin), and the line that says why it
+    was not read where it does not read."""
+    try:
+        return read_manifest(JobFolder.of_traces(folder)), []
+    except FileRefused as refused:
+        return None, [
+            f"the manifest was not read: {refused}; the ranks' nodes and the run's steps are not known"
+        ]
 
 
 def _chosen(selection: RankSelection | None, profiled: list[int]) -> list[int] | None:

@@ -69,21 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         settings = from_namespace(ReportSettings, args)
         if settings.slurm and not _read_on_the_cluster(args, settings):
             return 0
-        build_report(
-            args.folder,
-            settings.out,
-            plot=settings.plot,
-            html=settings.html,
-            jobs=settings.jobs,
-            archive=settings.merged_trace,
-            archive_ranks=settings.ranks,
-            archive_budget_bytes=settings.archive_budget_bytes,
-            merged_json=settings.merged_json and settings.merged_trace,
-            merge_budget_bytes=settings.merge_budget_bytes,
-            progress=sys.stderr,
-            link_gbps=settings.link_gbps,
-            peak_tflops=settings.peak_tflops,
-        )
+        build_report(args.folder, settings, progress=sys.stderr)
     except (ReportError, ArchiveError, TraceFormatError, OSError, ValueError) as error:
         return parser.fail(error)
     files = ReportFiles(settings.out) if settings.out else ReportFiles.of(args.folder)

@@ -40,6 +40,7 @@ from profiling.folder import manifest  # noqa: E402
 from profiling.folder.layout import JobFolder  # noqa: E402
 from profiling.folder.step_log import BUCKET, EXACT, HEADER_BYTES, StepLogHeader, StepLogWriter  # noqa: E402
 from profiling.folder.traces import TraceSource  # noqa: E402
+from profiling.schema.manifest import AttemptRecord  # noqa: E402
 
 TRACE = REPO / "tests" / "data" / "gpu_traces" / "nccl_data.json.gz"  # ProfilerStep#4-6
 TRACE_NAME = "rank{rank}_iter4_6.json.gz"
@@ -134,7 +135,8 @@ def write_manifest(job: JobFolder, template: dict, ranks: int, per_node: int, st
     written = manifest.build_manifest(
         facts={"job_id": job.job_id, "launcher": "slurm", "restart_count": 0},
         ranks=rank_records,
-        attempts=[attempt],
+        attempts=[msgspec.convert(attempt, AttemptRecord)],
+        hooks={},
         profiler={"schedule": template["schedule"], **template["profiler"]},
         workload={**template["workload"], "name": "simulated", "steps": steps},
         started_at=base["started_at"],

@@ -20,7 +20,7 @@ import json
 from typing import Any
 
 from profiling.folder.layout import JobFolder
-from profiling.folder.manifest import read_manifest
+from profiling.folder.manifest import manifest_or_none
 from profiling.ranks import format_ranks
 from slurm.basics import write_json_atomically, write_text_atomically
 
@@ -161,7 +161,8 @@ def hang_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -> 
 def explain(folder: JobFolder) -> dict[str, Any]:
     """Analyse the job's dumps and write ``hang.json`` and ``hang.md``; returns the verdict."""
     dumps = read_dumps(folder)
-    verdict = analyse_dumps(dumps, (read_manifest(folder) or {}).get("world_size"))
+    manifest = manifest_or_none(folder)
+    verdict = analyse_dumps(dumps, manifest.world_size if manifest else None)
     write_json_atomically(folder.hang_verdict, verdict)
     write_text_atomically(folder.hang_markdown, hang_markdown(verdict, dumps))
     return verdict

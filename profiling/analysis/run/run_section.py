@@ -8,10 +8,8 @@ have caught it; where each rank's log ends, if before the run's end.
 from __future__ import annotations
 
 import dataclasses
-import json
 import shlex
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 
@@ -25,6 +23,7 @@ from profiling.ranks import RankSelection, format_ranks
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.schedule import ScheduleConfig
 from profiling.schema import model
+from profiling.schema.manifest import Manifest
 from slurm.settings import argv_of
 
 MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
@@ -32,10 +31,12 @@ _MEMORY_LABELS = {"cuda": "peak allocated in the step (MiB)", "rss": "resident a
 MAP_ROWS = 512  # at most this many rows of ranks in run.png; beyond, a row per node
 
 
-def run_section(trace_folder: Path, run: RunMap, unreadable: list[str]) -> model.Run:
-    """``report.json``'s ``run``: scores, slow segments, where the logs end."""
+def run_section(
+    trace_folder: Path, run: RunMap, unreadable: list[str], manifest: Manifest | None
+) -> model.Run:
+    """``report.json``'s ``run``: scores, slow segments, where the logs end (against the steps
+    the ``manifest`` asked for, where the job has one)."""
     job = JobFolder.of_traces(trace_folder)
-    manifest = _manifest(job)
     traces = [trace for folder in job.attempts() for trace in list_traces(folder)]
     limit, noise = run_map.threshold(run)
     scores = run_map.scores(run)
@@ -160,7 +161,7 @@ def map_for_plot(run: RunMap, section: model.Run) -> RunPicture:
 
 
 def _segment(
-    segment: Segment, traces: list[TraceFile], job: JobFolder, manifest: dict[str, Any]
+    segment: Segment, traces: list[TraceFile], job: JobFolder, manifest: Manifest | None
 ) -> model.Segment:
     covering = [
         t.name
@@ -191,9 +192,10 @@ def _slow_node(node: SlowNode, job: JobFolder) -> model.SlowNode:
     )
 
 
-def _hint(segment: Segment, job: JobFolder, manifest: dict[str, Any]) -> str:
+def _hint(segment: Segment, job: JobFolder, manifest: Manifest | None) -> str:
     """The commands that would have recorded the segment: live, or on the next run."""
-    warmup = manifest.get("schedule", {}).get("warmup", ScheduleConfig().warmup)
+    schedule = manifest.schedule if manifest else None
+    warmup = schedule.warmup if schedule else ScheduleConfig().warmup
     warmup = min(warmup, segment.first)
     active = min(3, segment.last - segment.first + 1)
     next_run = ProfilerConfig(
@@ -207,10 +209,10 @@ def _hint(segment: Segment, job: JobFolder, manifest: dict[str, Any]) -> str:
     )
 
 
-def _ends(run: RunMap, manifest: dict[str, Any]) -> model.Ends:
+def _ends(run: RunMap, manifest: Manifest | None) -> model.Ends:
     """Where the logs end, against the run's steps: a killed job's end at its last flush."""
-    steps = manifest.get("workload", {}).get("steps")
-    expected = steps - 1 if isinstance(steps, int) else None
+    steps = manifest.workload_steps if manifest else None
+    expected = steps - 1 if steps is not None else None
     last = int(run.last_step.max())
     short = [
         model.ShortLog(rank=int(rank), last_step=int(end))
@@ -229,13 +231,6 @@ def _ends(run: RunMap, manifest: dict[str, Any]) -> model.Ends:
     else:
         note = None
     return model.Ends(expected_last_step=expected, last_step=last, short=short, note=note)
-
-
-def _manifest(job: JobFolder) -> dict[str, Any]:
-    try:
-        return json.loads(job.manifest.read_text())
-    except (OSError, ValueError):
-        return {}
 
 
 def _finite(value: float) -> float | None:

@@ -1,0 +1,141 @@
+"""``meta/manifest.json``, typed: what a job folder holds and how it was made, written by rank 0
+when an attempt ends (:mod:`profiling.folder.manifest` assembles it) and read by ``list``, the
+job's state, the report, ``compare`` and the hang verdict.
+
+An attempt that failed or was preempted writes the job's facts and its attempts alone: every
+field past ``trace_files`` has a default, as such a manifest lacks it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+from profiling.schema.files import NonNegative, Versioned
+
+
+class Record(msgspec.Struct, kw_only=True, omit_defaults=True):
+    """A part of the manifest: what is unset is left out of the file."""
+
+
+class StepTimeSummary(Record):
+    """One rank's step times (s); with recorded windows, split by what the profiler was doing."""
+
+    steps: NonNegative
+    mean_s: float | None = None
+    median_s: float | None = None
+    min_s: float | None = None
+    max_s: float | None = None
+    first_s: float | None = None
+    recorded_median_s: float | None = None
+    after_window_mean_s: float | None = None  # the step after a window: its trace's writing
+    unrecorded_median_s: float | None = None
+
+
+class WindowRecord(Record):
+    first: int
+    last: int
+    reason: str  # "schedule", "slowest", "capture <id>"
+    file: str
+
+
+class DtypeChoice(Record):
+    chosen: str  # bf16, fp16, fp32
+    why: str
+
+
+class StepLogRecord(Record):
+    file: str
+    steps: NonNegative
+    rows: NonNegative
+    gpu: bool
+    memory: str  # "cuda", "rss" or "" (none)
+
+
+class OwnAnalysis(Record):
+    """What a rank made of its own traces before the manifest's gather."""
+
+    records: list[str]
+    seconds: float
+    outcome: str  # "written", "failed: ...", "unfinished after ..."
+
+
+class RankRecord(Record):
+    """One rank: who it was, where it ran, what it recorded and how long its steps took."""
+
+    rank: NonNegative
+    local_rank: NonNegative
+    node_rank: NonNegative
+    node: str
+    hostname: str
+    device: str
+    threads: int
+    launcher: str
+    profiled: bool
+    trace_files: list[str]
+    windows: list[WindowRecord]
+    step_time: StepTimeSummary
+    trace_export_s: float
+    peak_rss_mib: float
+    started_at: str
+    dtype: DtypeChoice | None = None
+    about: dict[str, Any] = {}  # what a loop of the user's own adds (ProfiledRun's ``about``)
+    step_log: StepLogRecord | None = None
+    analysis: OwnAnalysis | None = None
+
+
+class AttemptRecord(Record):
+    """One attempt (one run of the job, SLURM_RESTART_COUNT=k): what it ran and what it wrote."""
+
+    restart_count: NonNegative
+    folder: str
+    resumed_from_step: NonNegative
+    next_step: NonNegative
+    outcome: str  # "completed", "preempted" or "failed"
+    trace_files: list[str]
+    started_at: str
+    ended_at: str
+    error: str | None = None
+
+
+class Schedule(Record):
+    wait: NonNegative
+    warmup: NonNegative
+    active: NonNegative
+    repeat: NonNegative
+
+
+class Manifest(Versioned):
+    job_id: str
+    launcher: str
+    nodes: NonNegative
+    master: str
+    backend: str
+    attempts: list[AttemptRecord]
+    trace_files: list[str]
+    restart_count: NonNegative | None = None
+    world_size: NonNegative | None = None
+    hostnames: list[str] = []
+    profiled_ranks: list[int] = []
+    schedule: Schedule | None = None
+    profiler: dict[str, Any] = {}  # the profiler's settings beside its schedule
+    workload: dict[str, Any] = {}  # what the loop ran, and its settings (``steps``, ...)
+    versions: dict[str, str] = {}
+    started_at: str | None = None
+    ended_at: str | None = None
+    ranks: list[RankRecord] = []
+    # what the loop's hooks add: the slowest rank's choices, live captures, rank 0's step log
+    slowest: list[dict[str, Any]] | None = None
+    captures: list[dict[str, Any]] | None = None
+    step_log: list[StepLogRecord] | None = None
+
+    @property
+    def workload_steps(self) -> int | None:
+        """The steps the job was asked to run, where its workload says (a positive int)."""
+        steps = self.workload.get("steps")
+        return steps if isinstance(steps, int) and not isinstance(steps, bool) and steps > 0 else None
+
+    @property
+    def nodes_by_rank(self) -> dict[int, str]:
+        return {record.rank: record.node for record in self.ranks if record.node}
