@@ -8,8 +8,9 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jobs.job_state import job_state
-from profiling.analysis.dumps.hang import HangError, explain
+from profiling.analysis.dumps.hang import HangError
 from profiling.folder.layout import JobFolder
+from profiling.report.hang import explain
 from slurm.command_line import OneLineParser
 
 
@@ -31,7 +32,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     if state.running:  # dumps of a job that still runs show a slow rank as well as a stuck one
         print(f"{state.how}: the verdict is from the dumps so far")
-    print("\n".join(verdict["verdict"]))
+    print("\n".join(verdict.verdict))
     return 0
 
 

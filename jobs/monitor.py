@@ -18,9 +18,9 @@ from typing import TextIO
 import submitit
 from submitit.core.utils import pickle_load
 
-from profiling.analysis.dumps.hang import verdict_lines
 from profiling.analysis.dumps.oom import oom_verdict_lines
 from profiling.folder.layout import JobFolder
+from profiling.report.hang import verdict_lines
 from slurm import scheduler
 from slurm.queue_view import QueueView
 

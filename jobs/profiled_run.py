@@ -37,7 +37,6 @@ from jobs.runtime.records import Attempt, gather_and_write_manifest, rank_record
 from jobs.runtime.report_step import analyse_own_traces, report_on
 from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TRACES_ROOT_ENV
-from profiling.analysis.dumps import hang
 from profiling.folder.layout import JobFolder
 from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
 from profiling.folder.step_log import StepLogHeader
@@ -48,6 +47,7 @@ from profiling.recording.profiler import StepHook, StepProfiler, scheduled_windo
 from profiling.recording.schedule import ScheduleConfig
 from profiling.recording.slowest import SlowestRank
 from profiling.recording.step_timing import StepTiming
+from profiling.report import hang
 from slurm.basics import SettingError, utc_now
 from slurm.env import DistributedIdentity, from_environment
 

@@ -5,6 +5,7 @@ in --wait, list and report.md. An OOM is no preemption: the job is not requeued.
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from jobs.runtime import oom
+from profiling.analysis.dumps.oom import oom_line, read_oom_dumps
 from profiling.folder.layout import JobFolder, meta_of
 from profiling.schema import model
 from tests.common import REPO, TINY_JOB, run_submit, submitted_job_id
@@ -123,3 +125,55 @@ def test_out_of_memory_on_cuda_dumps_its_allocations_history(tmp_path: Path) -> 
     assert "; its peak grew 256 MiB a step from step 0" in line and len(dump["last_steps"]) == 10
     torch.cuda.memory._record_memory_history(enabled=None)
     torch.cuda.set_per_process_memory_fraction(1.0, device)
+
+
+def _cpu_dump(**changed: object) -> dict:
+    """An out-of-memory dump as a CPU rank wrote it before the files were typed (no version)."""
+    dump = {
+        "rank": 1, "node": "n1", "step": 7, "device": "cpu", "error": "can't allocate memory",
+        "written_at": 1764000000.0, "pid": 42, "allocated_bytes": 3 << 30, "reserved_bytes": None,
+        "peak_bytes": 3 << 30, "total_bytes": 4 << 30, "limit": "RLIMIT_AS",
+        "last_steps": [[5, 3000.0], [6, 3016.0]],
+        "growth": {"since_step": 1, "last_step": 6, "mib_per_step": 16.0, "from_mib": 2920.0,
+                   "to_mib": 3016.0},
+    }  # fmt: skip
+    return dump | changed
+
+
+@pytest.mark.parametrize(
+    ("changed", "said"),
+    [
+        ({"device": None}, r"Expected `str`, got `null` - at `\$.device`"),
+        ({"allocated_bytes": 10**400}, r"at `\$.allocated_bytes`"),
+        ({"peak_bytes": -1}, r"Expected `int` >= 0 - at `\$.peak_bytes`"),
+        ({"written_at": "yesterday"}, r"Expected `float`, got `str` - at `\$.written_at`"),
+        ({"step": "7"}, r"Expected `int`, got `str` - at `\$.step`"),
+        ({"schema_version": 2}, r"schema_version 2, newer than the 1 this toolkit reads"),
+    ],
+)
+def test_a_dump_that_does_not_read_is_one_line_and_the_others_are_read(
+    tmp_path: Path, changed: dict, said: str
+) -> None:
+    folder = JobFolder(tmp_path, "1")
+    folder.oom_dump(0).parent.mkdir(parents=True)
+    folder.oom_dump(0).write_text(json.dumps(_cpu_dump(rank=0) | changed))
+    folder.oom_dump(1).write_text(json.dumps(_cpu_dump()))
+    dumps, refused = read_oom_dumps(folder)
+    assert [d.rank for d in dumps] == [1]  # the dump of before the types, read as version 1
+    assert oom_line(dumps[0]) == (
+        "rank 1 ran out of memory at step 7: 3.0 GiB resident of a 4.0 GiB limit (cpu), its peak 3.0 GiB; "
+        "its memory grew 16 MiB a step from step 1"
+    )
+    [line] = refused
+    assert re.search(said, line) and "rank0.json" in line and "\n" not in line, line
+
+
+def test_dumps_that_are_not_objects_or_nest_too_deep_are_named(tmp_path: Path) -> None:
+    folder = JobFolder(tmp_path, "1")
+    folder.oom_dump(0).parent.mkdir(parents=True)
+    folder.oom_dump(0).write_text("[1, 2]")
+    folder.oom_dump(1).write_text("[" * 100_000 + "]" * 100_000)
+    dumps, refused = read_oom_dumps(folder)
+    assert dumps == [] and len(refused) == 2
+    assert "rank0.json: not a OomDump file: Expected `object`, got `array`" in refused[0]
+    assert "rank1.json: not" in refused[1]

@@ -7,18 +7,22 @@ pytorch.org/memory_viz."""
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import resource
 import socket
 import time
 from typing import Any
 
+import msgspec
 import torch
 
 from profiling.analysis.dumps.oom import oom_line
 from profiling.analysis.run.memory_growth import series_growth
 from profiling.folder.layout import JobFolder
-from slurm.basics import write_json_atomically
+from profiling.recording.process_memory import peak_resident_bytes, resident_bytes
+from profiling.schema.dumps import MemoryGrowth, OomDump
+from profiling.schema.files import write_file
 
 # what the CPU allocator raises: "DefaultCPUAllocator: can't allocate memory: you tried to
 # allocate 67108864 bytes. Error code 12 (Cannot allocate memory)"
@@ -70,31 +74,30 @@ def write_oom_dump(
     device: torch.device,
     history: bool,
     series: MemorySeries | None = None,
-) -> dict[str, Any]:
+) -> OomDump:
     """What the rank held when it ran out, its last steps' memory and how it grew, and its
     allocations' history if recorded; returns the dump as written."""
-    path = folder.oom_dump(rank)
-    path.parent.mkdir(parents=True, exist_ok=True)
     growth = series_growth(series.steps, series.mib) if series and series.steps else None
-    dump: dict[str, Any] = {
-        "rank": rank,
-        "node": socket.gethostname(),
-        "step": step,
-        "device": str(device),
-        "error": str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
-        "written_at": time.time(),
-        "pid": os.getpid(),
-        **(_cuda_memory(device) if device.type == "cuda" else _cpu_memory()),
-        "last_steps": [[s, round(m, 1)] for s, m in zip(series.steps[-20:], series.mib[-20:], strict=True)]
-        if series
-        else [],
-        "growth": dataclasses.asdict(growth) if growth else None,
-    }
+    snapshot = None
     if history and device.type == "cuda":
         snapshot = folder.oom_snapshot(rank)
+        snapshot.parent.mkdir(parents=True, exist_ok=True)
         torch.cuda.memory._dump_snapshot(str(snapshot))
-        dump["snapshot"] = str(snapshot)
-    write_json_atomically(path, dump)
+    last = list(zip(series.steps[-20:], series.mib[-20:], strict=True)) if series else []
+    dump = OomDump(
+        rank=rank,
+        node=socket.gethostname(),
+        step=step,
+        device=str(device),
+        error=str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__,
+        written_at=time.time(),
+        pid=os.getpid(),
+        last_steps=[(s, round(m, 1)) for s, m in last if math.isfinite(m)],
+        growth=msgspec.convert(dataclasses.asdict(growth), MemoryGrowth) if growth else None,
+        snapshot=str(snapshot) if snapshot else None,
+        **(_cuda_memory(device) if device.type == "cuda" else _cpu_memory()),
+    )
+    write_file(folder.oom_dump(rank), dump)
     return dump
 
 
@@ -111,15 +114,15 @@ def _cuda_memory(device: torch.device) -> dict[str, Any]:
 def _cpu_memory() -> dict[str, Any]:
     """The process's resident memory, its peak, and what bounds it: the address-space limit it
     runs under, else the machine's memory (a CPU has no allocator statistics of torch's)."""
-    page = os.sysconf("SC_PAGE_SIZE")
-    with open("/proc/self/statm") as handle:
-        resident = int(handle.read().split()[1]) * page
+    resident = resident_bytes()
     limit, _ = resource.getrlimit(resource.RLIMIT_AS)
-    total = limit if limit != resource.RLIM_INFINITY else os.sysconf("SC_PHYS_PAGES") * page
+    total = (
+        limit if limit != resource.RLIM_INFINITY else os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    )
     return {
-        "allocated_bytes": resident,
+        "allocated_bytes": int(resident) if math.isfinite(resident) else None,
         "reserved_bytes": None,
-        "peak_bytes": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+        "peak_bytes": peak_resident_bytes(),
         "total_bytes": total,
         "limit": "RLIMIT_AS" if limit != resource.RLIM_INFINITY else "physical memory",
     }

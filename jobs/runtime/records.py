@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import resource
 import socket
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from jobs.runtime.output import say
 from profiling.folder import manifest
 from profiling.folder.layout import JobFolder
 from profiling.recording.config import ProfilerConfig
+from profiling.recording.process_memory import peak_resident_bytes
 from profiling.recording.profiler import StepHook, StepProfiler, windows_record
 from profiling.recording.step_timing import StepTiming
 from slurm.basics import utc_now, write_json_atomically
@@ -119,7 +119,7 @@ def rank_record(
             timing.step_seconds, first_step=attempt.start_step, windows=profiler.windows
         ),
         "trace_export_s": round(profiler.export_seconds, 4),
-        "peak_rss_mib": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_rss_mib": round(peak_resident_bytes() / 2**20, 1),
         "started_at": attempt.started_at,
     }
 

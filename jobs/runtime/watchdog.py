@@ -27,7 +27,8 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from slurm.basics import write_json_atomically
+from profiling.schema.dumps import HangDump
+from profiling.schema.files import write_file
 
 _LOG = logging.getLogger(__name__)
 
@@ -123,20 +124,18 @@ class Watchdog:
         stacks = thread_stacks()
         if error is not None and error.__traceback__ is not None:
             stacks["MainThread"] = _lines(traceback.extract_tb(error.__traceback__))
-        write_json_atomically(
-            path,
-            {
-                "rank": self.rank,
-                "node": self.node,
-                "host": socket.gethostname(),
-                "pid": os.getpid(),
-                "step": self._step,
-                "reason": reason,
-                "written_at": time.time(),
-                "stacks": stacks,
-                "flight_recorder": flight_recorder(),
-            },
+        dump = HangDump(
+            rank=self.rank,
+            node=self.node,
+            host=socket.gethostname(),
+            pid=os.getpid(),
+            step=self._step,
+            reason=reason,
+            written_at=time.time(),
+            stacks=stacks,
+            flight_recorder=flight_recorder(),
         )
+        write_file(path, dump)
         return path
 
     def _watch(self) -> None:

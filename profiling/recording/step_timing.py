@@ -16,12 +16,12 @@ from __future__ import annotations
 import array
 import collections
 import math
-import os
 import time
 from pathlib import Path
 from typing import Any
 
 from profiling.folder.step_log import StepLogHeader, StepLogWriter
+from profiling.recording.process_memory import ResidentMemory
 from profiling.recording.profiler import StepProfiler
 
 FLUSH_S = 5.0
@@ -38,7 +38,8 @@ class StepTiming:
     def __init__(self, writer: StepLogWriter, *, cuda: bool = False) -> None:
         self.writer = writer
         self._event = _cuda_event if cuda else None
-        self._memory = _cuda_peak_mib if cuda else _ResidentMemory()
+        self._resident = None if cuda else ResidentMemory()
+        self._memory = _cuda_peak_mib if self._resident is None else self._resident.mib
         self._pending: collections.deque[tuple[int, float, float, float, Any, Any]] = collections.deque()
         self._wall, self._cpu = time.perf_counter(), time.thread_time()
         self._mark = self._event() if self._event else None
@@ -82,8 +83,8 @@ class StepTiming:
         self._closed = True
         self._drain(wait=not failed, final=True)
         self.writer.close()
-        if isinstance(self._memory, _ResidentMemory):
-            self._memory.close()
+        if self._resident is not None:
+            self._resident.close()
 
     def memory_series(self) -> tuple[list[int], list[float]]:
         """Each step so far and its memory in MiB (the step log's ``mem``)."""
@@ -118,28 +119,6 @@ class StepTiming:
             pending.popleft()
             self.writer.add(step, wall_ms, cpu_ms, gpu_ms, mib)
             self._seconds.append((wall_ms if math.isnan(gpu_ms) else gpu_ms) / 1e3)
-
-
-class _ResidentMemory:
-    """The process's resident memory in MiB, read from one descriptor kept open (NaN where
-    there is no ``/proc``)."""
-
-    def __init__(self) -> None:
-        self._page_mib = os.sysconf("SC_PAGE_SIZE") / 2**20
-        try:
-            self._fd: int | None = os.open("/proc/self/statm", os.O_RDONLY)
-        except OSError:
-            self._fd = None
-
-    def __call__(self) -> float:
-        if self._fd is None:
-            return math.nan
-        return int(os.pread(self._fd, 128, 0).split()[1]) * self._page_mib
-
-    def close(self) -> None:
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
 
 
 def _cuda_peak_mib() -> float:

@@ -89,13 +89,14 @@ def build_report(
             report = _empty_report(folder)
         if run_plotted is not None:
             run_plotted.result()
+    oom, unread_dumps = out_of_memory(JobFolder.of_traces(folder))
     report = msgspec.structs.replace(
         report,
-        oom=out_of_memory(JobFolder.of_traces(folder)),
+        oom=oom,
         run=section,
         run_plot=files.run_plot.name if pictures and section else None,
         drawn=pictures.drawn if pictures else {},
-        warnings=[*report.warnings, *refused],
+        warnings=[*report.warnings, *refused, *unread_dumps],
         seconds=round(time.perf_counter() - started, 3),
     )
     encoded = encode_report(report)

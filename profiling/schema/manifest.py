@@ -8,7 +8,7 @@ field past ``trace_files`` has a default, as such a manifest lacks it.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
 import msgspec
 
@@ -91,7 +91,7 @@ class AttemptRecord(Record):
     restart_count: NonNegative
     folder: str
     resumed_from_step: NonNegative
-    next_step: NonNegative
+    next_step: Annotated[int, msgspec.Meta(ge=-1)]  # -1: a failed attempt, nothing to resume from
     outcome: str  # "completed", "preempted" or "failed"
     trace_files: list[str]
     started_at: str

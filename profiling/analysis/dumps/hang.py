@@ -11,36 +11,39 @@ times out writes it again on its way out. This module turns those files into a v
   queued it is the one the others waited for ("never reached");
 - that rank's step, node and the line its main thread was stuck on (the innermost frame).
 
-``hang.json`` and ``hang.md`` go to ``meta/hang/``; the verdict is two or three lines.
+The verdict (:class:`~profiling.schema.dumps.HangVerdict`) is two or three lines; the report
+writes it as ``hang.json`` and ``hang.md`` in ``meta/hang/`` (:mod:`profiling.report.hang`).
 """
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from profiling.folder.layout import JobFolder
-from profiling.folder.manifest import manifest_or_none
 from profiling.ranks import format_ranks
-from slurm.basics import write_json_atomically, write_text_atomically
+from profiling.schema.dumps import HangDump, HangVerdict, HungRank, MissedCollective
+from profiling.schema.files import FileRefused, read_file
 
 
 class HangError(ValueError):
     """A folder with nothing to say about a hang."""
 
 
-def read_dumps(folder: JobFolder) -> dict[int, dict[str, Any]]:
-    dumps = {}
+def read_dumps(folder: JobFolder) -> tuple[dict[int, HangDump], list[str]]:
+    """Every rank's hang dump by rank, and a line for each that does not read (a dump cut
+    short by the kill: the other ranks' still tell)."""
+    dumps, refused = {}, []
     for path in folder.hang_dumps():
         try:
-            dump = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue  # a dump cut short by the kill: the other ranks' still tell
-        dumps[int(dump["rank"])] = dump
-    return dumps
+            dump = read_file(path, HangDump)
+        except (FileRefused, FileNotFoundError) as error:
+            refused.append(str(error))
+            continue
+        dumps[dump.rank] = dump
+    return dumps, refused
 
 
-def analyse_dumps(dumps: dict[int, dict[str, Any]], world_size: int | None = None) -> dict[str, Any]:
+def analyse_dumps(dumps: dict[int, HangDump], world_size: int | None = None) -> HangVerdict:
     """The verdict (``hang.json``'s content) from every rank's dump.
 
     Per process group, each rank's highest queued sequence id: collectives are queued in the
@@ -54,10 +57,8 @@ def analyse_dumps(dumps: dict[int, dict[str, Any]], world_size: int | None = Non
     reached: dict[str, dict[int, int]] = {}  # process group -> rank -> highest sequence id queued
     entries: dict[str, dict[int, dict[str, Any]]] = {}  # process group -> sequence id -> entry
     for rank, dump in dumps.items():
-        for entry in (dump.get("flight_recorder") or {}).get("entries", []):
-            if entry.get("is_p2p"):
-                continue
-            group, seq = _group_name(entry), int(entry["collective_seq_id"])
+        for entry in _entries(dump):
+            group, seq = _group_name(entry), entry["collective_seq_id"]
             reached.setdefault(group, {})
             reached[group][rank] = max(reached[group].get(rank, 0), seq)
             entries.setdefault(group, {})[seq] = entry
@@ -68,45 +69,53 @@ def analyse_dumps(dumps: dict[int, dict[str, Any]], world_size: int | None = Non
             continue
         entry = entries[group].get(lowest + 1, {})
         missed += [
-            {
-                "rank": rank,
-                "process_group": group,
-                "collective_seq_id": lowest + 1,
-                "op": entry.get("profiling_name"),
-                "input_sizes": entry.get("input_sizes"),
-                "waiting_ranks": sorted(r for r in dumps if seqs.get(r, 0) > lowest),
-            }
+            MissedCollective(
+                rank=rank,
+                process_group=group,
+                collective_seq_id=lowest + 1,
+                op=entry.get("profiling_name"),
+                input_sizes=entry.get("input_sizes"),
+                waiting_ranks=sorted(r for r in dumps if seqs.get(r, 0) > lowest),
+            )
             for rank in sorted(dumps)
             if seqs.get(rank, 0) == lowest
         ]
-    culprits = sorted({m["rank"] for m in missed})
+    culprits = sorted({m.rank for m in missed})
     if not culprits:  # no flight recorder, or every rank queued the same: the least advanced rank
-        steps = {rank: dump.get("step") or 0 for rank, dump in dumps.items()}
+        steps = {rank: dump.step or 0 for rank, dump in dumps.items()}
         if len(set(steps.values())) > 1:
             culprits = [min(steps, key=lambda rank: (steps[rank], rank))]
     ranks = {
-        str(rank): {
-            "node": dump.get("node"),
-            "step": dump.get("step"),
-            "reason": dump.get("reason"),
-            "stuck_at": stuck_at(dump),
-        }
+        rank: HungRank(node=dump.node, step=dump.step, reason=dump.reason, stuck_at=stuck_at(dump))
         for rank, dump in sorted(dumps.items())
     }
     silent = sorted(set(range(world_size)) - set(dumps))
-    return {
-        "culprits": culprits,
-        "missed": missed,
-        "ranks": ranks,
-        "ranks_without_dump": silent,
-        "verdict": _verdict(culprits, missed, ranks, silent),
-    }
+    return HangVerdict(
+        culprits=culprits,
+        missed=missed,
+        ranks=ranks,
+        ranks_without_dump=silent,
+        verdict=_verdict(culprits, missed, ranks, silent),
+    )
 
 
-def stuck_at(dump: dict[str, Any]) -> str | None:
+def stuck_at(dump: HangDump) -> str | None:
     """The innermost frame of the main thread's stack: ``file:line in function: code``."""
-    frames = (dump.get("stacks") or {}).get("MainThread") or []
+    frames = dump.stacks.get("MainThread") or []
     return frames[-1] if frames else None
+
+
+def _entries(dump: HangDump) -> list[dict[str, Any]]:
+    """The flight recorder's collectives (not its sends and receives) with a sequence id."""
+    found = (dump.flight_recorder or {}).get("entries")
+    return [
+        entry
+        for entry in (found if isinstance(found, list) else [])
+        if isinstance(entry, dict)
+        and not entry.get("is_p2p")
+        and isinstance(entry.get("collective_seq_id"), int)
+        and not isinstance(entry.get("collective_seq_id"), bool)
+    ]
 
 
 def _group_name(entry: dict[str, Any]) -> str:
@@ -114,66 +123,27 @@ def _group_name(entry: dict[str, Any]) -> str:
     return " ".join(str(part) for part in group) if isinstance(group, list | tuple) else str(group)
 
 
-def _verdict(culprits: list[int], missed: list[dict], ranks: dict[str, dict], silent: list[int]) -> list[str]:
+def _verdict(
+    culprits: list[int], missed: list[MissedCollective], ranks: dict[int, HungRank], silent: list[int]
+) -> list[str]:
     if not culprits:
         return [
             "hang: no rank stands out (every rank reached the same collective); see the stacks in meta/hang/"
         ]
     lines = []
     for rank in culprits:
-        info = ranks[str(rank)]
-        what = next((m for m in missed if m["rank"] == rank), None)
+        info = ranks[rank]
+        what = next((m for m in missed if m.rank == rank), None)
         collective = "was the least advanced"
         if what:
             collective = (
-                f"never reached {what['op']} #{what['collective_seq_id']} "
-                f"(process group {what['process_group']}, sizes {what['input_sizes']}; "
-                f"rank(s) {format_ranks(what['waiting_ranks'])} waited for it)"
+                f"never reached {what.op} #{what.collective_seq_id} "
+                f"(process group {what.process_group}, sizes {what.input_sizes}; "
+                f"rank(s) {format_ranks(what.waiting_ranks)} waited for it)"
             )
-        lines.append(f"hang: rank {rank} on {info['node']} {collective} at step {info['step']}")
-        if info["stuck_at"]:
-            lines.append(f"  rank {rank} was stuck at {info['stuck_at']}")
+        lines.append(f"hang: rank {rank} on {info.node} {collective} at step {info.step}")
+        if info.stuck_at:
+            lines.append(f"  rank {rank} was stuck at {info.stuck_at}")
     if silent:
         lines.append(f"  no dump from rank(s) {format_ranks(silent)} (ended before writing one)")
     return lines
-
-
-def hang_markdown(verdict: dict[str, Any], dumps: dict[int, dict[str, Any]]) -> str:
-    lines = [
-        "# Hang",
-        "",
-        *verdict["verdict"],
-        "",
-        "| rank | node | step | reason | stuck at |",
-        "|---:|---|---:|---|---|",
-    ]
-    for rank, info in verdict["ranks"].items():
-        lines.append(
-            f"| {rank} | {info['node']} | {info['step']} | {info['reason']} | `{info['stuck_at']}` |"
-        )
-    for rank, dump in sorted(dumps.items()):
-        lines += ["", f"## Rank {rank}", ""]
-        for thread, frames in (dump.get("stacks") or {}).items():
-            lines += [f"Thread `{thread}`:", "", "```", *frames, "```", ""]
-    return "\n".join(lines)
-
-
-def explain(folder: JobFolder) -> dict[str, Any]:
-    """Analyse the job's dumps and write ``hang.json`` and ``hang.md``; returns the verdict."""
-    dumps = read_dumps(folder)
-    manifest = manifest_or_none(folder)
-    verdict = analyse_dumps(dumps, manifest.world_size if manifest else None)
-    write_json_atomically(folder.hang_verdict, verdict)
-    write_text_atomically(folder.hang_markdown, hang_markdown(verdict, dumps))
-    return verdict
-
-
-def verdict_lines(folder: JobFolder) -> list[str] | None:
-    """The verdict from the job's latest dumps (``hang.json`` and ``hang.md`` rewritten), or None
-    where no rank left one or none can be read."""
-    if not folder.hang_dumps():
-        return None
-    try:
-        return explain(folder)["verdict"]
-    except (HangError, OSError, ValueError):
-        return None
