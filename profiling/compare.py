@@ -27,8 +27,10 @@ from profiling.folder.manifest import manifest_or_none
 from profiling.folder.traces import find_traces
 from profiling.report import ReportError, build_report, mean
 from profiling.schema import model
+from profiling.schema.comparison import Comparison
+from profiling.schema.files import write_file
 from profiling.schema.model import RankReport, Report
-from slurm.basics import utc_now, write_json_atomically, write_text_atomically
+from slurm.basics import utc_now, write_text_atomically
 from slurm.command_line import OneLineParser
 
 
@@ -59,7 +61,7 @@ def load_report(folder: Path, argument: str) -> Report:
         raise CompareError(f"{argument} {folder}: {error}") from None
 
 
-def compare(folder_a: Path, folder_b: Path) -> dict[str, Any]:
+def compare(folder_a: Path, folder_b: Path) -> Comparison:
     """``compare.json``'s content."""
     if folder_a.resolve() == folder_b.resolve():
         raise CompareError(
@@ -78,7 +80,7 @@ def compare(folder_a: Path, folder_b: Path) -> dict[str, Any]:
     rows = [_rank_row(ranks_a[r], ranks_b[r], same_device) for r in common]
     parts = list(rows[0]["parts"]) if same_device else []
     summary = _summary(rows, parts)
-    return {
+    document = {
         "a": str(folder_a),
         "b": str(folder_b),
         "generated_at": utc_now(),
@@ -88,6 +90,7 @@ def compare(folder_a: Path, folder_b: Path) -> dict[str, Any]:
         "differences": _job_differences(folder_a, folder_b, report_a, report_b, same_device),
         **summary,
     }
+    return msgspec.convert(document, Comparison)
 
 
 def _side_by_side(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
@@ -169,14 +172,13 @@ def _job_differences(
     return found
 
 
-def comparison_markdown(result: dict[str, Any]) -> str:
-    lines = [f"# {result['verdict']}", "", f"A: `{result['a']}`  ", f"B: `{result['b']}`", ""]
-    if result["differences"]:
-        lines += ["The jobs differ in:", "", *[f"- {d}" for d in result["differences"]], ""]
-    if result["ranks_only_in_a"] or result["ranks_only_in_b"]:
+def comparison_markdown(result: Comparison) -> str:
+    lines = [f"# {result.verdict}", "", f"A: `{result.a}`  ", f"B: `{result.b}`", ""]
+    if result.differences:
+        lines += ["The jobs differ in:", "", *[f"- {d}" for d in result.differences], ""]
+    if result.ranks_only_in_a or result.ranks_only_in_b:
         lines += [
-            f"Ranks only in A: {result['ranks_only_in_a'] or '-'}; "
-            f"only in B: {result['ranks_only_in_b'] or '-'}.",
+            f"Ranks only in A: {result.ranks_only_in_a or '-'}; only in B: {result.ranks_only_in_b or '-'}.",
             "",
         ]
     lines += [
@@ -184,42 +186,42 @@ def comparison_markdown(result: dict[str, Any]) -> str:
         "standard deviation of the two jobs).",
         "",
     ]
-    columns = ["step", *result["ranks"][0]["parts"]]
+    columns = ["step", *result.ranks[0].parts]
     lines += ["| rank | " + " | ".join(f"{c} A | B | diff" for c in columns) + " |"]
     lines += ["|---:|" + "---:|---:|---:|" * len(columns)]
-    for row in result["ranks"]:
+    for row in result.ranks:
         cells = []
         for column in columns:
-            cell = row["step"] if column == "step" else row["parts"][column]
-            mark = " *" if cell["beyond_noise"] else ""
-            cells.append(f"{cell['a_ms']:.2f} | {cell['b_ms']:.2f} | {cell['diff_ms']:+.2f}{mark}")
-        lines.append(f"| {row['rank']} | " + " | ".join(cells) + " |")
+            cell = row.step if column == "step" else row.parts[column]
+            mark = " *" if cell.beyond_noise else ""
+            cells.append(f"{cell.a_ms:.2f} | {cell.b_ms:.2f} | {cell.diff_ms:+.2f}{mark}")
+        lines.append(f"| {row.rank} | " + " | ".join(cells) + " |")
     return "\n".join([*lines, ""])
 
 
-def plot_compare(result: dict[str, Any], path: Path) -> None:
+def plot_compare(result: Comparison, path: Path) -> None:
     """Mean part times of A and B over the common ranks, and each rank's step time in both."""
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(12, 4.5))
     parts_axis, steps_axis = fig.subplots(1, 2)
     fig.subplots_adjust(left=0.06, right=0.98, bottom=0.15, top=0.86, wspace=0.2)
-    columns = ["step", *result["ranks"][0]["parts"]]
+    columns = ["step", *result.ranks[0].parts]
     for offset, side in ((-0.2, "a_ms"), (0.2, "b_ms")):
         values = [
-            mean([(r["step"] if c == "step" else r["parts"][c])[side] for r in result["ranks"]])
+            mean([getattr(r.step if c == "step" else r.parts[c], side) for r in result.ranks])
             for c in columns
         ]
         parts_axis.bar([i + offset for i in range(len(columns))], values, width=0.4, label=side[0].upper())
     parts_axis.set_xticks(range(len(columns)), columns, rotation=20)
     parts_axis.set(title="Mean over common ranks", ylabel="ms per step")
     parts_axis.legend(fontsize="small")
-    ranks = [r["rank"] for r in result["ranks"]]
-    steps_axis.plot(ranks, [r["step"]["a_ms"] for r in result["ranks"]], marker="o", label="A")
-    steps_axis.plot(ranks, [r["step"]["b_ms"] for r in result["ranks"]], marker="o", label="B")
+    ranks = [r.rank for r in result.ranks]
+    steps_axis.plot(ranks, [r.step.a_ms for r in result.ranks], marker="o", label="A")
+    steps_axis.plot(ranks, [r.step.b_ms for r in result.ranks], marker="o", label="B")
     steps_axis.set(title="Step time per rank", xlabel="rank", ylabel="ms")
     steps_axis.legend(fontsize="small")
-    fig.suptitle(result["verdict"][:110])
+    fig.suptitle(result.verdict[:110])
     fig.savefig(path, dpi=100)
 
 
@@ -247,11 +249,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         return parser.fail(str(error))
     out = ComparisonFiles(args.out) if args.out else ReportFiles.of(args.b).compare(args.a.resolve().name)
     out.folder.mkdir(parents=True, exist_ok=True)
-    write_json_atomically(out.json, result)
+    write_file(out.json, result)
     write_text_atomically(out.markdown, comparison_markdown(result))
     if not args.no_plot:
         plot_compare(result, out.plot)
-    print(result["verdict"])
+    print(result.verdict)
     print(f"written to {out.folder}")
     return 0
 

@@ -47,36 +47,36 @@ def test_steps_needed() -> None:
 def test_a_rank_late_in_every_step() -> None:
     found, steps = arrivals(6, 4, {2: 40.0})
     result = verdict(found, steps, 4)
-    assert (result["verdict"], result["rank"]) == ("straggler", 2)
-    assert result["last_arrivals"]["2"] == 18 and result["steps_held_back"]["2"] == 6
-    assert result["p_value"] == pytest.approx(4 * 0.25**6)
-    assert "rank 2 arrived last at 18 of 18 collectives" in result["text"]
-    assert "its compute per step is 51.00 ms, +2.0% against the median rank" in result["text"]
+    assert (result.verdict, result.rank) == ("straggler", 2)
+    assert result.last_arrivals[2] == 18 and result.steps_held_back[2] == 6
+    assert result.p_value == pytest.approx(4 * 0.25**6)
+    assert "rank 2 arrived last at 18 of 18 collectives" in result.text
+    assert "its compute per step is 51.00 ms, +2.0% against the median rank" in result.text
 
 
 def test_jitter_alone_is_no_straggler() -> None:
     found, steps = arrivals(10, 4, {}, jitter_ms=5.0, seed=3)
     result = verdict(found, steps, 4)
-    assert result["verdict"] == "none" and result["rank"] is None
-    assert result["p_value"] >= ALPHA
+    assert result.verdict == "none" and result.rank is None
+    assert result.p_value >= ALPHA
 
 
 def test_a_delay_within_the_step_noise_is_no_straggler() -> None:
     found, steps = arrivals(10, 4, {1: 2.0})
     result = verdict(found, steps, 4, noise_ms=30.0)  # 30 ms noise: 9.5 ms threshold over 10 steps
-    assert result["verdict"] == "none" and result["candidate"] == 1
-    assert result["threshold_ms"] == pytest.approx(result["step_noise_ms"] / 10**0.5)
+    assert result.verdict == "none" and result.candidate == 1
+    assert result.threshold_ms == pytest.approx(result.step_noise_ms / 10**0.5)
 
 
 def test_lateness_the_clocks_cannot_tell_is_no_evidence() -> None:
     found, steps = arrivals(6, 4, {2: 0.05}, jitter_ms=0.0)  # 50 µs late at every collective
     exact = verdict(found, steps, 4, noise_ms=0.01)
-    assert (exact["verdict"], exact["rank"]) == ("straggler", 2)
-    assert exact["lateness_ms"] == pytest.approx(0.05)
+    assert (exact.verdict, exact.rank) == ("straggler", 2)
+    assert exact.lateness_ms == pytest.approx(0.05)
     # clocks known to ±20 µs: lateness under 60 µs could be their error
     vague = verdict(found, steps, 4, noise_ms=0.01, clock_us=20.0)
-    assert (vague["verdict"], vague["rank"], vague["min_lateness_us"]) == ("none", None, 60.0)
-    assert vague["text"] == (
+    assert (vague.verdict, vague.rank, vague.min_lateness_us) == ("none", None, 60.0)
+    assert vague.text == (
         "no significant straggler: no rank reached any of the 18 collectives more than 60.0 µs after "
         "the next one (3 × the clocks' uncertainty of 20.0 µs)"
     )
@@ -85,14 +85,14 @@ def test_lateness_the_clocks_cannot_tell_is_no_evidence() -> None:
 def test_identical_arrivals_blame_nobody() -> None:
     found, steps = arrivals(6, 4, {}, jitter_ms=0.0)
     result = verdict(found, steps, 4)
-    assert (result["verdict"], result["candidate"]) == ("none", None)
+    assert (result.verdict, result.candidate) == ("none", None)
 
 
 def test_too_few_steps_and_single_rank() -> None:
     found, steps = arrivals(4, 4, {2: 40.0})
     result = verdict(found, steps, 4)
-    assert result["verdict"] == "undetermined" and result["candidate"] == 2
-    assert "4 step(s) recorded, 5 needed with 4 ranks" in result["text"]
+    assert result.verdict == "undetermined" and result.candidate == 2
+    assert "4 step(s) recorded, 5 needed with 4 ranks" in result.text
     assert find_straggler({0: {}}, {}, {0: [1.0]}, {0: 1.0}) is None
 
 
@@ -100,7 +100,7 @@ def test_rank_without_a_paired_clock_is_left_out() -> None:
     found, steps = arrivals(6, 3, {1: 40.0})
     found[2] = None
     result = verdict(found, steps, 3)
-    assert result["ranks_compared"] == [0, 1] and result["ranks_without_paired_clock"] == [2]
+    assert result.ranks_compared == [0, 1] and result.ranks_without_paired_clock == [2]
 
 
 # The same check on real jobs: 2 ranks, one per core of this machine (4 ranks on its 2 cores

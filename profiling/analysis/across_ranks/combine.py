@@ -57,10 +57,7 @@ def summarise(
         folder=str(folder),
         generated_at=utc_now(),
         ranks=ranks,
-        # the verdict's analysis knows no report: it is held to the model here
-        straggler=msgspec.convert(straggler, model.Straggler, strict=False)
-        if straggler is not None
-        else None,
+        straggler=straggler,
         step_time_spread_ms=model.Spread(
             min=min(means),
             median=statistics.median(means),
@@ -71,8 +68,8 @@ def summarise(
             per_rank,
             spans,
             anchor_steps,
-            noise_ms=straggler.get("step_noise_ms") if straggler else None,
-            straggler=straggler.get("rank") if straggler else None,
+            noise_ms=straggler.step_noise_ms if straggler else None,
+            straggler=straggler.rank if straggler else None,
         ),
         communication_wait_ms={r.rank: r.breakdown_ms["communication"] for r in ranks},
         kernels_across=gpu_sections.kernels_across(ranks),

@@ -36,7 +36,10 @@ import statistics
 from collections.abc import Hashable, Mapping, Sequence
 from typing import Any
 
+import msgspec
 import numpy as np
+
+from profiling.schema.model import Straggler
 
 ALPHA = 0.01
 CLOCK_MARGIN = 3.0  # lateness below this many times the clocks' uncertainty is no evidence
@@ -53,7 +56,7 @@ def find_straggler(
     step_ms: Mapping[int, Sequence[float]],
     compute_ms: Mapping[int, float],
     clock_uncertainty_us: Mapping[int, float] | None = None,
-) -> dict[str, Any] | None:
+) -> Straggler | None:
     """The verdict over ranks (None for a single rank); inputs are keyed by rank.
 
     ``arrivals[rank]`` maps each collective (by a key shared across ranks) to when the rank
@@ -63,6 +66,17 @@ def find_straggler(
     """
     if len(arrivals) < 2:
         return None
+    verdict = _verdict(arrivals, anchor_steps, step_ms, compute_ms, clock_uncertainty_us or {})
+    return msgspec.convert(verdict, Straggler, strict=False)  # str keys of ranks as ints
+
+
+def _verdict(
+    arrivals: Mapping[int, Mapping[Hashable, float] | None],
+    anchor_steps: Mapping[Hashable, int],
+    step_ms: Mapping[int, Sequence[float]],
+    compute_ms: Mapping[int, float],
+    clock_uncertainty_us: Mapping[int, float],
+) -> dict[str, Any]:
     ranks = sorted(r for r, found in arrivals.items() if found is not None)
     unaligned = sorted(set(arrivals) - set(ranks))
     # collectives every rank compared reached, in a known step
@@ -70,7 +84,7 @@ def find_straggler(
     anchors = sorted((k for k in common if k in anchor_steps), key=str)
     steps = sorted({anchor_steps[k] for k in anchors})
     noise_ms = _step_noise_ms(step_ms)
-    uncertainty_us = max(((clock_uncertainty_us or {}).get(r, 0.0) for r in ranks), default=0.0)
+    uncertainty_us = max((clock_uncertainty_us.get(r, 0.0) for r in ranks), default=0.0)
     verdict: dict[str, Any] = {
         "ranks_compared": ranks,
         "ranks_without_paired_clock": unaligned,
