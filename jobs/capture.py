@@ -34,16 +34,16 @@ class CaptureRequestError(ValueError):
     """A capture that cannot be asked for; the message names the argument and the fix."""
 
 
-def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
+def running_job(job: str, root: Path, queue: QueueView) -> tuple[JobFolder, dict[str, Any]]:
     """The job's folder and what its rank 0 wrote at the start, if it is still running
-    (:func:`jobs.job_state.job_state` says whether it is)."""
+    (:func:`jobs.job_state.job_state` says whether it is, through the command's one ``queue``)."""
     path = Path(job)
     folder = JobFolder.at(path) if path.is_dir() else JobFolder(root, job)
     if not folder.path.is_dir():
         raise CaptureRequestError(
             f"job {job!r}: no folder {folder.path}. HINT: pass the job's folder, or its id with --traces-root"
         )
-    state = job_state(folder)
+    state = job_state(folder, queue)
     if state.running is False:
         raise CaptureRequestError(
             f"{state.how}: there is nothing to capture. HINT: capture a job while it runs"
@@ -60,9 +60,8 @@ def running_job(job: str, root: Path) -> tuple[JobFolder, dict[str, Any]]:
 class _StillRunning:
     """Raises once the job has ended: its processes, or SLURM, asked through one view."""
 
-    def __init__(self, folder: JobFolder, request_id: int) -> None:
-        self.folder, self.request_id = folder, request_id
-        self._queue = QueueView()
+    def __init__(self, folder: JobFolder, request_id: int, queue: QueueView) -> None:
+        self.folder, self.request_id, self._queue = folder, request_id, queue
 
     def check(self) -> None:
         state = job_state(self.folder, self._queue)
@@ -70,10 +69,12 @@ class _StillRunning:
             raise CaptureRequestError(f"{state.how}, before capture {self.request_id} was served")
 
 
-def wait_for_traces(folder: JobFolder, request_id: int, restart_count: int, timeout_s: float) -> list[Path]:
+def wait_for_traces(
+    folder: JobFolder, request_id: int, restart_count: int, timeout_s: float, queue: QueueView
+) -> list[Path]:
     """The capture's trace files, once every chosen rank has written its own."""
     deadline = time.monotonic() + timeout_s
-    still_running = _StillRunning(folder, request_id)
+    still_running = _StillRunning(folder, request_id, queue)
     accepted = None
     while accepted is None:
         accepted = read_accepted(folder, request_id)
@@ -136,12 +137,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.active < 1:
             raise CaptureRequestError(f"--active {args.active} must be at least 1")
-        folder, running = running_job(args.job, args.traces_root)
+        queue = QueueView()  # one view of SLURM for the whole command: one squeue, rate-limited
+        folder, running = running_job(args.job, args.traces_root, queue)
         chosen = sorted(args.ranks.resolve(running["world_size"]))
         request = write_request(folder, active=args.active, ranks=str(args.ranks))
         print(f"capture {request.id} of job {folder.job_id}: ranks {chosen}, {args.active} steps", flush=True)
         if args.wait:
-            for path in wait_for_traces(folder, request.id, running["restart_count"], args.timeout):
+            for path in wait_for_traces(folder, request.id, running["restart_count"], args.timeout, queue):
                 print(path)
     except (CaptureRequestError, RankSpecError) as error:
         parser.fail(error)

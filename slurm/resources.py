@@ -155,13 +155,12 @@ class SlurmResources:
         check_fields(self, ResourceError)
         if not self.job_name.strip():
             raise ResourceError("{job_name} is empty")
-        for name, value in (
-            ("{partition}", self.partition),
-            ("{account}", self.account),
-            ("{qos}", self.qos),
-            ("{job_name}", self.job_name),
-            *((f"{{extra}} {key}", value) for key, value in self.extra),
-        ):
+        strings = [
+            (f"{{{field.name}}}", getattr(self, field.name))
+            for field in dataclasses.fields(self)
+            if isinstance(getattr(self, field.name), str)
+        ]
+        for name, value in (*strings, *((f"{{extra}} {key}", value) for key, value in self.extra)):
             # sbatch reads '#SBATCH' lines one by one: a newline in a value would end the
             # comment and run the rest as shell, whatever the quoting.
             if value is not None and any(ord(char) < 32 or ord(char) == 127 for char in value):

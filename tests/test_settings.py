@@ -128,3 +128,13 @@ def test_a_value_the_field_refuses_names_the_option_of_the_command_that_set_it(
     with pytest.raises(SettingError) as refused:
         ProfilerConfig(ranks=RankSelection.parse("slowest"), schedule=ScheduleConfig(wait=0))
     assert "HINT: use --schedule-wait 1 or more" in build_parser().describe(refused.value)
+
+
+@pytest.mark.parametrize(
+    "field",
+    [f.name for f in dataclasses.fields(SlurmResources) if "str" in str(f.type) and f.name != "extra"],
+)
+def test_every_text_field_of_the_resources_refuses_a_control_character(field: str) -> None:
+    """Each string field goes into an '#SBATCH' line, where a newline would end the comment."""
+    with pytest.raises(SettingError, match=rf"^{field} 'a\\nb' contains a control character"):
+        SlurmResources(**{field: "a\nb"})
