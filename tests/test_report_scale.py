@@ -202,3 +202,17 @@ def test_report_md_tables_show_16_ranks_those_that_matter_and_a_line_for_the_oth
         line for line in markdown.split("## Clock alignment")[1].splitlines() if line.startswith("| ")
     ]
     assert len(clock_rows) == 1 + len(shown)  # the header, the same ranks and the others' line
+
+
+def test_a_cpu_job_with_collectives_draws_no_empty_kernel_panel_and_one_step_is_a_whole_step(
+    tmp_path: Path,
+) -> None:
+    report = with_gpu_figures(synthetic_report(2, steps=1))
+    for rank in report.ranks:
+        rank.kernels = None  # a CPU job: collectives, and no kernel to draw
+    fig = plot_report(report, tmp_path / "report.png")
+    titles = [a.get_title() for a in fig.axes]
+    assert not any("kernel family" in title for title in titles), titles
+    assert "Collectives: bus bandwidth (nccl-tests)" in titles
+    steps = next(a for a in fig.axes if a.get_title() == "Step time per rank")
+    assert steps.get_xlim() == (99.0, 101.0) and list(steps.get_xticks()) == [100]

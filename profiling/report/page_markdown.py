@@ -1,105 +1,48 @@
-"""report.md as HTML, for ``report.html``: the Markdown that :mod:`profiling.report.render`
-writes (headings, paragraphs, pipe tables, lists, images, inline code, bold, italics, links),
-not Markdown at large. A page made of report.md itself says what report.md says, in its order,
-with nothing to keep in step."""
+"""report.md as HTML, for ``report.html``, by markdown-it-py (CommonMark, with GFM's tables):
+a page made of report.md itself says what report.md says, in its order, with nothing to keep
+in step. Raw HTML in the Markdown is escaped, not passed (an op or host name is text); each
+heading gets an id to link to, each table the class the page's script sorts, and a picture
+that stands alone in its paragraph is the caller's HTML (``image``), not wrapped in ``<p>``."""
 
 from __future__ import annotations
 
-import html
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
+from typing import Any
 
-_INLINE = re.compile(
-    r"`(?P<code>[^`]+)`"
-    r"|!\[(?P<alt>[^\]]*)\]\((?P<src>[^)\s]+)\)"
-    r"|\[(?P<text>[^\]]+)\]\((?P<href>[^)\s]+)\)"
-    r"|\*\*(?P<bold>.+?)\*\*"
-    r"|(?<![\w*])\*(?P<em>[^*\s][^*]*?)\*(?![\w*])"
-)
+from markdown_it import MarkdownIt
+from markdown_it.token import Token
 
 
 def markdown_html(text: str, image: Callable[[str, str], str]) -> str:
     """``text`` as HTML; ``image(src, alt)`` gives the HTML of each picture it names."""
-    return "\n".join(_blocks(text.splitlines(), image))
+    parser = MarkdownIt("commonmark", {"html": False}).enable("table")
+    tokens = parser.parse(text)
+    _mark(tokens)
+
+    def render_image(renderer: Any, tokens: Sequence[Token], index: int, options: Any, env: Any) -> str:
+        token = tokens[index]  # bound to the renderer, as markdown-it-py calls a rule
+        alt = renderer.renderInlineAsText(token.children or [], options, env)
+        return image(str(token.attrGet("src") or ""), alt)
+
+    parser.add_render_rule("image", render_image)
+    return parser.renderer.render(tokens, parser.options, {})
 
 
-def _blocks(lines: list[str], image: Callable[[str, str], str]) -> Iterator[str]:
-    index = 0
-    while index < len(lines):
-        line = lines[index]
-        if not line.strip():
-            index += 1
-        elif heading := re.match(r"(#{1,6}) (.*)", line):
-            level = len(heading.group(1))
-            title = heading.group(2)
-            yield f'<h{level} id="{_anchor(title)}">{_inline(title, image)}</h{level}>'
-            index += 1
-        elif line.startswith("```"):
-            end = next((i for i in range(index + 1, len(lines)) if lines[i].startswith("```")), len(lines))
-            yield f"<pre><code>{html.escape(chr(10).join(lines[index + 1 : end]))}</code></pre>"
-            index = end + 1
-        elif line.startswith("|"):
-            end = _end(lines, index, lambda s: s.startswith("|"))
-            yield _table(lines[index:end], image)
-            index = end
-        elif line.startswith("- "):
-            end = _end(lines, index, lambda s: s.startswith("- "))
-            items = "".join(f"<li>{_inline(item[2:], image)}</li>" for item in lines[index:end])
-            yield f"<ul>{items}</ul>"
-            index = end
-        else:
-            end = _end(lines, index, lambda s: bool(s.strip()) and not s.startswith(("|", "#", "- ", "```")))
-            body = _inline(" ".join(lines[index:end]), image)
-            yield body if body.startswith("<figure") else f"<p>{body}</p>"
-            index = end
+def _mark(tokens: list[Token]) -> None:
+    """Ids on headings, the sortable class on tables, and no paragraph around a lone picture."""
+    for index, token in enumerate(tokens):
+        if token.type == "heading_open":
+            token.attrSet("id", _anchor(tokens[index + 1].content))
+        elif token.type == "table_open":
+            token.attrSet("class", "sortable")
+        elif token.type == "paragraph_open" and _lone_image(tokens[index + 1]):
+            token.hidden = tokens[index + 2].hidden = True
 
 
-def _end(lines: list[str], start: int, belongs: Callable[[str], bool]) -> int:
-    end = start + 1
-    while end < len(lines) and belongs(lines[end]):
-        end += 1
-    return end
-
-
-def _table(rows: list[str], image: Callable[[str, str], str]) -> str:
-    cells = [_cells(row) for row in rows]
-    header, body = cells[0], [row for row in cells[1:] if not all(re.fullmatch(r":?-+:?", c) for c in row)]
-    align = ["right" if c.endswith(":") else "left" for c in (cells[1] if len(cells) > 1 else header)]
-
-    def row_of(tag: str, row: list[str]) -> str:
-        cells = (
-            f'<{tag} style="text-align:{a}">{_inline(c, image)}</{tag}>'
-            for c, a in zip(row, align, strict=False)
-        )
-        return "<tr>" + "".join(cells) + "</tr>"
-
-    head, lines = row_of("th", header), "".join(row_of("td", row) for row in body)
-    return f'<table class="sortable"><thead>{head}</thead><tbody>{lines}</tbody></table>'
-
-
-def _cells(row: str) -> list[str]:
-    inner = row.strip()[1:-1] if row.strip().endswith("|") else row.strip()[1:]
-    return [cell.strip() for cell in re.split(r"(?<!\\)\|", inner)]
-
-
-def _inline(text: str, image: Callable[[str, str], str]) -> str:
-    out, at = [], 0
-    for match in _INLINE.finditer(text):
-        out.append(html.escape(text[at : match.start()]))
-        at = match.end()
-        found = match.groupdict()
-        if found["code"] is not None:
-            out.append(f"<code>{html.escape(found['code'])}</code>")
-        elif found["src"] is not None:
-            out.append(image(found["src"], found["alt"]))
-        elif found["href"] is not None:
-            out.append(f'<a href="{html.escape(found["href"])}">{_inline(found["text"], image)}</a>')
-        elif found["bold"] is not None:
-            out.append(f"<strong>{_inline(found['bold'], image)}</strong>")
-        else:
-            out.append(f"<em>{_inline(found['em'], image)}</em>")
-    out.append(html.escape(text[at:]))
-    return "".join(out)
+def _lone_image(inline: Token) -> bool:
+    children = [c for c in inline.children or [] if not (c.type == "text" and not c.content.strip())]
+    return len(children) == 1 and children[0].type == "image"
 
 
 def _anchor(title: str) -> str:

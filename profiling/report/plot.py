@@ -58,7 +58,10 @@ def plot_report(report: model.Report, path: Path) -> Any:
         _steps_map(fig, right, ranks)
     if gpu:
         kernels, collectives = grid[1]
-        if len(ranks) <= BARS_UP_TO:
+        if not plot_gpu.has_kernels(report):  # collectives alone: no empty kernel panel beside them
+            kernels, collectives = collectives, kernels
+            fig.delaxes(kernels)
+        elif len(ranks) <= BARS_UP_TO:
             plot_gpu.kernel_bars(kernels, ranks)
         else:
             _heat(fig, kernels, _relative(plot_gpu.family_values(ranks)), "× the median rank", ranks)
@@ -107,13 +110,22 @@ def _bars(axes: Any, ranks: list[RankReport]) -> None:
     axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
-def _lines(axes: Any, ranks: list[RankReport]) -> None:
+def whole_steps(axes: Any, steps: list[int]) -> None:
+    """A step axis of whole steps: ticks on steps only, and one step alone centred between its
+    neighbours (not 9.45 ... 10.50)."""
     from matplotlib.ticker import MaxNLocator
 
+    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    if steps and min(steps) == max(steps):
+        axes.set_xlim(steps[0] - 1, steps[0] + 1)
+        axes.set_xticks([steps[0]])
+
+
+def _lines(axes: Any, ranks: list[RankReport]) -> None:
     for r in ranks:
         axes.plot(r.steps, r.step_ms, marker="o", label=f"rank {r.rank}")
     axes.set(title="Step time per rank", xlabel="step (ProfilerStep#)", ylabel="ms")
-    axes.xaxis.set_major_locator(MaxNLocator(integer=True))
+    whole_steps(axes, [s for r in ranks for s in r.steps])
     if len(ranks) <= 16:
         axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 

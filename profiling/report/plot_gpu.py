@@ -23,7 +23,12 @@ SHOWN_COLLECTIVES = 8
 
 
 def has_panels(report: model.Report) -> bool:
-    return any(r.kernels for r in report.ranks) or bool(report.collectives_across)
+    return has_kernels(report) or bool(report.collectives_across)
+
+
+def has_kernels(report: model.Report) -> bool:
+    """GPU kernels in some rank's traces: a CPU job's collectives have none to draw."""
+    return any(r.kernels for r in report.ranks)
 
 
 def family_values(ranks: list[RankReport]) -> np.ndarray:
