@@ -18,13 +18,14 @@ from profiling.analysis.reading.trace_events import from_document
 from profiling.report import build_report
 from profiling.report.settings import ReportSettings
 from tests import trace_variants as tv
+from tests.common import import_hta
 from tests.test_gpu_traces import DATA, MICROSECOND_TRACES, TRACES, gpu_totals, load, rounded_as_hta_does
 
 np = pytest.importorskip("numpy")
 
 
 def hta_analyzer(folder: Path) -> Any:
-    trace_analysis = pytest.importorskip("hta.trace_analysis")
+    trace_analysis = import_hta()
     logging.disable(logging.WARNING)
     try:
         return trace_analysis.TraceAnalysis(trace_dir=str(folder), include_last_profiler_step=True)

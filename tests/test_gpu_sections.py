@@ -22,6 +22,7 @@ from profiling.report.settings import ReportSettings
 from profiling.schema.model import KernelDifference
 from profiling.schema.model_ranks import KernelRow, Kernels, RankReport
 from tests import trace_variants as variants
+from tests.common import import_hta
 from tests.synthetic_report import rank_report
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"
@@ -105,7 +106,7 @@ def test_kernel_families(name: str, family: str) -> None:
 
 @pytest.fixture(scope="module")
 def hta_kernels(tmp_path_factory: pytest.TempPathFactory) -> dict[str, float]:
-    trace_analysis = pytest.importorskip("hta.trace_analysis")
+    trace_analysis = import_hta()
     folder = tmp_path_factory.mktemp("hta")
     shutil.copy(DATA / "trace_filter_sampled_rank-0.json.gz", folder)
     logging.disable(logging.WARNING)

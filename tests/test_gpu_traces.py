@@ -23,6 +23,7 @@ from profiling.analysis.reading.trace_events import from_document, read
 from profiling.folder.layout import meta_of
 from profiling.report import build_report
 from profiling.report.settings import ReportSettings
+from tests.common import import_hta
 
 DATA = Path(__file__).parent / "data" / "gpu_traces"
 TRACES = {
@@ -65,7 +66,7 @@ def gpu_totals(trace: dict[str, Any]) -> dict[str, float]:
 @pytest.fixture(scope="module")
 def hta_figures(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, float]]:
     """HTA's temporal breakdown of each trace, every step included, as HTA computes it."""
-    trace_analysis = pytest.importorskip("hta.trace_analysis")
+    trace_analysis = import_hta()
     logging.disable(logging.WARNING)
     figures = {}
     try:

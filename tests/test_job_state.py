@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -30,16 +31,18 @@ from tests.slurm_helpers import SubmittedJob, task_processes
 
 
 def refused(folder: JobFolder) -> str:
-    """``jobs.capture`` of an ended job: one line, exit 2, at once; the line. Timed in this
-    process: a new interpreter's start (1-2 s on a loaded machine) would be most of the time."""
+    """``jobs.capture`` of an ended job: one line, exit 2, at once (it never sleeps: a wait would
+    be a sleep, whatever the machine's load); the line."""
     err = io.StringIO()
-    started = time.monotonic()
-    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    waited = AssertionError("capture waited to refuse (for the accounting?)")
+    with (
+        contextlib.redirect_stderr(err),
+        contextlib.redirect_stdout(io.StringIO()),
+        mock.patch.object(scheduler.time, "sleep", side_effect=waited),  # at once: no sleep at all
+    ):
         status = capture.main([str(folder.path), "--active", "3"])
-    elapsed = time.monotonic() - started
     result = subprocess.CompletedProcess([], status, "", err.getvalue())
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
-    assert elapsed < 2.0, f"capture took {elapsed:.1f} s to refuse"  # no wait for the accounting
     assert result.stderr.endswith(": there is nothing to capture. HINT: capture a job while it runs\n")
     return result.stderr
 
@@ -97,11 +100,28 @@ def test_a_job_out_of_the_queue_is_not_called_running_while_accounting_catches_u
     assert fake.calls["sacct"] == sacct_calls
 
 
+class FakeClock:
+    """``time`` as the scheduler's module uses it, whose sleeps pass at once: a bound on waiting
+    is tested on the clock it is written against, not on a machine's load."""
+
+    def __init__(self) -> None:
+        self.now, self.slept = 0.0, []
+
+    def monotonic(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
 def test_accounting_that_stays_behind_is_waited_for_a_bounded_time(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(scheduler, "_run", FakeScheduler(["RUNNING|Unknown"], [None]))
-    started = time.monotonic()
+    fake, clock = FakeScheduler(["RUNNING|Unknown"], [None]), FakeClock()
+    monkeypatch.setattr(scheduler, "_run", fake)
+    monkeypatch.setattr(scheduler, "time", clock)
     assert scheduler.ending("7", lag_s=1.5)[0] == "RUNNING"  # what it says, once the bound is past
-    assert 1.5 <= time.monotonic() - started < 4
+    assert 1.5 <= clock.now < 1.5 + max(clock.slept)  # asked again up to the bound, and no longer
+    assert fake.calls["sacct"] == len(clock.slept) + 1
 
 
 def test_an_outcome_in_the_manifest_ends_the_job_whatever_running_json_says(tmp_path: Path) -> None:

@@ -17,6 +17,7 @@ from profiling.report import ReportError, build_report, main
 from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests import trace_variants as tv
+from tests.common import import_hta
 from tests.synthetic import BASE_NS, cpu_job, write_job, write_trace, x
 
 
@@ -245,9 +246,7 @@ def test_a_jobs_flops_per_step_are_torchs_count_of_one_training_step(real_job: P
 
 
 def test_hta_loads_the_job_folder_as_is(real_job: Path) -> None:
-    hta = pytest.importorskip(
-        "hta.trace_analysis", reason="HTA is an optional test dependency (pip install '.[hta]')"
-    )
+    hta = import_hta()
     # the job's logs and meta/ are folders beside the traces: HTA does not descend into them
     assert JobFolder.at(real_job).logs.is_dir() and JobFolder.at(real_job).meta.is_dir()
     # By default HTA drops the last step of a trace as possibly incomplete; ours are complete.

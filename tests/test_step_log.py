@@ -107,10 +107,10 @@ def test_100_000_steps_stay_under_the_stated_bound_at_no_measurable_cost(
     monkeypatch.setattr(profiling.recording.step_timing, "FLUSH_S", 0.05)
     path = JobFolder(tmp_path, "9").step_log(5)
     timing = StepTiming.open(path, header(rank=5))
-    started = time.perf_counter()
+    started = time.process_time()  # CPU time: a neighbour on the machine does not count in it
     for step in range(100_000):
         timing.after_step(step)
-    per_step_us = (time.perf_counter() - started) / 100_000 * 1e6
+    per_step_us = (time.process_time() - started) / 100_000 * 1e6
     timing.close()
     assert path.stat().st_size <= BOUND_100K == 250_496
     log = read_step_log(path)
@@ -119,6 +119,7 @@ def test_100_000_steps_stay_under_the_stated_bound_at_no_measurable_cost(
         "file": "rank5.steps", "steps": 100_000, "rows": EXACT_STEPS + 900, "gpu": False, "memory": "rss",
     }  # fmt: skip
     # two clock reads, one of the memory, and list appends: against 130 ms steps, < 0.01 %
+    # (the wall-clock figure, 4 µs, is tests/bench/bench_step_log.py's)
     assert per_step_us < 15, f"{per_step_us:.1f} µs per step"
 
 
