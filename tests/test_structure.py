@@ -112,8 +112,12 @@ def test_test_files_are_split_by_subject() -> None:
 
 
 def test_the_readme_is_a_five_minute_read() -> None:
-    lines = (REPO / "README.md").read_text().count("\n")
-    assert lines <= 220, f"README.md: {lines} lines; the details belong in docs/"
+    text = (REPO / "README.md").read_text()
+    words, lines = len(text.split()), text.splitlines()
+    assert words <= 1000, f"README.md: {words} words; the details belong in docs/"
+    assert len(lines) <= 220, f"README.md: {len(lines)} lines; the details belong in docs/"
+    long = [number for number, line in enumerate(lines, 1) if len(line) > 200]
+    assert not long, f"README.md: lines {long} run past 200 characters"
 
 
 def test_c_sources_are_small_too() -> None:

@@ -226,9 +226,10 @@ def test_the_api_refuses_a_job_without_its_process_group(tmp_path: Path) -> None
     assert "HINT: call torch.distributed.init_process_group() before entering ProfiledRun" in result.stderr
 
 
-def test_the_readme_example_runs_as_it_is(tmp_path: Path) -> None:
-    """The README's my_model.py and the command beside it, copied verbatim."""
-    section = (REPO / "README.md").read_text().split("## Profile your own model", 1)[1].split("\n## ", 1)[0]
+def test_the_documented_example_runs_as_it_is(tmp_path: Path) -> None:
+    """docs/workloads.md's my_model.py and the command beside it, copied verbatim."""
+    text = (REPO / "docs" / "workloads.md").read_text()
+    section = text.split("## An example: `my_model.py`", 1)[1].split("\n## ", 1)[0]
     code, command = re.findall(r"```(?:python)?\n(.*?)```", section, re.S)[:2]
     (tmp_path / "my_model.py").write_text(code)
     argv = command.replace("\\\n", " ").split()
