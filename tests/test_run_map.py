@@ -286,13 +286,14 @@ def test_list_ranks_refuses_a_job_without_logs_in_one_line(tmp_path: Path) -> No
 
 
 def test_the_map_of_more_ranks_than_it_has_rows_draws_a_row_per_node(tmp_path: Path) -> None:
-    from profiling.analysis.run.run_section import MAP_ROWS, map_for_plot, run_section
+    from profiling.analysis.run.run_section import run_section
+    from profiling.analysis.run.run_view import MAP_ROWS, RunView
 
     folder = JobFolder(tmp_path, "1")
     slowed = lambda rank, step: 130.0 + (60.0 if rank == 530 and 30 <= step <= 60 else 0.0)  # noqa: E731
     write_logs(folder, slowed, ranks=MAP_ROWS + 64, per_node=8)
     run = combined(folder)
-    drawn = map_for_plot(run, run_section(folder.path, run, [], None))
+    drawn = RunView(run, run_section(folder.path, run, [], None)).picture
     assert drawn.by_node and drawn.ratio.shape == ((MAP_ROWS + 64) // 8, 100)
     assert list(drawn.rows[:2]) == ["node1", "node2"]
     row = list(drawn.rows).index("node67")  # rank 530's node: its slowest rank shows
@@ -305,7 +306,8 @@ def test_run_png_numbers_whole_steps(tmp_path: Path, monkeypatch: pytest.MonkeyP
     """A 20-step run: matplotlib's own ticks would read 2.5, 7.5, ..."""
     from matplotlib.figure import Figure
 
-    from profiling.analysis.run.run_section import map_for_plot, run_section
+    from profiling.analysis.run.run_section import run_section
+    from profiling.analysis.run.run_view import RunView
     from profiling.report.plot import plot_run
 
     folder = JobFolder(tmp_path, "1")
@@ -313,7 +315,7 @@ def test_run_png_numbers_whole_steps(tmp_path: Path, monkeypatch: pytest.MonkeyP
     run = combined(folder)
     saved: list[Figure] = []
     monkeypatch.setattr(Figure, "savefig", lambda figure, *args, **kwargs: saved.append(figure))
-    plot_run(map_for_plot(run, run_section(folder.path, run, [], None)), tmp_path / "run.png")
+    plot_run(RunView(run, run_section(folder.path, run, [], None)).picture, tmp_path / "run.png")
     (figure,) = saved
     ticks = figure.axes[1].get_xticks()  # the map's; the line above shares them
     assert len(ticks) > 2 and all(float(t).is_integer() for t in ticks), ticks

@@ -18,7 +18,8 @@ from profiling.analysis.dumps.out_of_memory import out_of_memory
 from profiling.analysis.per_trace.record import ReportError, TraceRecord
 from profiling.analysis.run.run_logs import read_run
 from profiling.analysis.run.run_map import RunMap
-from profiling.analysis.run.run_section import map_for_plot, run_section
+from profiling.analysis.run.run_section import run_section
+from profiling.analysis.run.run_view import RunView
 from profiling.archive import write_archive
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
@@ -131,11 +132,10 @@ def _run_report(
     """``report.json``'s ``run``, run.png being drawn, and the map's levels for report.html (a
     few MB, where the map is hundreds)."""
     section = run_section(folder, *run, manifest)
-    drawing = None
-    if pictures and section:
-        drawing = pictures.draw(plot_run, map_for_plot(run[0], section), files.run_plot)
+    view = RunView(run[0], section)
+    drawing = pictures.draw(plot_run, view.picture, files.run_plot) if pictures else None
     # the page's levels made while run.png is drawn
-    return section, drawing, run_levels(run[0], section) if section and html else None
+    return section, drawing, run_levels(view) if html else None
 
 
 def _traces_report(

@@ -21,7 +21,7 @@ from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
 
 if TYPE_CHECKING:  # the plot's process imports no more than it draws with
-    from profiling.analysis.run.run_section import RunPicture, RunPictureMemory
+    from profiling.analysis.run.run_view import RunPicture, RunPictureMemory
 
 BARS_UP_TO = 32
 _TITLE_WIDTH = 130
@@ -187,7 +187,7 @@ def _steps_map(fig: Any, axes: Any, ranks: list[RankReport]) -> None:
 def plot_run(drawn: RunPicture, path: Path) -> None:
     """``run.png``: every rank's time for every step, against the other ranks' median (a slow
     rank is a stripe, a slow node a band, a step where everyone is slow a bump in the line
-    above); each slow segment outlined. ``drawn``: :func:`profiling.analysis.run.run_section.map_for_plot`."""
+    above); each slow segment outlined. ``drawn``: :attr:`profiling.analysis.run.run_view.RunView.picture`."""
     from matplotlib.figure import Figure
     from matplotlib.patches import Rectangle
     from matplotlib.ticker import MaxNLocator

@@ -26,10 +26,6 @@ from profiling.schema import model
 from profiling.schema.manifest import Manifest
 from slurm.settings import argv_of
 
-MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
-_MEMORY_LABELS = {"cuda": "peak allocated in the step (MiB)", "rss": "resident at the step's end (MiB)"}
-MAP_ROWS = 512  # at most this many rows of ranks in run.png; beyond, a row per node
-
 
 def run_section(
     trace_folder: Path, run: RunMap, unreadable: list[str], manifest: Manifest | None
@@ -87,77 +83,6 @@ def run_section(
 def memory_growth_part(rank: int, node: str, growth: Growth) -> model.MemoryGrowth:
     """A rank's leak as report.json says it (the run's, or an out-of-memory dump's)."""
     return model.MemoryGrowth(rank=rank, node=node, **dataclasses.asdict(growth), line=growth.line(rank))
-
-
-@dataclasses.dataclass(frozen=True)
-class RunPicture:
-    """What ``run.png`` draws (small enough to send to the plot's process)."""
-
-    ratio: np.ndarray  # row x column: the row's time against the other rows' median
-    first: np.ndarray  # each column's first step
-    last: np.ndarray  # ... and last
-    rows: np.ndarray  # each row's rank, or its node's name where a row is a node
-    nodes: list[str]  # each row's node
-    by_node: bool  # thousands of ranks: a row per node, its slowest rank in each column
-    step_median_ms: np.ndarray  # each column's median step time
-    segments: list[model.Segment]
-    title: str
-    memory: RunPictureMemory | None = None
-
-
-@dataclasses.dataclass(frozen=True)
-class RunPictureMemory:
-    """``run.png``'s memory row: each row's memory over the run, beside its time."""
-
-    mib: np.ndarray  # row x column: the peak of each stretch of steps (by node: of its ranks)
-    first: np.ndarray  # each column's first step
-    last: np.ndarray  # ... and last
-    label: str  # what the memory is
-    growing: list[model.MemoryGrowth]
-
-
-def map_for_plot(run: RunMap, section: model.Run) -> RunPicture:
-    """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns."""
-    binned = run_map.binned(run, MAP_COLUMNS)
-    rows, labels, nodes = binned.ratio, run.ranks, run.nodes
-    memory = run.memory.peak if run.memory else None
-    if len(run.ranks) > MAP_ROWS:  # a row per node: the slowest of its ranks in each column
-        names = list(dict.fromkeys(run.nodes))
-        code = _codes(run.nodes, names)
-        order = np.argsort(code, kind="stable")
-        starts = np.searchsorted(code[order], np.arange(len(names)))
-        filled = np.nan_to_num(binned.ratio[order], nan=0.0)
-        rows, labels, nodes = np.maximum.reduceat(filled, starts, axis=0), np.array(names), names
-        if memory is not None:  # ... and the most memory of its ranks
-            memory = np.maximum.reduceat(np.nan_to_num(memory[order], nan=0.0), starts, axis=0)
-    segments = section.segments
-    found = "; ".join(
-        f"rank {s.rank} slow in steps {s.first}-{s.last} (+{s.excess_ms:.1f} ms)" for s in segments[:4]
-    )
-    more = f" and {len(segments) - 4} more" if len(segments) > 4 else ""
-    return RunPicture(
-        ratio=rows.astype(np.float32),
-        first=binned.first,
-        last=binned.last,
-        rows=labels,
-        nodes=list(nodes),
-        by_node=len(run.ranks) > MAP_ROWS,
-        step_median_ms=binned.step_median,
-        segments=segments,
-        title=(
-            "Each rank's CPU time per step against the other ranks' median. "
-            + (f"{found}{more}." if segments else "No rank was persistently slow.")
-        ),
-        memory=RunPictureMemory(
-            mib=memory.astype(np.float32),
-            first=run.memory.first,
-            last=run.memory.last,
-            label=_MEMORY_LABELS[run.memory.kind],
-            growing=section.memory_growth,
-        )
-        if run.memory is not None and memory is not None
-        else None,
-    )
 
 
 def _segment(
@@ -235,8 +160,3 @@ def _ends(run: RunMap, manifest: Manifest | None) -> model.Ends:
 
 def _finite(value: float) -> float | None:
     return float(value) if np.isfinite(value) else None
-
-
-def _codes(nodes: list[str], names: list[str]) -> np.ndarray:
-    index_of = {name: index for index, name in enumerate(names)}
-    return np.array([index_of[node] for node in nodes])
