@@ -22,10 +22,11 @@ from typing import Any
 
 import msgspec
 
+from profiling.analysis.across_ranks import mean
 from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
 from profiling.folder.manifest import manifest_or_none
 from profiling.folder.traces import find_traces
-from profiling.report import ReportError, build_report, mean
+from profiling.report import ReportError, build_report
 from profiling.schema import model
 from profiling.schema.comparison import Comparison
 from profiling.schema.files import write_file

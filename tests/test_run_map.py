@@ -241,7 +241,7 @@ def test_a_segment_links_the_traces_that_cover_it(tmp_path: Path) -> None:
     for name in ("rank1_iter40_42.json", "rank0_iter40_42.json", "rank1_iter70_72.json"):
         (folder.path / name).write_text('{"traceEvents": []}')
     from profiling.analysis.run.run_logs import read_run
-    from profiling.analysis.run.run_section import run_section
+    from profiling.analysis.run.section import run_section
 
     run, unreadable = read_run(folder.path)
     [segment] = run_section(folder.path, run, unreadable, None).segments
@@ -286,8 +286,8 @@ def test_list_ranks_refuses_a_job_without_logs_in_one_line(tmp_path: Path) -> No
 
 
 def test_the_map_of_more_ranks_than_it_has_rows_draws_a_row_per_node(tmp_path: Path) -> None:
-    from profiling.analysis.run.run_section import run_section
     from profiling.analysis.run.run_view import MAP_ROWS, RunView
+    from profiling.analysis.run.section import run_section
 
     folder = JobFolder(tmp_path, "1")
     slowed = lambda rank, step: 130.0 + (60.0 if rank == 530 and 30 <= step <= 60 else 0.0)  # noqa: E731
@@ -306,8 +306,8 @@ def test_run_png_numbers_whole_steps(tmp_path: Path, monkeypatch: pytest.MonkeyP
     """A 20-step run: matplotlib's own ticks would read 2.5, 7.5, ..."""
     from matplotlib.figure import Figure
 
-    from profiling.analysis.run.run_section import run_section
     from profiling.analysis.run.run_view import RunView
+    from profiling.analysis.run.section import run_section
     from profiling.report.plot import plot_run
 
     folder = JobFolder(tmp_path, "1")

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import ast
+import importlib
+import inspect
 import itertools
 import re
 from pathlib import Path
@@ -77,6 +79,26 @@ def test_rooms_import_downwards_only() -> None:
             if target != "profiling" and level[target] < level[_room(module)]:
                 upward.append(f"{module} -> {imported}")
     assert not upward, upward
+
+
+def test_the_report_reaches_analysis_through_its_stages_entry_points_only() -> None:
+    """report/ renders: it takes from analysis what each stage's package names as public
+    (``__all__``), never a stage's inner module; and each stage names only what it has."""
+    stages = {name for rooms in LAYERS for name in rooms if name.startswith("profiling.analysis.")}
+    inner = []
+    for module, path in _modules().items():
+        if not module.startswith("profiling.report"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.module or "").startswith("profiling.analysis"):
+                public = importlib.import_module(node.module).__all__ if node.module in stages else ()
+                inner += [f"{module}: {node.module}.{a.name}" for a in node.names if a.name not in public]
+    assert not inner, inner
+    for stage in stages:
+        package = importlib.import_module(stage)
+        # a name, not a module of the same name (which the import system would hand out instead)
+        modules = [name for name in package.__all__ if inspect.ismodule(getattr(package, name))]
+        assert not modules, (stage, modules)
 
 
 def test_no_two_modules_import_each_other() -> None:

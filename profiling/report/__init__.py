@@ -27,24 +27,11 @@ archive of the traces themselves (:mod:`profiling.archive`). Written to ``<folde
     The traces of the ranks that matter, as one Perfetto timeline (:mod:`profiling.archive`).
 """
 
-from __future__ import annotations
+from slurm.basics import public_names
 
-import importlib
-from typing import Any
-
-# where each public name lives: imported when first asked for, so that a light module of this
-# room (the hang's report, on a rank's way out or the login node) does not import the report's
-# whole pipeline with it
-_PUBLIC = {
-    "ReportError": "profiling.analysis.per_trace.record",
-    "build_report": "profiling.report.build",
-    "main": "profiling.report.cli",
-    "mean": "profiling.analysis.across_ranks.combine",
-}
-__all__ = sorted(_PUBLIC)
-
-
-def __getattr__(name: str) -> Any:
-    if name not in _PUBLIC:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(_PUBLIC[name]), name)
+# imported when first asked for: a light module of this room (the hang's report, on a rank's way
+# out or the login node) does not import the report's whole pipeline with it
+__all__, __getattr__ = public_names(
+    __name__,
+    {"ReportError": "build", "build_report": "build", "main": "cli"},
+)

@@ -12,14 +12,11 @@ from typing import Any, TextIO
 
 import msgspec
 
-from profiling.analysis.across_ranks.combine import summarise
-from profiling.analysis.clocks.kept import kept_alignment
-from profiling.analysis.dumps.out_of_memory import out_of_memory
-from profiling.analysis.per_trace.record import ReportError, TraceRecord
-from profiling.analysis.run.run_logs import read_run
-from profiling.analysis.run.run_map import RunMap
-from profiling.analysis.run.run_section import run_section
-from profiling.analysis.run.run_view import RunView
+from profiling.analysis.across_ranks import summarise
+from profiling.analysis.clocks import kept_alignment
+from profiling.analysis.dumps import out_of_memory
+from profiling.analysis.per_trace import ReportError, TraceRecord
+from profiling.analysis.run import RunMap, RunView, read_run, run_section
 from profiling.archive import write_archive
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest

@@ -7,8 +7,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiling.analysis.per_trace.record import ReportError, load_fresh
-from profiling.analysis.reading.json_stream import TraceFormatError
+from profiling.analysis.per_trace import ReportError, load_fresh
+from profiling.analysis.reading import TraceFormatError
 from profiling.archive import ArchiveError
 from profiling.folder.layout import ReportFiles
 from profiling.folder.traces import find_traces

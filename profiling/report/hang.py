@@ -4,7 +4,7 @@ Made by ``python -m jobs.hang``, ``submit.py --wait`` and rank 0 on its way out.
 
 from __future__ import annotations
 
-from profiling.analysis.dumps.hang import HangError, analyse_dumps, read_dumps
+from profiling.analysis.dumps import HangError, analyse_dumps, read_dumps
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import manifest_or_none
 from profiling.schema.dumps import HangDump, HangVerdict

@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.across_ranks.merge import (
+from profiling.analysis.across_ranks import (
     MergedTraceWriter,
     MergeStats,
     keep_levels,
@@ -20,8 +20,8 @@ from profiling.analysis.across_ranks.merge import (
     plan_depth,
     write_part,
 )
-from profiling.analysis.clocks.rank_clocks import Aligned
-from profiling.analysis.reading.trace_events import read as read_trace
+from profiling.analysis.clocks import Aligned
+from profiling.analysis.reading import read as read_trace
 from profiling.report.workers import Workers
 from slurm.basics import atomic_path
 

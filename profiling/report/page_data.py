@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.run.run_view import MapLevel, RunView
+from profiling.analysis.run import MapLevel, RunView
 from profiling.schema import model
 
 

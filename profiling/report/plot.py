@@ -15,13 +15,13 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from profiling.analysis.per_trace.kernels import FAMILIES
+from profiling.analysis.per_trace import FAMILIES
 from profiling.report import plot_gpu, plot_memory, plot_path
 from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
 
 if TYPE_CHECKING:  # the plot's process imports no more than it draws with
-    from profiling.analysis.run.run_view import RunPicture, RunPictureMemory
+    from profiling.analysis.run import RunPicture, RunPictureMemory
 
 BARS_UP_TO = 32
 _TITLE_WIDTH = 130

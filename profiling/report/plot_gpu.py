@@ -14,8 +14,8 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.across_ranks.gpu_sections import LINK_SHARE
-from profiling.analysis.per_trace.kernels import FAMILIES
+from profiling.analysis.across_ranks import LINK_SHARE
+from profiling.analysis.per_trace import FAMILIES
 from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
 

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from profiling.analysis.per_trace.lanes import KINDS
+from profiling.analysis.per_trace import KINDS
 from profiling.schema.model_path import CriticalPath
 
 SHOWN_STEPS = 4

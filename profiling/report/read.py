@@ -16,7 +16,7 @@ from typing import TextIO
 
 import msgspec
 
-from profiling.analysis.per_trace.record import (
+from profiling.analysis.per_trace import (
     ReportError,
     TraceRecord,
     analyse_trace,

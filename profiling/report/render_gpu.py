@@ -3,9 +3,8 @@ from the typed report (:mod:`profiling.schema.model`)."""
 
 from __future__ import annotations
 
-from profiling.analysis.across_ranks.gpu_sections import LINK_SHARE, SHOWN_KERNELS
-from profiling.analysis.per_trace.idle import CAUSES, KERNEL_GAP_US
-from profiling.analysis.per_trace.kernels import FAMILIES
+from profiling.analysis.across_ranks import LINK_SHARE, SHOWN_KERNELS
+from profiling.analysis.per_trace import CAUSES, FAMILIES, KERNEL_GAP_US
 from profiling.report.table_ranks import others_line, shown_ranks
 from profiling.schema.model import Report
 

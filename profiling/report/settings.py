@@ -7,7 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from profiling.analysis.across_ranks.merge import DEFAULT_BUDGET_BYTES as DEFAULT_MERGE_BUDGET_BYTES
+from profiling.analysis.across_ranks import DEFAULT_BUDGET_BYTES as DEFAULT_MERGE_BUDGET_BYTES
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.ranks import RankSelection
 from profiling.report import slurm_array

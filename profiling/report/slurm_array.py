@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from profiling.analysis.per_trace.record import load_fresh
+from profiling.analysis.per_trace import load_fresh
 from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceSource
 from profiling.report.progress import Progress

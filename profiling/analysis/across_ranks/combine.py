@@ -1,9 +1,10 @@
-"""The reduce of the report: every trace's record -> one summary of the job (``report.json``).
+"""The job's summary from every trace's record: ``report.json``'s measures, as the model's Structs.
 
 Clocks first: every trace is aligned against the first rank's trace of the same window
-(:mod:`profiling.analysis.clocks.rank_clocks`); then, per rank, the means of what the records measured
-per step (:mod:`profiling.analysis.per_trace.breakdown` defines every figure; nothing is measured here),
-and the straggler verdict over the aligned arrivals (:mod:`profiling.analysis.across_ranks.straggler`).
+(:mod:`profiling.analysis.clocks.rank_clocks`); then, per rank, the means of what the records
+measured per step (:mod:`profiling.analysis.per_trace.breakdown` defines each figure), each
+collective's arrivals on the common clock, bisected onto its step, and from them the waiting,
+the straggler verdict (:mod:`.straggler`) and the critical path (:mod:`.critical_steps`).
 """
 
 from __future__ import annotations

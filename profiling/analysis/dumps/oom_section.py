@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from profiling.analysis.dumps.oom import oom_line, read_oom_dumps
 from profiling.analysis.run.memory_growth import Growth
-from profiling.analysis.run.run_section import memory_growth_part
+from profiling.analysis.run.section import memory_growth_part
 from profiling.folder.layout import JobFolder
 from profiling.schema import model
 from profiling.schema.dumps import OomDump
