@@ -41,9 +41,9 @@ import dataclasses
 import numpy as np
 
 from profiling.analysis.per_trace import intervals
+from profiling.analysis.per_trace.gpu_steps import GpuStep, gpu_steps
 from profiling.analysis.per_trace.idle import IdleCauses
 from profiling.analysis.per_trace.intervals import Intervals
-from profiling.analysis.per_trace.kernels import KERNEL_TYPES, hta_kernel_type
 from profiling.analysis.per_trace.lanes import PHASES as COMPUTE_PHASES
 from profiling.analysis.per_trace.lanes import Names, StepLane, cpu_lane, gpu_lanes
 from profiling.analysis.per_trace.launches import idle_of_counted, launch_times, steps_of
@@ -55,16 +55,6 @@ GPU_PARTS = ("compute", "communication", "memory", "other", "idle")
 
 _BACKWARD_PREFIX = "autograd::engine::evaluate_function"
 _OPTIMIZER_PREFIX = "Optimizer."
-
-
-@dataclasses.dataclass(frozen=True)
-class GpuStep:
-    start_us: float  # start of the step's GPU span (trace clock)
-    duration_us: float  # the GPU span: the parts add up to it
-    busy_us: float
-    communication_overlapped_us: float
-    compute_by_phase_us: dict[str, float]  # COMPUTE_PHASES -> part of compute; adds up to compute
-    activities: int  # GPU activities launched by this step
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,7 +120,12 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
     names = Names()
     if gpu:
         phase = _compute_phase(ops, steps, launched_at, step_of)
-        breakdowns = _gpu_steps(trace, steps, step_of, phase)
+        breakdowns = [
+            StepBreakdown(number, start, end - start, parts, communication_us, gpu)
+            for (number, start, end, _), (parts, communication_us, gpu) in zip(
+                steps, gpu_steps(trace, steps, step_of, phase), strict=True
+            )
+        ]
         spans = [(b.step, (b.gpu.start_us, b.gpu.start_us + b.gpu.duration_us)) for b in breakdowns if b.gpu]
         lanes = gpu_lanes(trace, spans, step_of >= 0, launched_at, phase, names)
     else:
@@ -211,7 +206,7 @@ def _cpu_steps(ops: _CpuOps, steps: list[tuple[int, float, float, int]]) -> list
         around = ops.starting_in(start - (end - start), end)
         comm = ops.comm[around] & (ops.end[around] > start)
         comm_set = intervals.clip(intervals.union(ops.start[around][comm], ops.end[around][comm]), start, end)
-        parts = _exclusive(
+        parts = intervals.exclusive(
             [
                 ("backward", phases.backward),
                 ("forward", intervals.union(s[forward], e[forward])),
@@ -233,73 +228,6 @@ def _top_level(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
     top[0] = True
     top[1:] = starts[1:] >= reach[:-1]
     return top
-
-
-def _exclusive(labelled: list[tuple[str, Intervals]]) -> dict[str, float]:
-    """Time each set covers that no set before it in the list covers."""
-    parts, covered = {}, intervals.EMPTY
-    for label, spans in labelled:
-        parts[label] = intervals.length(intervals.subtract(spans, covered))
-        covered = intervals.combine(covered, spans)
-    return parts
-
-
-def _gpu_steps(
-    trace: TraceEvents,
-    steps: list[tuple[int, float, float, int]],
-    step_of: np.ndarray,
-    phase: np.ndarray,
-) -> list[StepBreakdown]:
-    kind_of_name = np.array(
-        [KERNEL_TYPES.index(hta_kernel_type(name)) for name in trace.names], dtype=np.int8
-    )
-    kinds = kind_of_name[trace.gpu_name] if len(trace.names) else np.zeros(0, dtype=np.int8)
-    tied = step_of >= 0
-    by_kind = {
-        kind: intervals.union(trace.gpu_start[tied & (kinds == code)], trace.gpu_end[tied & (kinds == code)])
-        for code, kind in enumerate(KERNEL_TYPES)
-    }
-    firsts = [
-        float(trace.gpu_start[step_of == i].min()) if (step_of == i).any() else None
-        for i in range(len(steps))
-    ]
-    last_end = float(trace.gpu_end[step_of >= 0].max()) if (step_of >= 0).any() else None
-    compute = tied & (kinds == KERNEL_TYPES.index("compute"))
-    by_phase = [
-        intervals.union(trace.gpu_start[compute & (phase == code)], trace.gpu_end[compute & (phase == code)])
-        for code in range(len(COMPUTE_PHASES))
-    ]
-    found = []
-    for index, (number, start, end, _) in enumerate(steps):
-        later = [first for first in firsts[index + 1 :] if first is not None]
-        if firsts[index] is None:  # launched nothing: an empty span
-            span_start = span_end = start
-        else:
-            span_start = firsts[index]
-            span_end = max(span_start, later[0]) if later else last_end
-        within = {kind: intervals.clip(spans, span_start, span_end) for kind, spans in by_kind.items()}
-        parts = _exclusive([(kind, within[kind]) for kind in KERNEL_TYPES])
-        busy = sum(parts.values())
-        parts["idle"] = max(0.0, (span_end - span_start) - busy)
-        gpu = GpuStep(
-            start_us=span_start,
-            duration_us=span_end - span_start,
-            busy_us=busy,
-            communication_overlapped_us=intervals.length(
-                intervals.intersect(within["communication"], within["compute"])
-            ),
-            compute_by_phase_us=_exclusive(
-                [
-                    (p, intervals.clip(spans, span_start, span_end))
-                    for p, spans in zip(COMPUTE_PHASES, by_phase, strict=True)
-                ]
-            ),
-            activities=int((step_of == index).sum()),
-        )
-        found.append(
-            StepBreakdown(number, start, end - start, parts, intervals.length(within["communication"]), gpu)
-        )
-    return found
 
 
 def _with_steps(trace: TraceEvents, steps: list[tuple[int, float, float, int]]) -> list[Collective]:

@@ -77,3 +77,12 @@ def intersect(a: Intervals, b: Intervals) -> Intervals:
     starts, ends = points[:-1][inside[:-1]], points[1:][inside[:-1]]
     keep = ends > starts
     return starts[keep], ends[keep]
+
+
+def exclusive(labelled: list[tuple[str, Intervals]]) -> dict[str, float]:
+    """Time each set covers that no set before it in the list covers."""
+    parts, covered = {}, EMPTY
+    for label, spans in labelled:
+        parts[label] = length(subtract(spans, covered))
+        covered = combine(covered, spans)
+    return parts
