@@ -35,10 +35,10 @@ from jobs.runtime.group import JobGroup
 from jobs.runtime.output import say
 from jobs.runtime.records import Attempt, gather_and_write_manifest, rank_record, write_running
 from jobs.runtime.report_step import analyse_own_traces, report_on
+from jobs.runtime.shared_folder import check_shared_folder
 from jobs.runtime.watchdog import Watchdog
 from jobs.spec import TRACES_ROOT_ENV
 from profiling.folder.layout import JobFolder
-from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
 from profiling.folder.step_log import StepLogHeader
 from profiling.ranks import RankSelection
 from profiling.recording.capture import CaptureWatcher
@@ -151,7 +151,7 @@ class ProfiledRun:
             started_at=utc_now(),
             start_step=self.start_step,
         )
-        self._check_shared_folder()
+        check_shared_folder(self.identity, self.attempt.folder, self.group)
         if identity.is_main:
             write_running(self.attempt)
         self.cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
@@ -319,20 +319,6 @@ class ProfiledRun:
             dump_after_s=max(MIN_DUMP_AFTER_S, timeout_s / 2),
             exit_after_s=timeout_s + WATCHDOG_GRACE_S if self.settings.end_stuck_rank else None,
         )
-
-    def _check_shared_folder(self) -> None:
-        """Stop every rank at once, with one line, if some cannot see the job folder rank 0 sees."""
-        identity, folder = self.identity, self.attempt.folder
-        if identity.world_size == 1:
-            return
-        node = identity.node_name or socket.gethostname()
-        written = leave_marker(folder, identity.rank, node)
-        # each rank's (node, job folder, write error), once every marker is written
-        where = self.group.gather((node, str(folder.path), written))
-        missing = unseen_ranks(folder, identity.world_size) if identity.is_main else []
-        message = self.group.broadcast(unshared_error(folder, missing, where) if missing and where else None)
-        if message is not None:
-            raise UnsharedFolderError(message)
 
 
 def _joined_group(identity: DistributedIdentity) -> JobGroup:
