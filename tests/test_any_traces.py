@@ -153,7 +153,7 @@ def test_compare_and_archive_on_folders_of_foreign_traces(tmp_path: Path) -> Non
     a = another_producers_job(tmp_path / "a", ranks=2)
     b = another_producers_job(tmp_path / "b", ranks=2)
     result = compare(a, b)
-    assert [row["rank"] for row in result["ranks"]] == [0, 1]
+    assert [row.rank for row in result.ranks] == [0, 1]
     report = model.checked(ReportFiles.of(a).json.read_bytes())
     written = write_archive(a, report, tmp_path / "one.tar", ranks=[1])
     assert written.traces == ["worker1_step_5.1697000000001.pt.trace.json"]

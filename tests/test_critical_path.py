@@ -16,6 +16,7 @@ from profiling.analysis.per_trace.lanes import KINDS, Lane
 from profiling.folder.layout import ReportFiles
 from profiling.report import build_report
 from profiling.report.settings import ReportSettings
+from profiling.schema import model
 from profiling.schema.model_path import CriticalPath
 from tests.synthetic import cpu_job, write_job, write_trace, x
 
@@ -229,11 +230,11 @@ def test_lanes_are_kept_beside_the_record_and_a_warm_report_walks_the_same_path(
         "rank1_iter10_13.json.gz.lanes.msgpack",
     ]
     assert report_path(folder) == cold  # from the records and the lanes beside them
-    (folder / "meta" / "analysis" / "rank1_iter10_13.json.gz.lanes.msgpack").unlink()
-    walked = report_path(folder)  # rank 1 is on every step's path: no lane, no guess
-    assert walked.steps == [] and {u.why for u in walked.undecided} == {
-        "rank 1 is on the path and has no lane of this step"
-    }
+    lanes = folder / "meta" / "analysis" / "rank1_iter10_13.json.gz.lanes.msgpack"
+    lanes.unlink()
+    assert report_path(folder) == cold  # a cache is never why a view is missing: made again
+    said = model.checked((folder / "meta" / "report.json").read_bytes()).warnings
+    assert f"{lanes} was made again from its trace: it is missing" in said and lanes.exists()
 
 
 def test_report_png_shows_the_path_of_the_first_steps_and_its_time_by_rank_and_kind(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def test_the_peak_is_found_by_the_device_name_and_mfu_says_why_it_is_missing() -
     assert peak_of("Tesla V100-SXM2-16GB").device == "V100"  # type: ignore[union-attr]
     assert peak_of("AMD Instinct MI300X").device == "MI300X"  # type: ignore[union-attr]
     assert peak_of("AMD Radeon Graphics") is None and peak_of(None) is None
-    assert rank_flops([], []) is None
+    assert rank_flops([], []) == (None, [])
 
 
 GPU_TRACES = Path(__file__).parent / "data" / "gpu_traces"

@@ -106,7 +106,7 @@ def test_100_000_steps_stay_under_the_stated_bound_at_no_measurable_cost(
     # a fast fake loop: the hook as the profiler calls it, 100 000 times, flushing as it would
     monkeypatch.setattr(profiling.recording.step_timing, "FLUSH_S", 0.05)
     path = JobFolder(tmp_path, "9").step_log(5)
-    timing = StepTiming.open(path, header(rank=5))
+    timing = StepTiming.open(path, header(rank=5, world_size=8))
     started = time.process_time()  # CPU time: a neighbour on the machine does not count in it
     for step in range(100_000):
         timing.after_step(step)

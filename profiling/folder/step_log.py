@@ -46,6 +46,10 @@ HEADER_BYTES = 96
 _FLAG_GPU = 1  # GPU times are measured
 _FLAG_MEMORY = 2  # memory is recorded...
 _FLAG_CUDA_MEMORY = 4  # ...and it is the CUDA allocator's peak
+# what no run writes: a header or value beyond these is a damaged file, not a figure
+_MAX_EXACT_STEPS, _MAX_BUCKET_STEPS = 10**8, 10**6
+_MAX_MS = 1e9  # a step of 11 days
+_MAX_MIB = float(1 << 30)  # 1 PiB
 
 
 def _rows(columns: Sequence[str]) -> tuple[np.dtype, np.dtype]:
@@ -93,6 +97,19 @@ class StepLogHeader:
             raise StepLogError(f"{path} is not a step log (no {MAGIC.decode()} header)")
         _, rank, world, restart, exact, bucket, flags, node = _HEADER.unpack_from(data)
         memory = "" if not flags & _FLAG_MEMORY else "cuda" if flags & _FLAG_CUDA_MEMORY else "rss"
+        wrong = [
+            f"{name} {value}"
+            for name, value, fine in (
+                ("rank", rank, 0 <= rank < max(world, 1)),
+                ("world size", world, world >= 1),
+                ("restart", restart, restart >= 0),
+                ("exact steps", exact, 0 <= exact <= _MAX_EXACT_STEPS),
+                ("bucket steps", bucket, 1 <= bucket <= _MAX_BUCKET_STEPS),
+            )
+            if not fine
+        ]
+        if wrong:
+            raise StepLogError(f"its header is damaged ({', '.join(wrong)}): the log is left out")
         return cls(
             rank=rank,
             world_size=world,
@@ -185,6 +202,7 @@ class StepLog:
     median: dict[str, np.ndarray]
     low: dict[str, np.ndarray]
     high: dict[str, np.ndarray]
+    note: str | None = None  # what was wrong with the file and left out, in one line
 
     @property
     def last_step(self) -> int | None:
@@ -215,6 +233,10 @@ def decode_step_log(
     # as stored (4-byte integers and floats): a 4096-rank run of 100 000 steps holds 4096 of these
     first = np.concatenate([exact["step"], buckets["first"]])
     steps = np.concatenate([np.ones(len(exact), np.int32), buckets["steps"]])
+    kept, note = _in_order(first, steps, header.bucket_steps, len(exact))
+    if kept < len(first):
+        exact, buckets = exact[: min(kept, len(exact))], buckets[: max(0, kept - len(exact))]
+        first, steps = first[:kept], steps[:kept]
     median, low, high = {}, {}, {}
     for name in times:
         if name not in exact_row.names:  # ``mem`` in a log of the first format
@@ -227,4 +249,43 @@ def decode_step_log(
         if spread:
             low[name] = np.concatenate([value, buckets[name][:, 0]])
             high[name] = np.concatenate([value, buckets[name][:, 2]])
-    return StepLog(path, header, first, steps, median, low, high)
+    wrong = 0
+    for name in list(median):
+        wrong += _unknown_where_impossible(name, median)
+        for part in (low, high) if spread else ():
+            _unknown_where_impossible(name, part)
+    if wrong:
+        said = f"{wrong} value(s) no step can have (negative, not finite or too large) read as unknown"
+        note = f"{note}; {said}" if note else said
+    return StepLog(path, header, first, steps, median, low, high, f"{path.name}: {note}" if note else None)
+
+
+def _in_order(
+    first: np.ndarray, steps: np.ndarray, bucket_steps: int, exact_rows: int
+) -> tuple[int, str | None]:
+    """How many rows, from the first, have steps in order and step counts a writer makes; and a
+    line saying where the rest went wrong (the rows after a damaged one are not trusted)."""
+    counts_fine = (steps >= 1) & (steps <= bucket_steps)
+    counts_fine[:exact_rows] &= steps[:exact_rows] == 1
+    start = np.concatenate([[0], first[:-1].astype(np.int64) + steps[:-1]])
+    fine = counts_fine & (first >= start)
+    bad = np.flatnonzero(~fine)
+    if not len(bad):
+        return len(first), None
+    kept = int(bad[0])
+    last = f"step {int(first[kept - 1]) + int(steps[kept - 1]) - 1}" if kept else "none"
+    return kept, f"its rows from row {kept} on are out of step order or damaged; read up to {last}"
+
+
+def _unknown_where_impossible(name: str, values: dict[str, np.ndarray]) -> int:
+    """Set to NaN (unknown) the values of ``name`` that no step can have; how many there were."""
+    column = values[name]
+    limit = _MAX_MIB if name == "mem" else _MAX_MS
+    floor_ok = column >= 0 if name in ("mem", "gpu") else column > 0
+    impossible = np.isfinite(column) & ~(floor_ok & (column <= limit)) | np.isinf(column)
+    if not impossible.any():
+        return 0
+    column = column.copy()
+    column[impossible] = np.nan
+    values[name] = column
+    return int(impossible.sum())

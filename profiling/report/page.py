@@ -140,9 +140,14 @@ def _details(summary: str, inner: str) -> str:
     return f"<details><summary>{html.escape(summary)}</summary>{inner}</details>"
 
 
+_SCRIPT_DATA = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+
+
 def _script_json(data: dict[str, Any]) -> str:
-    # NaN as null (JSON has no NaN); inside <script>, "</" would end it: JSON allows "<\/"
-    return msgspec.json.encode(data).decode().replace("</", "<\\/")
+    """``data`` as JSON that is script data whatever its strings hold: ``<``, ``>`` and ``&`` as
+    JSON escapes (``</script>`` would end the block, ``<!--<script>`` would put the HTML
+    tokenizer in its escaped state and swallow page.js). NaN is null (JSON has none)."""
+    return msgspec.json.encode(data).decode().translate(_SCRIPT_DATA)
 
 
 def _asset(name: str) -> str:

@@ -20,7 +20,7 @@ from profiling.analysis.per_trace import (
     ReportError,
     TraceRecord,
     analyse_trace,
-    load_fresh,
+    load_checked,
     reader_here,
     save,
 )
@@ -45,7 +45,11 @@ class Read:
 
 
 def read_records(sources: Sequence[TraceSource], workers: Workers, progress: TextIO | None = None) -> Read:
-    found: dict[TraceSource, TraceRecord | str | None] = {source: load_fresh(source) for source in sources}
+    checked = {source: load_checked(source) for source in sources}
+    found: dict[TraceSource, TraceRecord | str | None] = {
+        source: kept for source, (kept, _) in checked.items()
+    }
+    remade = [note for _, note in checked.values() if note is not None]  # read again below
     stale = [source for source in sources if found[source] is None]
     shown = Progress("read", len(stale), sum(s.path.stat().st_size for s in stale), stream=progress)
     for source, outcome in zip(stale, workers.map(analyse_or_skip, stale), strict=True):
@@ -65,7 +69,7 @@ def read_records(sources: Sequence[TraceSource], workers: Workers, progress: Tex
     read.sort(key=lambda pair: pair[0])
     _refuse_overlaps([trace for trace, _ in read])
     read_here = [s.name for s in stale if isinstance(found[s], TraceRecord)]  # not the skipped ones
-    return Read([trace for trace, _ in read], [record for _, record in read], read_here, skipped)
+    return Read([trace for trace, _ in read], [record for _, record in read], read_here, [*remade, *skipped])
 
 
 def analyse_and_save(source: TraceSource, reader: str | None = None) -> TraceRecord:

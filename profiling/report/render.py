@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import math
+
 from profiling.report import render_efficiency, render_gpu, render_path
 from profiling.report.table_ranks import others_line, shown_ranks
-from profiling.schema.model import Archive, Merge, RankReport, Report, Run
+from profiling.schema.model import Archive, Merge, RankReport, Report, Run, RunRank
 
 
 def report_markdown(report: Report) -> str:
@@ -190,8 +192,8 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
     if run.ends.note:
         lines += [f"Where the logs end: {run.ends.note}.", ""]
     if run.unreadable:
-        lines += [f"Unreadable step logs: {'; '.join(run.unreadable)}.", ""]
-    ranks = sorted(run.ranks, key=lambda r: min((i.relative for i in r.intervals), default=r.relative))[:8]
+        lines += [f"Step logs read in part or not at all: {'; '.join(run.unreadable)}.", ""]
+    ranks = sorted(run.ranks, key=_worst_relative)[:8]
     lines += [
         "Scores (NVIDIA Resiliency Extension's sense; 1 is best): *relative*, the fastest rank's "
         "median over this rank's; *individual*, the rank's best interval over its median. The "
@@ -201,14 +203,28 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
         "|---:|---|---:|---:|---:|---|---:|---:|",
     ]
     for r in ranks:
-        worst = min(r.intervals, key=lambda i: i.relative)
+        worst = min(r.intervals, key=lambda i: i.relative, default=None)
+        stretch = (
+            f"{worst.first}-{worst.last} | {worst.relative:.2f} | {worst.individual:.2f}"
+            if worst
+            else "– | – | –"
+        )
         lines.append(
-            f"| {r.rank} | {r.node} | {r.median_ms:.1f} | {r.relative:.2f} | "
-            f"{r.individual:.2f} | {worst.first}-{worst.last} | {worst.relative:.2f} | "
-            f"{worst.individual:.2f} |"
+            f"| {r.rank} | {r.node} | {_number(r.median_ms, '.1f')} | {_number(r.relative, '.2f')} | "
+            f"{_number(r.individual, '.2f')} | {stretch} |"
         )
     lines.append("")
     return lines
+
+
+def _worst_relative(rank: RunRank) -> float:
+    """A rank's lowest relative score over its intervals; a rank with no known time last."""
+    known = [i.relative for i in rank.intervals]
+    return min(known, default=rank.relative if rank.relative is not None else math.inf)
+
+
+def _number(value: float | None, spec: str) -> str:
+    return format(value, spec) if value is not None else "–"
 
 
 def _memory_lines(run: Run) -> list[str]:

@@ -14,25 +14,27 @@ from typing import Annotated, Any
 import msgspec
 
 from profiling.schema.model_path import CriticalPath
-from profiling.schema.model_ranks import Part, RankReport, about
+from profiling.schema.model_ranks import NonNegFloat, NonNegInt, Part, RankReport, about
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: a run rank none of whose steps has a known time has null scores
 
 
 class Straggler(Part):
     verdict: Annotated[str, about("straggler, none or undetermined")]
-    rank: Annotated[int | None, about("the straggler, where the verdict names one")]
+    rank: Annotated[NonNegInt | None, about("the straggler, where the verdict names one")]
     text: Annotated[str, about("the verdict and its evidence, as report.md says it")]
     ranks_compared: Annotated[list[int], about("ranks whose clocks were paired")]
     ranks_without_paired_clock: Annotated[list[int], about("left out of the verdict")]
-    collectives: Annotated[int, about("collectives paired on every rank compared")]
-    steps: Annotated[int, about("steps of those collectives")]
-    step_noise_ms: Annotated[float | None, about("the median rank's step-to-step spread")]
-    threshold_ms: Annotated[float | None, about("the waiting per step a straggler must cause")]
-    clock_uncertainty_us: Annotated[float, about("the largest ± of the clocks compared")]
-    min_lateness_us: Annotated[float, about("3 x the clocks' uncertainty: lateness below it is no evidence")]
-    compute_ms: Annotated[dict[int, float], about("compute per step, by rank")]
-    candidate: Annotated[int | None, about("the rank most often last")] = None
+    collectives: Annotated[NonNegInt, about("collectives paired on every rank compared")]
+    steps: Annotated[NonNegInt, about("steps of those collectives")]
+    step_noise_ms: Annotated[NonNegFloat | None, about("the median rank's step-to-step spread")]
+    threshold_ms: Annotated[NonNegFloat | None, about("the waiting per step a straggler must cause")]
+    clock_uncertainty_us: Annotated[NonNegFloat, about("the largest ± of the clocks compared")]
+    min_lateness_us: Annotated[
+        NonNegFloat, about("3 x the clocks' uncertainty: lateness below it is no evidence")
+    ]
+    compute_ms: Annotated[dict[int, NonNegFloat], about("compute per step, by rank")]
+    candidate: Annotated[NonNegInt | None, about("the rank most often last")] = None
     lateness_ms: Annotated[
         float | None, about("how long after the next rank the candidate arrived, on average")
     ] = None
@@ -46,7 +48,7 @@ class Straggler(Part):
         dict[int, float] | None, about("the others' waiting each rank caused, per step")
     ] = None
     p_value: Annotated[
-        float | None, about("chance of the candidate holding back that many steps, were no rank slower")
+        NonNegFloat | None, about("chance of the candidate holding back that many steps, were no rank slower")
     ] = None
     compute_over_median_pct: Annotated[
         float | None, about("the straggler's compute against the median rank's")
@@ -54,47 +56,47 @@ class Straggler(Part):
 
 
 class Spread(Part):
-    min: Annotated[float, about("the fastest rank's mean step (ms)")]
-    median: Annotated[float, about("the median rank's (ms)")]
-    max: Annotated[float, about("the slowest rank's (ms)")]
-    max_minus_min: Annotated[float, about("max - min (ms)")]
+    min: Annotated[NonNegFloat, about("the fastest rank's mean step (ms)")]
+    median: Annotated[NonNegFloat, about("the median rank's (ms)")]
+    max: Annotated[NonNegFloat, about("the slowest rank's (ms)")]
+    max_minus_min: Annotated[NonNegFloat, about("max - min (ms)")]
 
 
 class KernelDifference(Part):
     name: Annotated[str, about("the kernel")]
     family: Annotated[str, about("its family")]
-    fastest_us: Annotated[float, about("its time per step on the fastest rank")]
-    slowest_us: Annotated[float, about("on the slowest rank")]
+    fastest_us: Annotated[NonNegFloat, about("its time per step on the fastest rank")]
+    slowest_us: Annotated[NonNegFloat, about("on the slowest rank")]
     difference_us: Annotated[float, about("slowest_us - fastest_us")]
 
 
 class KernelsAcross(Part):
-    fastest_rank: Annotated[int, about("the GPU rank with the least kernel time per step")]
-    slowest_rank: Annotated[int, about("the one with the most")]
+    fastest_rank: Annotated[NonNegInt, about("the GPU rank with the least kernel time per step")]
+    slowest_rank: Annotated[NonNegInt, about("the one with the most")]
     kernels: Annotated[list[KernelDifference], about("the kernels whose time per step differs most")]
 
 
 class CollectiveAcross(Part):
     kind: Annotated[str, about("the collective, as the traces name it")]
-    bytes: Annotated[int | None, about("message size, where recorded")]
-    group_size: Annotated[int | None, about("ranks in its group, where recorded")]
+    bytes: Annotated[NonNegInt | None, about("message size, where recorded")]
+    group_size: Annotated[NonNegInt | None, about("ranks in its group, where recorded")]
     ranks: Annotated[int, about("ranks that ran it")]
-    count: Annotated[int, about("how many over every rank")]
-    p50_us: Annotated[float, about("the ranks' median p50")]
-    p90_us: Annotated[float, about("the largest p90")]
-    max_us: Annotated[float, about("the longest on any rank")]
-    busbw_gbps: Annotated[float | None, about("at that p50")]
-    slowest_rank: Annotated[int, about("the rank with the largest p50")]
-    slowest_busbw_gbps: Annotated[float | None, about("its bus bandwidth")]
+    count: Annotated[NonNegInt, about("how many over every rank")]
+    p50_us: Annotated[NonNegFloat, about("the ranks' median p50")]
+    p90_us: Annotated[NonNegFloat, about("the largest p90")]
+    max_us: Annotated[NonNegFloat, about("the longest on any rank")]
+    busbw_gbps: Annotated[NonNegFloat | None, about("at that p50")]
+    slowest_rank: Annotated[NonNegInt, about("the rank with the largest p50")]
+    slowest_busbw_gbps: Annotated[NonNegFloat | None, about("its bus bandwidth")]
     below_link: Annotated[bool, about("busbw below half of --link-gbps")]
 
 
 class Reading(Part):
-    traces: Annotated[int, about("traces reported on")]
-    from_records: Annotated[int, about("read from fresh analysis records")]
+    traces: Annotated[NonNegInt, about("traces reported on")]
+    from_records: Annotated[NonNegInt, about("read from fresh analysis records")]
     read_here: Annotated[list[str], about("the traces this report read")]
     analysed_by: Annotated[list[str], about("how many records came from whom")]
-    seconds: Annotated[float, about("the time reading took")]
+    seconds: Annotated[NonNegFloat, about("the time reading took")]
 
 
 class Archive(Part):
@@ -102,52 +104,58 @@ class Archive(Part):
     ranks: Annotated[str, about("the ranks in it")]
     reference_rank: Annotated[int, about("the rank whose clock the others are pinned to")]
     traces: Annotated[list[str], about("the trace files in it")]
-    bytes: Annotated[int, about("the traces' bytes")]
-    archive_bytes: Annotated[int, about("the archive's size")]
+    bytes: Annotated[NonNegInt, about("the traces' bytes")]
+    archive_bytes: Annotated[NonNegInt, about("the archive's size")]
     budget_bytes: Annotated[
-        float | None, about("the budget the default ranks were chosen within (null: ranks named)")
+        NonNegFloat | None, about("the budget the default ranks were chosen within (null: ranks named)")
     ]
     left_out: Annotated[str, about("ranks that mattered but did not fit the budget")]
-    seconds: Annotated[float, about("the time packing took")]
+    seconds: Annotated[NonNegFloat, about("the time packing took")]
 
 
 class Merge(Part):
-    bytes: Annotated[int, about("the merged JSON's size")]
-    budget_bytes: Annotated[float | None, about("its budget (null: --full-merge)")]
+    bytes: Annotated[NonNegInt, about("the merged JSON's size")]
+    budget_bytes: Annotated[NonNegFloat | None, about("its budget (null: --full-merge)")]
     max_cpu_depth: Annotated[int | None, about("the deepest CPU operators kept (null: all)")]
-    events_kept: Annotated[int, about("events in it")]
-    events_dropped: Annotated[int, about("events left out to keep within the budget")]
+    events_kept: Annotated[NonNegInt, about("events in it")]
+    events_dropped: Annotated[NonNegInt, about("events left out to keep within the budget")]
 
 
 class Interval(Part):
-    first: Annotated[int, about("its first step")]
-    last: Annotated[int, about("its last step")]
-    median_ms: Annotated[float, about("the rank's median CPU time per step in it")]
-    relative: Annotated[float, about("as the rank's relative score, in it")]
-    individual: Annotated[float, about("as the rank's individual score, in it")]
+    first: Annotated[NonNegInt, about("its first step")]
+    last: Annotated[NonNegInt, about("its last step")]
+    median_ms: Annotated[NonNegFloat, about("the rank's median CPU time per step in it")]
+    relative: Annotated[NonNegFloat, about("as the rank's relative score, in it")]
+    individual: Annotated[NonNegFloat, about("as the rank's individual score, in it")]
 
 
 class RunRank(Part):
-    rank: Annotated[int, about("the global rank")]
+    rank: Annotated[NonNegInt, about("the global rank")]
     node: Annotated[str, about("its node")]
-    median_ms: Annotated[float, about("its median CPU time per step")]
-    wall_median_ms: Annotated[float | None, about("its median wall time per step")]
-    gpu_median_ms: Annotated[float | None, about("its median GPU time per step, where measured")]
-    relative: Annotated[float, about("the fastest rank's median over this rank's (1: the fastest)")]
-    individual: Annotated[float, about("its best interval over its median (1: as fast as it ever was)")]
-    last_step: Annotated[int, about("the last step its log holds")]
+    median_ms: Annotated[NonNegFloat | None, about("its median CPU time per step (null: no step's is known)")]
+    wall_median_ms: Annotated[NonNegFloat | None, about("its median wall time per step")]
+    gpu_median_ms: Annotated[NonNegFloat | None, about("its median GPU time per step, where measured")]
+    relative: Annotated[
+        NonNegFloat | None,
+        about("the fastest rank's median over this rank's (1: the fastest; null: no time)"),
+    ]
+    individual: Annotated[
+        NonNegFloat | None,
+        about("its best interval over its median (1: as fast as it ever was; null: no time)"),
+    ]
+    last_step: Annotated[NonNegInt, about("the last step its log holds")]
     intervals: Annotated[list[Interval], about("the same scores per tenth of the run")]
     memory_median_mib: Annotated[
-        float | None, about("its median memory a step, as `run.memory` says (null: not recorded)")
+        NonNegFloat | None, about("its median memory a step, as `run.memory` says (null: not recorded)")
     ] = None
-    memory_max_mib: Annotated[float | None, about("its most memory in a step")] = None
+    memory_max_mib: Annotated[NonNegFloat | None, about("its most memory in a step")] = None
 
 
 class Segment(Part):
-    rank: Annotated[int, about("the slow rank")]
+    rank: Annotated[NonNegInt, about("the slow rank")]
     node: Annotated[str, about("its node")]
-    first: Annotated[int, about("the segment's first step")]
-    last: Annotated[int, about("its last step")]
+    first: Annotated[NonNegInt, about("the segment's first step")]
+    last: Annotated[NonNegInt, about("its last step")]
     slow_steps: Annotated[int, about("steps in it above the threshold")]
     excess_ms: Annotated[float, about("median time per step above the others' median")]
     ratio: Annotated[float, about("median ratio to the others' median")]
@@ -159,8 +167,8 @@ class SlowNode(Part):
     node: Annotated[str, about("the node")]
     ranks: Annotated[list[int], about("its ranks")]
     slow_ranks: Annotated[list[int], about("those slow in these steps")]
-    first: Annotated[int, about("the first step")]
-    last: Annotated[int, about("the last step")]
+    first: Annotated[NonNegInt, about("the first step")]
+    last: Annotated[NonNegInt, about("the last step")]
     slow_steps: Annotated[int, about("steps in which its ranks were slow")]
     excess_ms: Annotated[float, about("median time per step above the other ranks' median")]
     ratio: Annotated[float, about("median ratio to the other ranks' median")]
@@ -168,10 +176,10 @@ class SlowNode(Part):
 
 
 class MemoryGrowth(Part):
-    rank: Annotated[int, about("the rank whose memory grew")]
+    rank: Annotated[NonNegInt, about("the rank whose memory grew")]
     node: Annotated[str, about("its node")]
     since_step: Annotated[int, about("the step from which it grew steadily")]
-    last_step: Annotated[int, about("the last step of its log")]
+    last_step: Annotated[NonNegInt, about("the last step of its log")]
     mib_per_step: Annotated[float, about("how much it grew a step (MiB), a line fitted from since_step")]
     from_mib: Annotated[float, about("the line at since_step (MiB)")]
     to_mib: Annotated[float, about("the line at last_step (MiB)")]
@@ -179,13 +187,13 @@ class MemoryGrowth(Part):
 
 
 class ShortLog(Part):
-    rank: Annotated[int, about("the rank")]
-    last_step: Annotated[int, about("its log's last step")]
+    rank: Annotated[NonNegInt, about("the rank")]
+    last_step: Annotated[NonNegInt, about("its log's last step")]
 
 
 class Ends(Part):
     expected_last_step: Annotated[int | None, about("the run's last step, from the manifest (null: none)")]
-    last_step: Annotated[int, about("the last step any log holds")]
+    last_step: Annotated[NonNegInt, about("the last step any log holds")]
     short: Annotated[list[ShortLog], about("the ranks whose log ends before the run's")]
     note: Annotated[str | None, about("what the logs' ends say, where they end early")]
 
@@ -194,11 +202,11 @@ class Run(Part):
     metric: Annotated[str, about("what is compared: cpu")]
     measures: Annotated[str, about("what that metric is, in words")]
     steps: Annotated[list[int], about("first and last step")]
-    columns: Annotated[int, about("steps in the map")]
+    columns: Annotated[NonNegInt, about("steps in the map")]
     gpu: Annotated[bool, about("GPU times were measured")]
-    slow_above: Annotated[float, about("the ratio to the others' median above which a step is slow")]
-    min_steps: Annotated[int, about("the shortest slow stretch that is a segment")]
-    noise: Annotated[float, about("the run's step-to-step noise, as a ratio")]
+    slow_above: Annotated[NonNegFloat, about("the ratio to the others' median above which a step is slow")]
+    min_steps: Annotated[NonNegInt, about("the shortest slow stretch that is a segment")]
+    noise: Annotated[NonNegFloat, about("the run's step-to-step noise, as a ratio")]
     ranks: Annotated[list[RunRank], about("each rank's scores")]
     segments: Annotated[list[Segment], about("persistently slow stretches")]
     slow_nodes: Annotated[list[SlowNode], about("nodes whose ranks were slow together")]
@@ -218,21 +226,25 @@ class Run(Part):
 
 class StepMemory(Part):
     step: Annotated[int, about("the step")]
-    mib: Annotated[float, about("its memory (MiB): CUDA, the peak allocated in it; CPU, resident at its end")]
+    mib: Annotated[
+        NonNegFloat, about("its memory (MiB): CUDA, the peak allocated in it; CPU, resident at its end")
+    ]
 
 
 class OutOfMemory(Part):
-    rank: Annotated[int, about("the rank that ran out")]
+    rank: Annotated[NonNegInt, about("the rank that ran out")]
     step: Annotated[int | None, about("the step it was in")]
     device: Annotated[str, about('"cuda:3", "cpu"')]
     allocated_bytes: Annotated[
-        int | None, about("CUDA: allocated by tensors; CPU: the process's resident memory")
+        NonNegInt | None, about("CUDA: allocated by tensors; CPU: the process's resident memory")
     ]
-    reserved_bytes: Annotated[int | None, about("CUDA: held by the caching allocator; null on a CPU")]
+    reserved_bytes: Annotated[NonNegInt | None, about("CUDA: held by the caching allocator; null on a CPU")]
     peak_bytes: Annotated[
-        int | None, about("CUDA: the most allocated since the start; CPU: the peak resident")
+        NonNegInt | None, about("CUDA: the most allocated since the start; CPU: the peak resident")
     ]
-    total_bytes: Annotated[int | None, about("the device's memory (CPU: the address-space limit, else RAM)")]
+    total_bytes: Annotated[
+        NonNegInt | None, about("the device's memory (CPU: the address-space limit, else RAM)")
+    ]
     snapshot: Annotated[
         str | None, about("its allocations' history (--memory-history), for pytorch.org/memory_viz")
     ]
@@ -258,17 +270,17 @@ class Report(Part, kw_only=True):
         CriticalPath | None, about("what set each step's length across ranks, and what fixing it would gain")
     ] = None
     communication_wait_ms: Annotated[
-        dict[int, float], about("mean exposed communication per step, by rank")
+        dict[int, NonNegFloat], about("mean exposed communication per step, by rank")
     ] = msgspec.field(default_factory=dict)
     kernels_across: Annotated[KernelsAcross | None, about("null with fewer than two GPU ranks")] = None
     collectives_across: Annotated[list[CollectiveAcross], about("each collective over every rank")] = (
         msgspec.field(default_factory=list)
     )
-    link_gbps: Annotated[float | None, about("--link-gbps as given")] = None
+    link_gbps: Annotated[NonNegFloat | None, about("--link-gbps as given")] = None
     oom: Annotated[list[OutOfMemory], about("the ranks that ran out of memory (meta/oom/), first first")] = (
         msgspec.field(default_factory=list)
     )
-    peak_tflops: Annotated[float | None, about("--peak-tflops as given")] = None
+    peak_tflops: Annotated[NonNegFloat | None, about("--peak-tflops as given")] = None
     warnings: Annotated[
         list[str], about("one line each: a trace skipped and why, a rank taken from its file name...")
     ] = msgspec.field(default_factory=list)
@@ -278,13 +290,13 @@ class Report(Part, kw_only=True):
     merge: Annotated[Merge | None, about("the merged JSON's size and what it left out (--merged-json)")] = (
         None
     )
-    alignment_seconds: Annotated[float, about("the time the clocks took to align")] = 0.0
+    alignment_seconds: Annotated[NonNegFloat, about("the time the clocks took to align")] = 0.0
     run: Annotated[Run | None, about("the whole run from every rank's step log; null without")] = None
     run_plot: Annotated[str | None, about("run.png, where drawn")] = None
     drawn: Annotated[
         dict[str, str], about("each picture's file name -> a fingerprint of the data it shows")
     ] = msgspec.field(default_factory=dict)
-    seconds: Annotated[float, about("the time this report took")] = 0.0
+    seconds: Annotated[NonNegFloat, about("the time this report took")] = 0.0
 
 
 _DECODER = msgspec.json.Decoder(Report)

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from profiling.schema.model_ranks import Part, about
+from profiling.schema.model_ranks import NonNegFloat, NonNegInt, Part, about
 
 
 class PathSegment(Part):
-    rank: Annotated[int, about("the rank the path is on")]
+    rank: Annotated[NonNegInt, about("the rank the path is on")]
     kind: Annotated[str, about("compute, communication, memory, host or other")]
     start_us: Annotated[float, about("its start, on the first rank's clock (the trace's µs)")]
     end_us: Annotated[float, about("its end, on the same clock")]
@@ -19,16 +19,16 @@ class PathSegment(Part):
 
 class PathStep(Part):
     step: Annotated[int, about("the ProfilerStep number")]
-    ms: Annotated[float, about("its length on the rank that ended it last: the segments add up to it")]
-    ending_rank: Annotated[int, about("the rank that ended it last, where the walk starts")]
+    ms: Annotated[NonNegFloat, about("its length on the rank that ended it last: the segments add up to it")]
+    ending_rank: Annotated[NonNegInt, about("the rank that ended it last, where the walk starts")]
     segments: Annotated[list[PathSegment], about("the path, in time order")]
     gains_ms: Annotated[dict[str, float], about("what_if -> how much shorter this step would be")]
 
 
 class RankKind(Part):
-    rank: Annotated[int, about("the rank")]
+    rank: Annotated[NonNegInt, about("the rank")]
     kind: Annotated[str, about("compute, communication, memory, host or other")]
-    ms_per_step: Annotated[float, about("its time on the path, per followed step")]
+    ms_per_step: Annotated[NonNegFloat, about("its time on the path, per followed step")]
     share: Annotated[float, about("of the path's time")]
     name: Annotated[str, about("the op or kernel with the most of that time")]
 
@@ -38,7 +38,7 @@ class WhatIf(Part):
     gain_ms: Annotated[float, about("the mean over the followed steps of how much shorter a step would be")]
     share: Annotated[float, about("gain_ms over the mean followed step")]
     assumption: Annotated[str, about("what the estimate assumes, in one line")]
-    rank: Annotated[int | None, about("the rank most of that gain is on")]
+    rank: Annotated[NonNegInt | None, about("the rank most of that gain is on")]
     name: Annotated[str | None, about("the op, kernel or collective most of it is in")]
 
 
@@ -55,5 +55,5 @@ class CriticalPath(Part):
     by_rank_kind: Annotated[list[RankKind], about("the path's time by rank and kind, the most first")]
     what_if: Annotated[list[WhatIf], about("the gains, the largest first")]
     undecided: Annotated[list[UndecidedStep], about("the steps the walk could not follow, and why")]
-    step_ms: Annotated[float, about("the mean followed step")]
-    noise_ms: Annotated[float | None, about("the step-to-step noise a gain must exceed to be named")]
+    step_ms: Annotated[NonNegFloat, about("the mean followed step")]
+    noise_ms: Annotated[NonNegFloat | None, about("the step-to-step noise a gain must exceed to be named")]

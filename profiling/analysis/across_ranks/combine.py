@@ -54,6 +54,15 @@ def summarise(
         compute_ms={r.rank: r.compute_ms for r in ranks},
         clock_uncertainty_us={r.rank: r.clock.uncertainty_us or 0.0 for r in ranks},
     )
+    remade: list[str] = []  # lanes files made again from their traces, as the path reached them
+    path = critical_path(
+        per_rank,
+        spans,
+        anchor_steps,
+        noise_ms=straggler.step_noise_ms if straggler else None,
+        straggler=straggler.rank if straggler else None,
+        remade=remade,
+    )
     return model.Report(
         folder=str(folder),
         generated_at=utc_now(),
@@ -65,19 +74,13 @@ def summarise(
             max=max(means),
             max_minus_min=max(means) - min(means),
         ),
-        critical_path=critical_path(
-            per_rank,
-            spans,
-            anchor_steps,
-            noise_ms=straggler.step_noise_ms if straggler else None,
-            straggler=straggler.rank if straggler else None,
-        ),
+        critical_path=path,
         communication_wait_ms={r.rank: r.breakdown_ms["communication"] for r in ranks},
         kernels_across=gpu_sections.kernels_across(ranks),
         collectives_across=gpu_sections.collectives_across(ranks, link_gbps),
         link_gbps=link_gbps,
         peak_tflops=peak_tflops,
-        warnings=[*warnings, *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings)],
+        warnings=[*warnings, *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings), *remade],
         reading=reading,
     )
 
@@ -153,6 +156,7 @@ def _rank_summary(
             idle_causes_ms=gpu_sections.idle_causes_per_step([r.idle for r in records], len(steps)) or {},
             unlaunched=sum(r.unlaunched for r in records),
         )
+    flops, flops_said = rank_flops(records, steps, peak_tflops)
     return model_ranks.RankReport(
         rank=rank,
         host=records[0].host,
@@ -177,10 +181,10 @@ def _rank_summary(
             for t in traces
         ],
         analysed_by={t.trace.name: t.record.analysed_by for t in traces},
-        warnings=list(dict.fromkeys(w for record in records for w in record.warnings)),
+        warnings=list(dict.fromkeys([*(w for record in records for w in record.warnings), *flops_said])),
         collective_wait=_wait(wait, len(steps)),
         memory=rank_memory(records, steps),
-        flops=rank_flops(records, steps, peak_tflops),
+        flops=flops,
     )
 
 

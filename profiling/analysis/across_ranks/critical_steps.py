@@ -36,6 +36,7 @@ def critical_path(
     anchor_steps: Mapping[Key, int],
     noise_ms: float | None,
     straggler: int | None = None,
+    remade: list[str] | None = None,
 ) -> CriticalPath | None:
     """The path of every step a rank recorded; None where no trace has lanes (none recorded).
 
@@ -43,9 +44,11 @@ def critical_path(
     names (else for the one that led most). In any job the last arrival at a collective leads
     the next by a little, by chance, and now one rank, now another: summed over every rank,
     those leads made a balanced 2-rank job's gain 8-12 ms a step, and a job with one rank
-    slowed by 80 ms gain 94-107 ms where the slowdown cost 84-89 (2026-12-03).
+    slowed by 80 ms gain 94-107 ms where the slowdown cost 84-89 (2026-12-03). A lanes file
+    the walk finds damaged is made again from its trace; ``remade`` hears a line for each.
     """
-    lanes = {rank: _rank_steps(rank, traces) for rank, traces in per_rank.items()}
+    remade = [] if remade is None else remade
+    lanes = {rank: _rank_steps(rank, traces, remade) for rank, traces in per_rank.items()}
     numbers = sorted({step for found in lanes.values() for step in found})
     if not numbers:
         return None
@@ -79,13 +82,13 @@ def critical_path(
     )
 
 
-def _rank_steps(rank: int, traces: list[Aligned]) -> dict[int, RankStep | None]:
+def _rank_steps(rank: int, traces: list[Aligned], remade: list[str]) -> dict[int, RankStep | None]:
     """Each recorded step of the rank on the first rank's clock, its lane loaded only if the
     walk reaches it; None where its clock is not on the first rank's."""
     found: dict[int, RankStep | None] = {}
     for t in traces:
         shift = t.clock.shift_us
-        lanes = functools.cache(functools.partial(load_lanes, t.record, t.trace.source))  # once a trace
+        lanes = functools.cache(functools.partial(_lanes_of, t, remade))  # once a trace
         for step in t.record.steps:
             span = (
                 (step.gpu.start_us, step.gpu.duration_us) if step.gpu else (step.start_us, step.duration_us)
@@ -96,13 +99,15 @@ def _rank_steps(rank: int, traces: list[Aligned]) -> dict[int, RankStep | None]:
     return found
 
 
-def _lane(
-    lanes: Callable[[], tuple[list[StepLane], list[str]] | None], step: int, shift: float
-) -> Lane | None:
-    found = lanes()
-    if found is None:
-        return None
-    steps, names = found
+def _lanes_of(trace: Aligned, remade: list[str]) -> tuple[list[StepLane], list[str]]:
+    found, note = load_lanes(trace.record, trace.trace.source)
+    if note is not None:
+        remade.append(note)
+    return found
+
+
+def _lane(lanes: Callable[[], tuple[list[StepLane], list[str]]], step: int, shift: float) -> Lane | None:
+    steps, names = lanes()
     return next((lane.lane(shift, names) for lane in steps if lane.step == step), None)
 
 

@@ -11,6 +11,7 @@ __all__, __getattr__ = public_names(
         "TraceRecord": "record",
         "analyse_trace": "record",
         "load_fresh": "record",
+        "load_checked": "record",
         "reader_here": "record",
         "save": "record",
         "CAUSES": "idle",

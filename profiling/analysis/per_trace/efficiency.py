@@ -9,19 +9,20 @@ import statistics
 from collections.abc import Sequence
 
 from profiling.analysis.per_trace.breakdown import StepBreakdown
-from profiling.analysis.per_trace.peaks import peak_of
+from profiling.analysis.per_trace.peaks import FASTEST_TFLOPS, peak_of
 from profiling.analysis.per_trace.record import TraceRecord
 from profiling.schema import model_ranks
 
 
 def rank_flops(
     records: Sequence[TraceRecord], steps: Sequence[StepBreakdown], peak_tflops: float | None = None
-) -> model_ranks.RankFlops | None:
+) -> tuple[model_ranks.RankFlops | None, list[str]]:
     """The rank's FLOPs per step and what they make of its device; None where no record
-    counted an op (a trace without shapes, or of ops the count does not know)."""
+    counted an op (a trace without shapes, or of ops the count does not know), or where the
+    rate is beyond any device (twice its peak): then a line says so."""
     counts = [r.flops for r in records if r.flops is not None]
     if not counts or not steps:
-        return None
+        return None, []
     per_step = {step: flops for count in counts for step, flops in count.per_step.items()}
     flops = [float(per_step.get(s.step, 0)) for s in steps]
     seconds = [(s.gpu.duration_us if s.gpu else s.duration_us) / 1e6 for s in steps]
@@ -35,12 +36,22 @@ def rank_flops(
             found[1] += op.calls
     dtype = counts[0].dtype
     device = next((c.device_name for c in counts if c.device_name), None)
-    peak, source, missing = _peak(device, dtype, peak_tflops)
+    peak, source, missing = _peak(device, dtype, peak_tflops, gpu=any(r.device == "gpu" for r in records))
+    beyond = _beyond_device(tflops, peak, source)
+    if beyond:
+        return None, [beyond]
+    mfu = tflops / peak if peak else None
+    if mfu is not None and mfu > 1:  # the FLOPs are counted from shapes: the peak or the clock is off
+        missing = (
+            f"{tflops:.1f} TFLOP/s is {mfu:.2f}x the {peak:g} TFLOP/s peak ({source}): the peak or the "
+            "steps' clock is wrong, not the FLOPs. HINT: check --peak-tflops against the device"
+        )
+        mfu = None
     return model_ranks.RankFlops(
         per_step=statistics.fmean(flops),
         steps=flops,
         tflops_per_s=tflops,
-        mfu=tflops / peak if peak else None,
+        mfu=mfu,
         mfu_missing=missing,
         peak_tflops=peak,
         peak_source=source,
@@ -52,6 +63,19 @@ def rank_flops(
             )
             for name, (f, calls) in sorted(totals.items(), key=lambda item: (-item[1][0], item[0]))
         ],
+    ), []
+
+
+def _beyond_device(tflops: float, peak: float | None, source: str | None) -> str | None:
+    """A rate no device reaches: twice its peak (or, with none known, twice the fastest in the
+    table), in a line; None for a rate a device can have."""
+    bound = 2 * (peak if peak else FASTEST_TFLOPS)
+    if tflops <= bound:
+        return None
+    against = f"twice the {peak:g} TFLOP/s peak ({source})" if peak else "twice any device's peak"
+    return (
+        f"its counted FLOPs make {tflops:.3g} TFLOP/s, beyond {against}: the traces' shapes or step "
+        "times are wrong, and the FLOPs are left out"
     )
 
 
@@ -80,10 +104,14 @@ def rank_memory(
     )
 
 
-def _peak(device: str | None, dtype: str, given: float | None) -> tuple[float | None, str | None, str | None]:
+def _peak(
+    device: str | None, dtype: str, given: float | None, *, gpu: bool
+) -> tuple[float | None, str | None, str | None]:
     """(peak TFLOP/s, its source, why there is none)."""
     if given is not None:
         return given, "--peak-tflops", None
+    if device is None and gpu:
+        return None, None, "the trace names no GPU (it has kernels, no deviceProperties): pass --peak-tflops"
     if device is None:
         return None, None, "no GPU in the trace (a CPU's peak is not in the table): pass --peak-tflops"
     row = peak_of(device)

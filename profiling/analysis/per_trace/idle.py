@@ -60,6 +60,7 @@ def idle_causes(
     previous_end[0:1] = np.nan
     previous_end[1:] = end[:-1]
     gap = np.where(follows, start - previous_end, 0.0)
+    follows &= gap > 0  # an activity that overlaps the one before it on its stream follows no idle time
     with np.errstate(invalid="ignore"):  # nan launches compare False: never a host wait
         host = follows & (launched > previous_end)
     kernel = follows & ~host & (gap < kernel_gap_us)

@@ -63,6 +63,11 @@ PEAKS = (
 )
 
 
+# the fastest device the table knows, at its fastest element type: what no rank's rate can pass
+# twice over, whatever its device (a CPU job's too)
+FASTEST_TFLOPS = max(rate for peak in PEAKS for rate in peak.tflops.values())
+
+
 def peak_of(device_name: str | None) -> Peak | None:
     """The table's row for the device ``device_name`` names; None where it names none of them."""
     if not device_name:

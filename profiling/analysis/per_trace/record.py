@@ -25,6 +25,7 @@ from profiling.analysis.per_trace.breakdown import CPU_PARTS, GPU_PARTS, StepBre
 from profiling.analysis.per_trace.flops import FlopCount, count_flops
 from profiling.analysis.per_trace.idle import IdleCauses
 from profiling.analysis.per_trace.kernels import KernelSummary, summarise_kernels
+from profiling.analysis.per_trace.lane_checks import lane_problem
 from profiling.analysis.per_trace.lanes import StepLane
 from profiling.analysis.per_trace.memory import StepMemory, step_memory
 from profiling.analysis.reading.collectives import Instance, instances
@@ -36,8 +37,9 @@ from slurm.basics import atomic_path
 # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
 # 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers
 # an error a group of pairs shares (kept clocks are aligned again); 7: each step's lane (the
-# critical path); 8: the FLOPs of its counted ops, each step's peak memory
-ANALYSIS_VERSION = 8
+# critical path); 8: the FLOPs of its counted ops, each step's peak memory; 9: what no run can
+# have left out of the columns, said in its warnings
+ANALYSIS_VERSION = 9
 
 
 class ReportError(ValueError):
@@ -146,7 +148,7 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         device_memory_bytes=events.device_memory_bytes,
         step_lanes=analysis.lanes,
         lane_names=analysis.lane_names,
-        warnings=list(analysis.warnings),
+        warnings=[*events.problems, *analysis.warnings],
         analysed_by=analysed_by,
         seconds=round(time.perf_counter() - started, 4),
         cpu_seconds=round(time.thread_time() - started_cpu, 4),
@@ -192,29 +194,82 @@ def save(record: TraceRecord, source: TraceSource) -> TraceRecord:
 
 def load_fresh(source: TraceSource) -> TraceRecord | None:
     """The trace's record, if one was saved and is fresh (see the module docstring)."""
+    return load_checked(source)[0]
+
+
+def load_checked(source: TraceSource) -> tuple[TraceRecord | None, str | None]:
+    """The trace's record if one was saved, is fresh and holds to its trace; else None, and,
+    where a record was there but does not hold, the line that says it is made again: a record
+    that does not decode, or names another trace, rank or steps than its trace's name says."""
+    path = analysis_record(source.path, source.folder)
     try:
-        record = _DECODER.decode(analysis_record(source.path, source.folder).read_bytes())
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    return record if record.is_fresh_for(source) else None
+        record = _DECODER.decode(path.read_bytes())
+    except FileNotFoundError:
+        return None, None
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as error:
+        return None, _rebuilt(path, f"it does not read ({_first_line(error)})")
+    if not record.is_fresh_for(source):
+        return None, None  # an older read, or an older analysis: read again, as expected
+    named = source.named
+    if named is not None and (record.rank, _first_last(record)) != (
+        named.rank,
+        (named.first_step, named.last_step),
+    ):
+        return None, _rebuilt(
+            path, f"it holds rank {record.rank}'s steps {_first_last(record)}, not its trace's"
+        )
+    return record, None
 
 
-def load_lanes(record: TraceRecord, source: TraceSource) -> tuple[list[StepLane], list[str]] | None:
+def load_lanes(
+    record: TraceRecord, source: TraceSource
+) -> tuple[tuple[list[StepLane], list[str]], str | None]:
     """The record's lanes: its own, else those saved beside it for the same read of the trace;
-    None where there are none."""
+    where that file is missing or does not hold to the record (another trace's, cut short, an
+    index out of range), the trace is read again for them, and a line says so."""
     if record.step_lanes:
-        return record.step_lanes, record.lane_names
+        return (record.step_lanes, record.lane_names), None
+    path = lanes_record(source.path, source.folder)
     try:
-        lanes = _LANES_DECODER.decode(lanes_record(source.path, source.folder).read_bytes())
-    except (OSError, msgspec.DecodeError, msgspec.ValidationError):
-        return None
-    same = (lanes.version, lanes.trace, lanes.size, lanes.mtime_ns) == (
+        lanes = _LANES_DECODER.decode(path.read_bytes())
+        why = _lanes_wrong(lanes, record)
+    except FileNotFoundError:
+        why = "it is missing"
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError) as error:
+        why = f"it does not read ({_first_line(error)})"
+    if why is None:
+        return (lanes.steps, lanes.names), None
+    again = analyse_trace(source, reader_here("the report, for its lanes"))
+    save(again, source)
+    return (again.step_lanes, again.lane_names), _rebuilt(path, why)
+
+
+def _lanes_wrong(lanes: TraceLanes, record: TraceRecord) -> str | None:
+    """What in a lanes file does not hold to its record, in words; None where all of it does."""
+    if (lanes.version, lanes.trace, lanes.size, lanes.mtime_ns) != (
         record.version,
         record.trace,
         record.size,
         record.mtime_ns,
-    )
-    return (lanes.steps, lanes.names) if same else None
+    ):
+        return f"it was made from {lanes.trace} (version {lanes.version}), not this read of {record.trace}"
+    for lane in lanes.steps:
+        problem = lane_problem(lane, len(lanes.names))
+        if problem:
+            return f"step {lane.step}'s lane {problem}"
+    return None
+
+
+def _first_last(record: TraceRecord) -> tuple[int, int] | None:
+    return (record.steps[0].step, record.steps[-1].step) if record.steps else None
+
+
+def _rebuilt(path: os.PathLike[str], why: str) -> str:
+    return f"{os.fspath(path)} was made again from its trace: {why}"
+
+
+def _first_line(error: BaseException) -> str:
+    return (str(error).strip() or type(error).__name__).splitlines()[0][:200]
 
 
 def reader_here(what: str = "a report worker") -> str:

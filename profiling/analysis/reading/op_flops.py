@@ -88,17 +88,37 @@ def _decoded(raw: bytes) -> OpArgs | None:
 
 
 def _counted(name: str, start: float, args: OpArgs | None) -> CountedOp | None:
+    """The op's FLOPs; flops -1 where its shapes are no tensor's (a dimension beyond 2^40, or
+    not a whole number: left out, and said, by :mod:`.plausible`); None where it has none."""
     if args is None or args.dims is None:
         return None
+    if not _tensor_shapes(args.dims):
+        return CountedOp(start, name, -1, "unknown")
     try:
         flops = op_flops(name, args.dims, args.concrete)
-    except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError):
+    except (TypeError, ValueError, IndexError, KeyError, ZeroDivisionError, OverflowError):
         return None  # shapes of another form than torch writes: not counted, never guessed
     if not isinstance(flops, int) or isinstance(flops, bool) or flops < 0:
         return None
+    if flops > _MAX_OP_FLOPS:
+        return CountedOp(start, name, -1, "unknown")
     types = args.types if isinstance(args.types, list) else []
     first = next((t for t in types if isinstance(t, str) and t and t not in ("Scalar", "ScalarList")), "")
     return CountedOp(start, name, flops, DTYPES.get(first, first or "unknown"))
+
+
+_MAX_DIMENSION = 1 << 40
+_MAX_OP_FLOPS = 1 << 62  # 4.6e18: an hour of a B200's dense FP8 in one call
+
+
+def _tensor_shapes(dims: Any) -> bool:
+    """Whether ``Input Dims`` are shapes a tensor can have: lists of whole numbers up to 2^40
+    (scalars' empty lists too)."""
+    return isinstance(dims, list) and all(
+        isinstance(shape, list)
+        and all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _MAX_DIMENSION for d in shape)
+        for shape in dims
+    )
 
 
 def op_flops(name: str, dims: list[Any], concrete: list[Any] | None) -> int | None:

@@ -17,6 +17,7 @@ from profiling.analysis.reading.op_flops import CountedOp
 from profiling.analysis.reading.trace_errors import Unfit
 
 STEP_PREFIX = "ProfilerStep#"
+MAX_STEP = (1 << 31) - 1  # the step logs' and the lanes' steps are 32-bit
 FLOW_PHASES = ("s", "t", "f")
 LAUNCH_CATEGORIES = frozenset({"cuda_runtime", "cuda_driver"})
 GPU_ACTIVITY = frozenset({"kernel", "gpu_memcpy", "gpu_memset"})
@@ -90,6 +91,7 @@ class TraceEvents:
     memory_device: np.ndarray  # its "Device Id": -1 the CPU, else the GPU's index
     event_bytes: np.ndarray  # each event's size in the merged trace (estimated), by position
     event_count: int  # every event of the trace, of any kind
+    problems: list[str] = dataclasses.field(default_factory=list)  # what was left out, and why
 
     def _analysed(self) -> np.ndarray:
         return (self.span_kind == ANALYSED) | (self.span_kind == ANNOTATION)  # isin: 4x slower
@@ -116,11 +118,11 @@ class TraceEvents:
         found = []
         analysed = self._analysed()
         for index in np.flatnonzero(analysed & np.isin(self.span_name, list(codes))):
-            number = codes[int(self.span_name[index])][len(STEP_PREFIX) :]
-            if number.isdigit():
+            number = step_number(codes[int(self.span_name[index])])
+            if number is not None:
                 found.append(
                     (
-                        int(number),
+                        number,
                         float(self.span_start[index]),
                         float(self.span_end[index]),
                         int(self.span_thread[index]),
@@ -145,6 +147,12 @@ class TraceEvents:
             # (a zero-length span starting with this one could count as ended: never below 0)
             depth[order] = np.maximum(np.arange(len(order)) - ended, 0)
         return depth
+
+
+def step_number(name: str) -> int | None:
+    """N of a ``ProfilerStep#N`` name, where N is a step a run can have; else None."""
+    number = name[len(STEP_PREFIX) :]
+    return int(number) if number.isdigit() and len(number) <= 10 and int(number) <= MAX_STEP else None
 
 
 def hashable(value: Any) -> Any:

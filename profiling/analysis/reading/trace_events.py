@@ -19,6 +19,7 @@ Events are streamed from the file (:mod:`profiling.analysis.reading.json_stream`
 from __future__ import annotations
 
 import collections
+import dataclasses
 import itertools
 import operator
 from collections.abc import Iterator, Sequence
@@ -32,6 +33,7 @@ from profiling.analysis.reading import trace_scan
 from profiling.analysis.reading.collectives import is_collective
 from profiling.analysis.reading.json_stream import CHUNK_BYTES, TraceFormatError, TraceStream
 from profiling.analysis.reading.op_flops import COUNTED, CountedOp, counted_ops
+from profiling.analysis.reading.plausible import plausible
 from profiling.analysis.reading.trace_columns import (
     ANALYSED,
     ANALYSED_KINDS,
@@ -201,14 +203,19 @@ def read(path: Path, *, merge: bool = False) -> TraceEvents:
     """The columns of the trace file at ``path`` (``.json`` or ``.json.gz``), streamed; ``merge``:
     with what the merged JSON needs too (each event's size, the flows' positions). Scanned in C
     where the scanner is built and takes the trace (:mod:`profiling.analysis.reading.trace_scan`), else
-    read in Python: the same columns."""
+    read in Python: the same columns; then without what no run can have
+    (:mod:`profiling.analysis.reading.plausible`), said in :attr:`TraceEvents.problems`."""
     # the merged JSON's positions and sizes come from the Python reader alone
-    if not merge and trace_scan.AVAILABLE:
+    if merge:
+        return read_in_python(path, merge=True)
+    events = None
+    if trace_scan.AVAILABLE:
         try:
-            return trace_scan.read_scanned(path)
+            events = trace_scan.read_scanned(path)
         except (trace_scan.NotScannable, TraceFormatError):
             pass  # read the Python way, which takes it, or says why not as it always has
-    return read_in_python(path, merge=merge)
+    kept, problems = plausible(events if events is not None else read_in_python(path))
+    return dataclasses.replace(kept, problems=problems) if problems else kept
 
 
 def _kept(event: ReadEvent) -> bool:

@@ -227,7 +227,10 @@ def _rank_of(read: list[tuple[Path, bytes | OSError]]) -> tuple[RankRow | None, 
         try:  # the medians alone: the metric for the map, the other times for each row's median
             if isinstance(data, OSError):
                 raise data
-            logs.append(decode_step_log(data, path, COLUMNS, spread=False))
+            log = decode_step_log(data, path, COLUMNS, spread=False)
+            logs.append(log)
+            if log.note:
+                unreadable.append(log.note)
         except (OSError, StepLogError) as error:
             unreadable.append(f"{path.name}: {error}")
     return rank_row(logs), unreadable

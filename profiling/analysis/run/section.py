@@ -50,19 +50,20 @@ def run_section(
             model.RunRank(
                 rank=s.rank,
                 node=nodes[s.rank],
-                median_ms=s.median_ms,
+                median_ms=_finite(s.median_ms),
                 wall_median_ms=_finite(run.row_medians["wall"][row]),
                 gpu_median_ms=_finite(run.row_medians["gpu"][row]) if run.gpu else None,
-                relative=s.relative,
-                individual=s.individual,
+                relative=_finite(s.relative),
+                individual=_finite(s.individual),
                 last_step=int(run.last_step[row]),
                 memory_median_mib=_finite(run.row_medians["mem"][row]),
                 memory_max_mib=_finite(float(np.nanmax(run.memory.peak[row])))
                 if run.memory and np.isfinite(run.memory.peak[row]).any()
                 else None,
-                intervals=[
+                intervals=[  # an interval without a known time is none
                     model.Interval(first=a, last=b, median_ms=m, relative=rel, individual=ind)
                     for a, b, m, rel, ind in s.intervals
+                    if np.isfinite([m, rel, ind]).all()
                 ],
             )
             for row, s in enumerate(scores)

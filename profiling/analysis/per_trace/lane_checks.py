@@ -1,0 +1,31 @@
+"""A lane read back from its cache, checked: the bytes of a :class:`~.lanes.StepLane` that a
+damaged file (cut short, another trace's, an index out of range) holds are no lane, and the
+critical path must not walk them (:func:`profiling.analysis.per_trace.record.load_lanes`)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from profiling.analysis.per_trace.lanes import EPSILON_US, KINDS, PHASES, StepLane
+
+
+def lane_problem(lane: StepLane, names: int) -> str | None:
+    """What makes these bytes no lane (read back from a cache), in words; None if they are one."""
+    sizes = {"starts": 8, "ends": 8, "kinds": 1, "names": 4, "phases": 1}
+    if any(len(getattr(lane, field)) % size for field, size in sizes.items()):
+        return "is cut short"
+    counts = {len(getattr(lane, field)) // size for field, size in sizes.items()}
+    if len(counts) != 1:
+        return "has arrays of different lengths"
+    starts, ends = np.frombuffer(lane.starts, np.float64), np.frombuffer(lane.ends, np.float64)
+    kinds, phases = np.frombuffer(lane.kinds, np.int8), np.frombuffer(lane.phases, np.int8)
+    codes = np.frombuffer(lane.names, np.int32)
+    if not (np.isfinite(starts).all() and np.isfinite(ends).all() and (ends >= starts).all()):
+        return "has spans that are not times"
+    if len(starts) > 1 and (starts[1:] < ends[:-1] - EPSILON_US).any():
+        return "has spans out of order"
+    if ((kinds < 0) | (kinds >= len(KINDS))).any() or ((phases < -1) | (phases >= len(PHASES))).any():
+        return "names a kind or phase there is none of"
+    if ((codes < 0) | (codes >= names)).any():
+        return "names an operator there is none of"
+    return None
