@@ -17,6 +17,8 @@ from __future__ import annotations
 import os
 import socket
 import time
+import zlib
+from typing import TypeVar
 
 import msgspec
 
@@ -38,7 +40,7 @@ from slurm.basics import atomic_path
 # 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers
 # an error a group of pairs shares (kept clocks are aligned again); 7: each step's lane (the
 # critical path); 8: the FLOPs of its counted ops, each step's peak memory; 9: what no run can
-# have left out of the columns, said in its warnings
+# have left out of the columns, said in its warnings; records and lanes carry their checksum
 ANALYSIS_VERSION = 9
 
 
@@ -75,6 +77,7 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     analysed_by: str  # "rank 3 on node2", "a report worker on login1"
     seconds: float  # how long reading and analysing it took
     cpu_seconds: float  # and the reader's CPU time for it: its cost on one core, whatever ran beside it
+    checksum: int | None = None  # CRC-32 of the record as saved, this field null: a changed cache is seen
 
     @property
     def parts(self) -> tuple[str, ...]:
@@ -165,6 +168,7 @@ class TraceLanes(msgspec.Struct, frozen=True):
     mtime_ns: int
     steps: list[StepLane]
     names: list[str]
+    checksum: int | None = None  # as the record's
 
 
 _LANES_DECODER = msgspec.msgpack.Decoder(TraceLanes)
@@ -178,15 +182,15 @@ def save(record: TraceRecord, source: TraceSource) -> TraceRecord:
     lanes = TraceLanes(
         record.version, record.trace, record.size, record.mtime_ns, record.step_lanes, record.lane_names
     )
-    kept = msgspec.structs.replace(record, step_lanes=[], lane_names=[])
+    kept = msgspec.structs.replace(record, step_lanes=[], lane_names=[], checksum=None)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         # not fsynced: a cache, made again from its trace if a crash loses it (the rename still
         # keeps readers from a half-written one); 8 dense records flushed took 0.1 s of a report
         with atomic_path(lanes_record(source.path, source.folder), durable=False) as temp:
-            temp.write_bytes(_LANES_ENCODER.encode(lanes))
+            temp.write_bytes(_LANES_ENCODER.encode(_summed(lanes, _LANES_ENCODER)))
         with atomic_path(path, durable=False) as temp:
-            temp.write_bytes(_ENCODER.encode(kept))
+            temp.write_bytes(_ENCODER.encode(_summed(kept, _ENCODER)))
     except OSError:
         return record
     return kept
@@ -208,6 +212,8 @@ def load_checked(source: TraceSource) -> tuple[TraceRecord | None, str | None]:
         return None, None
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as error:
         return None, _rebuilt(path, f"it does not read ({_first_line(error)})")
+    if not _sum_holds(record, _ENCODER):
+        return None, _rebuilt(path, "it is not as it was written (its checksum differs)")
     if not record.is_fresh_for(source):
         return None, None  # an older read, or an older analysis: read again, as expected
     named = source.named
@@ -232,7 +238,7 @@ def load_lanes(
     path = lanes_record(source.path, source.folder)
     try:
         lanes = _LANES_DECODER.decode(path.read_bytes())
-        why = _lanes_wrong(lanes, record)
+        why = _lanes_wrong(lanes, record) if _sum_holds(lanes, _LANES_ENCODER) else "its checksum differs"
     except FileNotFoundError:
         why = "it is missing"
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as error:
@@ -258,6 +264,22 @@ def _lanes_wrong(lanes: TraceLanes, record: TraceRecord) -> str | None:
         if problem:
             return f"step {lane.step}'s lane {problem}"
     return None
+
+
+Summed = TypeVar("Summed", TraceRecord, TraceLanes)
+
+
+def _summed(value: Summed, encoder: msgspec.json.Encoder | msgspec.msgpack.Encoder) -> Summed:
+    """``value`` with its checksum: the CRC-32 of its encoding with none."""
+    return msgspec.structs.replace(value, checksum=zlib.crc32(encoder.encode(value)))
+
+
+def _sum_holds(value: Summed, encoder: msgspec.json.Encoder | msgspec.msgpack.Encoder) -> bool:
+    """Whether ``value`` encodes, its checksum left out, to what the checksum says (the
+    encoding is the same bytes again: fields in order, floats in their shortest form)."""
+    if value.checksum is None:
+        return False
+    return zlib.crc32(encoder.encode(msgspec.structs.replace(value, checksum=None))) == value.checksum
 
 
 def _first_last(record: TraceRecord) -> tuple[int, int] | None:
