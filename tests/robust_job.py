@@ -52,12 +52,14 @@ def memory_instant(ts: float, args: dict) -> dict:
             "s": "t", "args": args}  # fmt: skip
 
 
-def make_job(root: Path, trace_list: list[dict] | None = None) -> JobFolder:
+def make_job(
+    root: Path, trace_list: list[dict] | None = None, nodes: tuple[str, str] = ("node1", "node2")
+) -> JobFolder:
     """The job ``root/42``, its caches made by a first report."""
     folder = write_job(root / "42", trace_list if trace_list is not None else traces(), STEPS)
     job = JobFolder.at(folder)
     for rank in range(2):
-        header = StepLogHeader(rank=rank, world_size=2, restart=0, node=f"node{rank + 1}", gpu=False,
+        header = StepLogHeader(rank=rank, world_size=2, restart=0, node=nodes[rank], gpu=False,
                                exact_steps=20, bucket_steps=5)  # fmt: skip
         writer = StepLogWriter(job.step_log(rank), header)
         for step in range(LOG_STEPS):

@@ -10,6 +10,7 @@ import re
 import struct
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -22,7 +23,9 @@ from profiling.folder.step_log import EXACT, HEADER_BYTES
 from profiling.folder.traces import list_traces
 from profiling.report import build_report
 from profiling.report.settings import ReportSettings
+from tests.browser import browser, open_page  # noqa: F401 (the fixture)
 from tests.robust_job import copy_job, make_job, memory_instant, report_holds, said, traces, x
+from tests.test_report_page import painted
 
 
 @pytest.fixture(scope="module")
@@ -248,15 +251,23 @@ def test_a_damaged_record_is_made_again_and_named(job: JobFolder) -> None:
     assert trace.name in report.reading.read_here
 
 
-def test_hostile_names_are_text_on_the_page(tmp_path: Path) -> None:
+HOSTILE = ("<!--<script>", "</script><img src=x onerror=alert(1)>")
+
+
+def hostile_job(root: Path) -> JobFolder:
+    """Names a browser would take for markup: a host, an op, a node."""
     found = traces()
-    found[0]["host_name"] = "<!--<script>"
-    found[1]["traceEvents"].append(x("</script><img src=x onerror=alert(1)>", 5, 1))
-    job = make_job(tmp_path, found)
+    found[0]["host_name"] = HOSTILE[0]
+    found[1]["traceEvents"].append(x(HOSTILE[1], 5, 1))
+    return make_job(root, found, nodes=HOSTILE)
+
+
+def test_hostile_names_are_text_on_the_page(tmp_path: Path) -> None:
+    job = hostile_job(tmp_path)
     page = ReportFiles.of(job.path).page.read_text()
     data = page[page.index('id="page-data">') : page.index("</script>", page.index('id="page-data">'))]
     assert "<" not in data.removeprefix('id="page-data">') and "\\u003c!--\\u003cscript" in data
-    assert "<!--<script>" not in page and "onerror=alert" not in page.replace("onerror=alert(1)&gt;", "")
+    assert "<!--<script>" not in page and "<img src=x" not in page  # text, never markup
 
 
 def test_overlapping_kernels_wait_no_negative_time() -> None:
@@ -272,3 +283,13 @@ def test_overlapping_kernels_wait_no_negative_time() -> None:
 def test_kernels_without_device_properties_are_still_a_gpus() -> None:
     _, _, why = efficiency._peak(None, "bf16", None, gpu=True)
     assert why == "the trace names no GPU (it has kernels, no deviceProperties): pass --peak-tflops"
+
+
+def test_a_page_of_hostile_names_opens_with_its_map_drawn(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    job = hostile_job(tmp_path)
+    build_report(job.path, ReportSettings(merged_trace=False, jobs=1))  # with run.png: the map is drawn
+    assert open_page(browser, ReportFiles.of(job.path).page) == []  # page.js ran: no error
+    assert painted(browser)["grey"] + painted(browser)["red"] + painted(browser)["blue"] > 1000
+    tip = browser.find_element("id", "runmap-tip").text
+    assert tip.startswith("Drag over the map")  # the script filled it: page.js was not swallowed
+    assert HOSTILE[0] in browser.find_element("id", "report").text  # the host, shown as text
