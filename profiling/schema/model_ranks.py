@@ -11,6 +11,7 @@ import msgspec
 # one fails its check as it is written: the analysis leaves such inputs out, with a line)
 NonNegFloat = Annotated[float, msgspec.Meta(ge=0)]
 NonNegInt = Annotated[int, msgspec.Meta(ge=0)]
+MemoryBytes = Annotated[int, msgspec.Meta(ge=0, le=1 << 50)]  # no device holds more than 1 PiB
 
 
 def about(text: str) -> msgspec.Meta:
@@ -135,14 +136,16 @@ class RankFlops(Part):
 
 class RankMemory(Part):
     device: Annotated[str, about('the device of these peaks: "cuda:0" where the traces have one, else "cpu"')]
-    peak_allocated_bytes: Annotated[NonNegInt, about("the most allocated in any recorded step")]
+    peak_allocated_bytes: Annotated[MemoryBytes, about("the most allocated in any recorded step")]
     peak_reserved_bytes: Annotated[
-        NonNegInt | None, about("the most the caching allocator held (null on a CPU)")
+        MemoryBytes | None, about("the most the caching allocator held (null on a CPU)")
     ]
     peak_step: Annotated[NonNegInt, about("the step of peak_allocated_bytes")]
     peak_op: Annotated[str | None, about("the innermost operator running at that peak")]
-    steps_peak_bytes: Annotated[list[int | None], about("each step of `steps`: its peak allocated")]
-    total_bytes: Annotated[NonNegInt | None, about("the GPU's memory, as the trace's deviceProperties says")]
+    steps_peak_bytes: Annotated[list[MemoryBytes | None], about("each step of `steps`: its peak allocated")]
+    total_bytes: Annotated[
+        MemoryBytes | None, about("the GPU's memory, as the trace's deviceProperties says")
+    ]
 
 
 class RankReport(Part):
