@@ -293,3 +293,22 @@ def test_a_page_of_hostile_names_opens_with_its_map_drawn(tmp_path: Path, browse
     tip = browser.find_element("id", "runmap-tip").text
     assert tip.startswith("Drag over the map")  # the script filled it: page.js was not swallowed
     assert HOSTILE[0] in browser.find_element("id", "report").text  # the host, shown as text
+
+
+def test_a_peak_beyond_the_gpus_memory_is_unknown(job: JobFolder) -> None:
+    """A 1 PB peak on a 16 GB V100: beyond the device's memory, read as unknown and said."""
+
+    def on_a_v100(trace: dict) -> None:
+        trace["deviceProperties"] = [{"id": 0, "name": "Tesla V100-SXM2-16GB", "totalGlobalMem": 16 << 30}]
+        at = _events("aten::mm")(trace)[0]["ts"]
+        fine = {"Total Allocated": 8 << 30, "Total Reserved": 9 << 30, "Device Id": 0}
+        trace["traceEvents"] += [
+            memory_instant(at, fine),
+            memory_instant(at + 1, {"Total Allocated": 10**15, "Total Reserved": 10**15, "Device Id": 0}),
+        ]
+
+    _rewrite_trace(job, 0, on_a_v100)
+    report = report_holds(job)
+    memory = report.ranks[0].memory
+    assert memory is not None and memory.device == "cuda:0" and memory.peak_allocated_bytes == 8 << 30
+    assert "rank 0: 1 allocator instant(s) no device can have" in said(report)
