@@ -31,18 +31,26 @@ from tests.slurm_helpers import SubmittedJob, task_processes
 
 
 def refused(folder: JobFolder) -> str:
-    """``jobs.capture`` of an ended job: one line, exit 2, at once (it never sleeps: a wait would
-    be a sleep, whatever the machine's load); the line."""
+    """``jobs.capture`` of an ended job: one line, exit 2, at once; the line. "At once" is its
+    sleeps, counted: under 2 s in all (no waiting out the accounting's lag), whatever the
+    machine's load makes of the rest."""
     err = io.StringIO()
-    waited = AssertionError("capture waited to refuse (for the accounting?)")
+    slept: list[float] = []
+    sleep = time.sleep
+
+    def counted(seconds: float) -> None:
+        slept.append(seconds)
+        sleep(seconds)
+
     with (
         contextlib.redirect_stderr(err),
         contextlib.redirect_stdout(io.StringIO()),
-        mock.patch.object(scheduler.time, "sleep", side_effect=waited),  # at once: no sleep at all
+        mock.patch.object(scheduler.time, "sleep", side_effect=counted),
     ):
         status = capture.main([str(folder.path), "--active", "3"])
     result = subprocess.CompletedProcess([], status, "", err.getvalue())
     assert result.returncode == 2 and result.stderr.count("\n") == 1, result.stderr
+    assert sum(slept) < 2.0, f"capture slept {sum(slept):.1f} s before it refused"
     assert result.stderr.endswith(": there is nothing to capture. HINT: capture a job while it runs\n")
     return result.stderr
 
