@@ -56,7 +56,7 @@ def read_file(path: Path, kind: type[T]) -> T:
     except msgspec.ValidationError as error:
         raise FileRefused(path, f"not a {kind.__name__} file: {error}") from error
     except (msgspec.DecodeError, RecursionError, UnicodeDecodeError) as error:
-        raise FileRefused(path, f"not JSON ({_first_line(error)})") from error
+        raise FileRefused(path, f"not JSON ({first_line(error)})") from error
     if value.schema_version > kind.VERSION:
         raise FileRefused(
             path,
@@ -73,6 +73,7 @@ def write_file(path: Path, value: Versioned) -> None:
         temp.write_bytes(msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n")
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
+    """An error in one line of at most 200 characters, for a line that names its file."""
     text = str(error).strip() or type(error).__name__
     return text.splitlines()[0][:200]

@@ -34,6 +34,7 @@ from profiling.analysis.reading.collectives import Instance, instances
 from profiling.analysis.reading.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record, lanes_record
 from profiling.folder.traces import TraceFile, TraceSource
+from profiling.schema.files import first_line
 from slurm.basics import atomic_path
 
 # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
@@ -211,7 +212,7 @@ def load_checked(source: TraceSource) -> tuple[TraceRecord | None, str | None]:
     except FileNotFoundError:
         return None, None
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as error:
-        return None, _rebuilt(path, f"it does not read ({_first_line(error)})")
+        return None, _rebuilt(path, f"it does not read ({first_line(error)})")
     if not _sum_holds(record, _ENCODER):
         return None, _rebuilt(path, "it is not as it was written (its checksum differs)")
     if not record.is_fresh_for(source):
@@ -242,7 +243,7 @@ def load_lanes(
     except FileNotFoundError:
         why = "it is missing"
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as error:
-        why = f"it does not read ({_first_line(error)})"
+        why = f"it does not read ({first_line(error)})"
     if why is None:
         return (lanes.steps, lanes.names), None
     again = analyse_trace(source, reader_here("the report, for its lanes"))
@@ -288,10 +289,6 @@ def _first_last(record: TraceRecord) -> tuple[int, int] | None:
 
 def _rebuilt(path: os.PathLike[str], why: str) -> str:
     return f"{os.fspath(path)} was made again from its trace: {why}"
-
-
-def _first_line(error: BaseException) -> str:
-    return (str(error).strip() or type(error).__name__).splitlines()[0][:200]
 
 
 def reader_here(what: str = "a report worker") -> str:
