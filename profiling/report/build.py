@@ -159,7 +159,13 @@ def _traces_report(
     per_rank = kept_alignment(files.clocks, read.traces, read.records, nodes)
     aligning = time.perf_counter() - aligning
     report = summarise(
-        folder, per_rank, reading, settings.link_gbps, warnings=read.skipped, peak_tflops=settings.peak_tflops
+        folder,
+        per_rank,
+        reading,
+        settings.link_gbps,
+        warnings=read.skipped,
+        peak_tflops=settings.peak_tflops,
+        layout=settings.layout,
     )
     # drawn while this process packs the archive
     plotted = pictures.draw(plot_report, _drawn(report), files.plot) if pictures else None

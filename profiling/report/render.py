@@ -26,6 +26,9 @@ def report_markdown(report: Report) -> str:
             *run_lines,
         ]
         return "\n".join(lines)
+    if report.layout is not None:
+        dims = " × ".join(f"{name} {size}" for name, size in report.layout.dims.items())
+        lines += [f"Layout: {dims} (from {report.layout.source}); each rank with its coordinates.", ""]
     lines += [
         "## Step time (ms)",
         "",
@@ -36,7 +39,7 @@ def report_markdown(report: Report) -> str:
     for r in shown:
         t = r.step_time_ms
         steps = f"{r.steps[0]}-{r.steps[-1]}" if r.steps else "-"
-        lines.append(f"| {r.rank} | {r.host} | {steps} | {t.mean:.2f} | {t.min:.2f} | {t.max:.2f} |")
+        lines.append(f"| {rank_cell(r)} | {r.host} | {steps} | {t.mean:.2f} | {t.min:.2f} | {t.max:.2f} |")
     lines += others_line(len(report.ranks), len(shown), 6)
     spread = report.step_time_spread_ms
     assert spread is not None  # a report of ranks has their spread
@@ -215,6 +218,12 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
         )
     lines.append("")
     return lines
+
+
+def rank_cell(rank: RankReport) -> str:
+    """``13 (dp 1, pp 3, tp 1)``: a rank with its coordinates, where the job has a layout."""
+    where = ", ".join(f"{dim} {index}" for dim, index in (rank.mesh or {}).items())
+    return f"{rank.rank} ({where})" if where else str(rank.rank)
 
 
 def _worst_relative(rank: RunRank) -> float:

@@ -8,6 +8,7 @@ import dataclasses
 from pathlib import Path
 
 from profiling.analysis.across_ranks import DEFAULT_BUDGET_BYTES as DEFAULT_MERGE_BUDGET_BYTES
+from profiling.analysis.across_ranks import parse_layout
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.ranks import RankSelection
 from profiling.report import slurm_array
@@ -61,6 +62,14 @@ class ReportSettings:
         show="{:g}".format,
         metavar="TFLOPS",
         check=positive("the dense peak, e.g. 989 for an H100's bf16"),
+    )
+    layout: tuple[tuple[str, int], ...] | None = setting(
+        None,
+        flag="--layout",
+        help="the job's parallel layout where its traces name no DeviceMesh, outermost first: dp=4,pp=4,tp=4",
+        parse=parse_layout,
+        show=lambda dims: ",".join(f"{name}={size}" for name, size in dims),
+        metavar="DIM=N,...",
     )
     merged_trace: bool = setting(
         True, flag="--no-merged-trace", help="skip merged_trace.tar (and the JSON)", group=_MERGED

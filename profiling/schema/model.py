@@ -257,6 +257,12 @@ class OutOfMemory(Part):
     ] = None
 
 
+class Layout(Part):
+    dims: Annotated[dict[str, NonNegInt], about("the parallel dimensions and their sizes, outermost first")]
+    source: Annotated[str, about("the traces' DeviceMesh groups, or --layout")]
+    groups: Annotated[list[str], about("the mesh groups it was read from (mesh_dp, ...)")]
+
+
 class Report(Part, kw_only=True):
     schema_version: Annotated[int, about("changes when a field changes meaning or goes away")] = (
         SCHEMA_VERSION
@@ -277,6 +283,9 @@ class Report(Part, kw_only=True):
         msgspec.field(default_factory=list)
     )
     link_gbps: Annotated[NonNegFloat | None, about("--link-gbps as given")] = None
+    layout: Annotated[
+        Layout | None, about("the job's parallel layout (ranks[].mesh); null for one flat group")
+    ] = None
     oom: Annotated[list[OutOfMemory], about("the ranks that ran out of memory (meta/oom/), first first")] = (
         msgspec.field(default_factory=list)
     )

@@ -184,3 +184,7 @@ class RankReport(Part):
         RankFlops | None,
         about("its FLOPs, TFLOP/s and MFU; null where its traces hold no counted op with shapes"),
     ] = None
+    mesh: Annotated[
+        dict[str, NonNegInt] | None,
+        about('its coordinates in the job\'s layout, outermost first: {"dp": 1, "pp": 3, "tp": 0}'),
+    ] = None

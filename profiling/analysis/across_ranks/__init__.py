@@ -8,6 +8,8 @@ __all__, __getattr__ = public_names(
     __name__,
     {
         "summarise": "combine",
+        "parse_layout": "layout",
+        "LayoutError": "layout",
         "mean": "combine",
         "LINK_SHARE": "gpu_sections",
         "SHOWN_KERNELS": "gpu_sections",

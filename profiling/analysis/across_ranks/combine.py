@@ -18,6 +18,7 @@ import msgspec
 
 from profiling.analysis.across_ranks import gpu_sections
 from profiling.analysis.across_ranks.critical_steps import critical_path
+from profiling.analysis.across_ranks.layout import Dims, job_layout
 from profiling.analysis.across_ranks.straggler import find_straggler
 from profiling.analysis.across_ranks.waiting import WaitSplit, split_waiting
 from profiling.analysis.clocks.alignment import Alignment
@@ -34,9 +35,10 @@ def summarise(
     link_gbps: float | None = None,
     warnings: Sequence[str] = (),
     peak_tflops: float | None = None,
+    layout: Dims | None = None,
 ) -> model.Report:
     """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
-    ``warnings``: the reading's, put first."""
+    ``warnings``: the reading's, put first; ``layout``: ``--layout``, where given."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     waits = split_waiting(spans)
     ranks = [
@@ -54,6 +56,12 @@ def summarise(
         compute_ms={r.rank: r.compute_ms for r in ranks},
         clock_uncertainty_us={r.rank: r.clock.uncertainty_us or 0.0 for r in ranks},
     )
+    groups = {rank: [g for t in traces for g in t.record.groups] for rank, traces in per_rank.items()}
+    world = next(
+        (t.record.world_size for traces in per_rank.values() for t in traces if t.record.world_size), None
+    )
+    found_layout, mesh, layout_said = job_layout(groups, sorted(per_rank), world, layout)
+    ranks = [msgspec.structs.replace(r, mesh=mesh.get(r.rank) or None) for r in ranks]
     remade: list[str] = []  # lanes files made again from their traces, as the path reached them
     path = critical_path(
         per_rank,
@@ -80,7 +88,13 @@ def summarise(
         collectives_across=gpu_sections.collectives_across(ranks, link_gbps),
         link_gbps=link_gbps,
         peak_tflops=peak_tflops,
-        warnings=[*warnings, *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings), *remade],
+        layout=found_layout,
+        warnings=[
+            *warnings,
+            *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings),
+            *remade,
+            *layout_said,
+        ],
         reading=reading,
     )
 

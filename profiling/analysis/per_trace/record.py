@@ -25,6 +25,7 @@ import msgspec
 from profiling.analysis.per_trace.bandwidth import CollectiveRow, summarise_collectives
 from profiling.analysis.per_trace.breakdown import CPU_PARTS, GPU_PARTS, StepBreakdown, analyse
 from profiling.analysis.per_trace.flops import FlopCount, count_flops
+from profiling.analysis.per_trace.groups import Group, trace_groups
 from profiling.analysis.per_trace.idle import IdleCauses
 from profiling.analysis.per_trace.kernels import KernelSummary, summarise_kernels
 from profiling.analysis.per_trace.lane_checks import lane_problem
@@ -41,7 +42,8 @@ from slurm.basics import atomic_path
 # 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers
 # an error a group of pairs shares (kept clocks are aligned again); 7: each step's lane (the
 # critical path); 8: the FLOPs of its counted ops, each step's peak memory; 9: what no run can
-# have left out of the columns, said in its warnings; records and lanes carry their checksum
+# have left out of the columns, said in its warnings; records and lanes carry their checksum;
+# the process groups its distributedInfo lists
 ANALYSIS_VERSION = 9
 
 
@@ -67,6 +69,7 @@ class TraceRecord(msgspec.Struct, frozen=True, kw_only=True):
     unlaunched: int  # GPU activities whose launch the trace does not hold
     main_pid: int | str | None  # the profiled process (its CPU threads), as opposed to device lanes
     lanes: int  # the (process, thread) lanes of its CPU side
+    groups: list[Group]  # the process groups its distributedInfo lists
     flops: FlopCount | None  # its counted ops' FLOPs by step (None: no op with shapes counted)
     memory: list[StepMemory]  # each step's peak on each device (empty: no [memory] instants)
     device_memory_bytes: int | None  # the GPU's memory, as deviceProperties says
@@ -127,6 +130,7 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
             f"{named.rank}. HINT: do not rename trace files"
         )
     windows = [(s.step, s.start_us, s.start_us + s.duration_us) for s in analysis.steps]
+    groups, not_groups = trace_groups(events.distributed_info)
     return TraceRecord(
         version=ANALYSIS_VERSION,
         trace=source.name,
@@ -147,12 +151,13 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         unlaunched=analysis.unlaunched,
         main_pid=events.main_pid(),
         lanes=len(events.threads),
+        groups=groups,
         flops=count_flops(events.counted_ops, windows, events.device_name),
         memory=step_memory(events, windows),
         device_memory_bytes=events.device_memory_bytes,
         step_lanes=analysis.lanes,
         lane_names=analysis.lane_names,
-        warnings=[*events.problems, *analysis.warnings],
+        warnings=[*events.problems, *not_groups, *analysis.warnings],
         analysed_by=analysed_by,
         seconds=round(time.perf_counter() - started, 4),
         cpu_seconds=round(time.thread_time() - started_cpu, 4),

@@ -1,0 +1,117 @@
+"""The job's layout: process groups read from each trace's ``distributedInfo.pg_config`` (as
+torch's profiler writes it), DeviceMesh dimensions from their ``mesh_<dim>`` groups, each rank's
+coordinates in report.json and report.md; ``--layout`` where the traces name no mesh."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.analysis.across_ranks.layout import LayoutError, job_layout, named, parse_layout
+from profiling.analysis.per_trace.groups import Group, trace_groups
+from profiling.folder.layout import ReportFiles
+from profiling.report import build_report, main
+from profiling.report.settings import ReportSettings
+from tests.synthetic import cpu_job, write_job
+from tests.test_gpu_traces import DATA
+
+# a 2 x 2 x 2 DeviceMesh ("pp", "dp", "tp"), rank = pp * 4 + dp * 2 + tp, as torch names its groups
+MESH = {
+    "pp": [[0, 4], [1, 5], [2, 6], [3, 7]],
+    "dp": [[0, 2], [1, 3], [4, 6], [5, 7]],
+    "tp": [[0, 1], [2, 3], [4, 5], [6, 7]],
+}
+
+
+def pg_config(rank: int) -> list[dict]:
+    """What ``_get_all_pg_configs`` lists on ``rank``: the default group, then its mesh groups."""
+    found = [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo", "pg_size": 8,
+              "ranks": list(range(8))}]  # fmt: skip
+    for dim, groups in MESH.items():
+        group = next(g for g in groups if rank in g)
+        found.append({"pg_name": f"{len(found)}", "pg_desc": f"mesh_{dim}", "backend_config": "cpu:gloo",
+                      "pg_size": len(group), "ranks": group})  # fmt: skip
+    return found
+
+
+def test_a_traces_groups_as_torch_writes_them() -> None:
+    groups, said = trace_groups({"pg_config": pg_config(5)})
+    assert said == [] and [g.description for g in groups] == ["default_pg", "mesh_pp", "mesh_dp", "mesh_tp"]
+    assert (
+        groups[1] == Group("1", "mesh_pp", (1, 5))
+        and groups[1].mesh_dim == "pp"
+        and groups[0].mesh_dim is None
+    )
+    # the real GPU traces' one group
+    with gzip.open(DATA / "nccl_data.json.gz") as handle:
+        info = json.load(handle)["distributedInfo"]
+    assert trace_groups(info) == ([Group("0", "default_pg", (0, 1))], [])
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        {"ranks": [0, 0]},
+        {"ranks": [0, 1], "pg_size": 3},
+        {"ranks": [-1]},
+        {"ranks": ["0"]},
+        "x",
+        {"ranks": []},
+    ],
+)
+def test_a_group_that_is_none_is_said(config: object) -> None:
+    groups, said = trace_groups({"pg_config": [config]})
+    assert groups == [] and said[0].startswith("a process group of distributedInfo.pg_config is none: ")
+
+
+def test_the_mesh_and_each_ranks_coordinates_from_the_groups() -> None:
+    groups = {rank: trace_groups({"pg_config": pg_config(rank)})[0] for rank in range(8)}
+    layout, mesh, said = job_layout(groups, list(range(8)), 8, None)
+    assert said == [] and layout is not None
+    assert layout.dims == {"pp": 2, "dp": 2, "tp": 2} and layout.source == "the traces' DeviceMesh groups"
+    assert list(layout.dims) == ["pp", "dp", "tp"]  # outermost first, by the groups' strides
+    assert mesh[6] == {"pp": 1, "dp": 1, "tp": 0} and mesh[3] == {"pp": 0, "dp": 1, "tp": 1}
+    assert named(6, mesh[6]) == "rank 6 (pp 1, dp 1, tp 0)" and named(6, None) == "rank 6"
+    flat = {rank: [Group("0", "default_pg", tuple(range(8)))] for rank in range(8)}
+    assert job_layout(flat, list(range(8)), 8, None) == (None, {}, [])
+
+
+def test_a_given_layout_is_read_outermost_first_and_refused_when_it_is_not_the_jobs() -> None:
+    dims = parse_layout("dp=2,pp=2,tp=2")
+    layout, mesh, said = job_layout({}, list(range(8)), 8, dims)
+    assert layout is not None and layout.source == "--layout" and said == []
+    assert mesh[5] == {"dp": 1, "pp": 0, "tp": 1}
+    layout, mesh, said = job_layout({}, list(range(8)), 8, parse_layout("dp=4,tp=4"))
+    assert layout is None and said == ["--layout dp=4,tp=4 makes 16 ranks, the job has 8: not used"]
+    with pytest.raises(LayoutError, match=r"--layout 'dp=2,pp': 'pp' is not DIM=SIZE. HINT: --layout dp=4"):
+        parse_layout("dp=2,pp")
+    with pytest.raises(LayoutError, match=r"names dp twice"):
+        parse_layout("dp=2,dp=2")
+
+
+def test_the_report_names_each_rank_with_its_coordinates(tmp_path: Path) -> None:
+    traces = cpu_job(4, ranks=8)
+    for rank, trace in enumerate(traces):
+        trace["distributedInfo"]["pg_config"] = pg_config(rank)
+    folder = write_job(tmp_path / "job", traces, 4)
+    report = build_report(folder, ReportSettings(plot=False, merged_trace=False))
+    assert report.layout is not None and report.layout.dims == {"pp": 2, "dp": 2, "tp": 2}
+    assert [r.mesh for r in report.ranks][6] == {"pp": 1, "dp": 1, "tp": 0}
+    markdown = ReportFiles.of(folder).markdown.read_text()
+    assert "Layout: pp 2 × dp 2 × tp 2 (from the traces' DeviceMesh groups)" in markdown
+    assert "| 6 (pp 1, dp 1, tp 0) | host6 |" in markdown
+
+
+def test_the_layout_option_where_the_traces_name_no_mesh(
+    tmp_path: Path, capsys: pytest.CaptureFixture
+) -> None:
+    folder = write_job(tmp_path / "job", cpu_job(4, ranks=4), 4)
+    assert main([str(folder), "--no-plot", "--no-merged-trace", "--layout", "dp=2,pp=2"]) == 0
+    assert "| 3 (dp 1, pp 1) | host3 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit) as refused:  # the parser's one line, exit 2
+        main([str(folder), "--layout", "dp=2,pp"])
+    err = capsys.readouterr().err
+    assert refused.value.code == 2 and err.count("\n") == 1 and "'pp' is not DIM=SIZE. HINT: --layout" in err
