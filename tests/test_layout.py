@@ -93,16 +93,20 @@ def test_a_given_layout_is_read_outermost_first_and_refused_when_it_is_not_the_j
 
 
 def test_the_report_names_each_rank_with_its_coordinates(tmp_path: Path) -> None:
-    traces = cpu_job(4, ranks=8)
+    traces = cpu_job(8, lambda step: {6: 30.0}, ranks=8)  # rank 6 reaches every all-reduce late
     for rank, trace in enumerate(traces):
         trace["distributedInfo"]["pg_config"] = pg_config(rank)
-    folder = write_job(tmp_path / "job", traces, 4)
+    folder = write_job(tmp_path / "job", traces, 8)
     report = build_report(folder, ReportSettings(plot=False, merged_trace=False))
     assert report.layout is not None and report.layout.dims == {"pp": 2, "dp": 2, "tp": 2}
     assert [r.mesh for r in report.ranks][6] == {"pp": 1, "dp": 1, "tp": 0}
     markdown = ReportFiles.of(folder).markdown.read_text()
     assert "Layout: pp 2 × dp 2 × tp 2 (from the traces' DeviceMesh groups)" in markdown
     assert "| 6 (pp 1, dp 1, tp 0) | host6 |" in markdown
+    assert report.straggler is not None and report.straggler.rank == 6
+    assert report.straggler.text.startswith("straggler: rank 6 (pp 1, dp 1, tp 0) arrived last"), (
+        report.straggler
+    )
 
 
 def test_the_layout_option_where_the_traces_name_no_mesh(

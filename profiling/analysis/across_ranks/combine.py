@@ -18,7 +18,7 @@ import msgspec
 
 from profiling.analysis.across_ranks import gpu_sections
 from profiling.analysis.across_ranks.critical_steps import critical_path
-from profiling.analysis.across_ranks.layout import Dims, job_layout
+from profiling.analysis.across_ranks.layout import Dims, job_layout, named
 from profiling.analysis.across_ranks.straggler import find_straggler
 from profiling.analysis.across_ranks.waiting import WaitSplit, split_waiting
 from profiling.analysis.clocks.alignment import Alignment
@@ -46,6 +46,12 @@ def summarise(
     ]
     means = [r.step_time_ms.mean for r in ranks]
     anchor_steps = _anchor_steps(per_rank[min(per_rank)])
+    groups = {rank: [g for t in traces for g in t.record.groups] for rank, traces in per_rank.items()}
+    world = next(
+        (t.record.world_size for traces in per_rank.values() for t in traces if t.record.world_size), None
+    )
+    found_layout, mesh, layout_said = job_layout(groups, sorted(per_rank), world, layout)
+    ranks = [msgspec.structs.replace(r, mesh=mesh.get(r.rank) or None) for r in ranks]
     straggler = find_straggler(
         arrivals={
             rank: {key: arrival for key, (arrival, _) in found.items()} if found is not None else None
@@ -55,13 +61,8 @@ def summarise(
         step_ms={r.rank: r.step_ms for r in ranks},
         compute_ms={r.rank: r.compute_ms for r in ranks},
         clock_uncertainty_us={r.rank: r.clock.uncertainty_us or 0.0 for r in ranks},
+        names={rank: named(rank, where) for rank, where in mesh.items() if where},
     )
-    groups = {rank: [g for t in traces for g in t.record.groups] for rank, traces in per_rank.items()}
-    world = next(
-        (t.record.world_size for traces in per_rank.values() for t in traces if t.record.world_size), None
-    )
-    found_layout, mesh, layout_said = job_layout(groups, sorted(per_rank), world, layout)
-    ranks = [msgspec.structs.replace(r, mesh=mesh.get(r.rank) or None) for r in ranks]
     remade: list[str] = []  # lanes files made again from their traces, as the path reached them
     path = critical_path(
         per_rank,

@@ -56,17 +56,19 @@ def find_straggler(
     step_ms: Mapping[int, Sequence[float]],
     compute_ms: Mapping[int, float],
     clock_uncertainty_us: Mapping[int, float] | None = None,
+    names: Mapping[int, str] | None = None,
 ) -> Straggler | None:
     """The verdict over ranks (None for a single rank); inputs are keyed by rank.
 
     ``arrivals[rank]`` maps each collective (by a key shared across ranks) to when the rank
     reached it, on the common clock; None for a rank whose clock could not be paired.
     ``anchor_steps`` gives each collective's step; ``clock_uncertainty_us`` how well each
-    rank's clock is known (0 where not given).
+    rank's clock is known (0 where not given); ``names``: how the text names a rank, where not
+    ``rank N`` ("rank 13 (dp 1, pp 3, tp 1)", in a job with a layout).
     """
     if len(arrivals) < 2:
         return None
-    verdict = _verdict(arrivals, anchor_steps, step_ms, compute_ms, clock_uncertainty_us or {})
+    verdict = _verdict(arrivals, anchor_steps, step_ms, compute_ms, clock_uncertainty_us or {}, names or {})
     return msgspec.convert(verdict, Straggler, strict=False)  # str keys of ranks as ints
 
 
@@ -76,6 +78,7 @@ def _verdict(
     step_ms: Mapping[int, Sequence[float]],
     compute_ms: Mapping[int, float],
     clock_uncertainty_us: Mapping[int, float],
+    names: Mapping[int, str],
 ) -> dict[str, Any]:
     ranks = sorted(r for r, found in arrivals.items() if found is not None)
     unaligned = sorted(set(arrivals) - set(ranks))
@@ -117,7 +120,7 @@ def _verdict(
             f"more than {verdict['min_lateness_us']:.1f} µs after the next one ({CLOCK_MARGIN:g} × the "
             f"clocks' uncertainty of {uncertainty_us:.1f} µs)",
         }
-    return _judge(charges, ranks, len(anchors), len(steps), compute_ms, verdict)
+    return _judge(charges, ranks, len(anchors), len(steps), compute_ms, verdict, names)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -155,11 +158,13 @@ def _judge(
     steps: int,
     compute_ms: Mapping[int, float],
     verdict: dict[str, Any],
+    names: Mapping[int, str],
 ) -> dict[str, Any]:
     """The verdict on the rank charged most: straggler, none, or too few steps to tell."""
     held_back, charged = charges.held_back, charges.charged
     candidate = int(max(range(len(ranks)), key=lambda row: (held_back[row], charged[row].sum())))
     rank, mine = ranks[candidate], charges.last == candidate
+    label = names.get(rank) or f"rank {rank}"
     charged_ms = float(charged[candidate].mean())
     lateness_ms = float(charges.gaps_ms[mine].mean()) if mine.any() else 0.0
     last_counts = np.bincount(charges.last, minlength=len(ranks))
@@ -191,7 +196,7 @@ def _judge(
             "verdict": "undetermined",
             "rank": None,
             "text": f"straggler undetermined: {steps} step(s) recorded, {needed} needed with "
-            f"{len(ranks)} ranks (--active); the most likely, rank {rank}, {evidence}",
+            f"{len(ranks)} ranks (--active); the most likely, {label}, {evidence}",
         }
     if p < ALPHA and threshold is not None and charged_ms > threshold:
         median_compute = statistics.median(compute_ms.values())
@@ -202,13 +207,13 @@ def _judge(
             "verdict": "straggler",
             "rank": rank,
             "compute_over_median_pct": over,
-            "text": f"straggler: rank {rank} {evidence}{compute}",
+            "text": f"straggler: {label} {evidence}{compute}",
         }
     return {
         **verdict,
         "verdict": "none",
         "rank": None,
-        "text": f"no significant straggler: the most often late, rank {rank}, {evidence}",
+        "text": f"no significant straggler: the most often late, {label}, {evidence}",
     }
 
 
