@@ -210,7 +210,9 @@ def load_fresh(source: TraceSource) -> TraceRecord | None:
 def load_checked(source: TraceSource) -> tuple[TraceRecord | None, str | None]:
     """The trace's record if one was saved, is fresh and holds to its trace; else None, and,
     where a record was there but does not hold, the line that says it is made again: a record
-    that does not decode, or names another trace, rank or steps than its trace's name says."""
+    that does not decode, is not as it was written (its checksum), or names another rank than
+    its trace's name says. (One of another trace, or of its trace before it changed, is not
+    fresh: its name, size and modification time say so.)"""
     path = analysis_record(source.path, source.folder)
     try:
         record = _DECODER.decode(path.read_bytes())
@@ -222,14 +224,9 @@ def load_checked(source: TraceSource) -> tuple[TraceRecord | None, str | None]:
         return None, _rebuilt(path, "it is not as it was written (its checksum differs)")
     if not record.is_fresh_for(source):
         return None, None  # an older read, or an older analysis: read again, as expected
-    named = source.named
-    if named is not None and (record.rank, _first_last(record)) != (
-        named.rank,
-        (named.first_step, named.last_step),
-    ):
-        return None, _rebuilt(
-            path, f"it holds rank {record.rank}'s steps {_first_last(record)}, not its trace's"
-        )
+    named = source.named  # the analysis refuses a trace whose rank is not its name's: so does a record
+    if named is not None and record.rank != named.rank:
+        return None, _rebuilt(path, f"it holds rank {record.rank}'s analysis, not rank {named.rank}'s")
     return record, None
 
 
@@ -286,10 +283,6 @@ def _sum_holds(value: Summed, encoder: msgspec.json.Encoder | msgspec.msgpack.En
     if value.checksum is None:
         return False
     return zlib.crc32(encoder.encode(msgspec.structs.replace(value, checksum=None))) == value.checksum
-
-
-def _first_last(record: TraceRecord) -> tuple[int, int] | None:
-    return (record.steps[0].step, record.steps[-1].step) if record.steps else None
 
 
 def _rebuilt(path: os.PathLike[str], why: str) -> str:
