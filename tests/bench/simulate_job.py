@@ -133,7 +133,14 @@ def write_manifest(job: JobFolder, template: dict, ranks: int, per_node: int, st
         )
     attempt = {**template["attempts"][-1], "trace_files": [r["trace_files"][0] for r in rank_records]}
     written = manifest.build_manifest(
-        facts={"job_id": job.job_id, "launcher": "slurm", "restart_count": 0},
+        facts={
+            "job_id": job.job_id,
+            "launcher": "slurm",
+            "restart_count": 0,
+            "nodes": ranks // per_node,
+            "master": "node1:29500",
+            "backend": template.get("backend", "nccl"),
+        },
         ranks=rank_records,
         attempts=[msgspec.convert(attempt, AttemptRecord)],
         hooks={},
