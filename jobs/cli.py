@@ -71,7 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         spec = job_spec_from_args(args)
-        check_factory(spec.task.workload.factory)  # importable where the tasks start, not imported here
+        check_factory(spec.task.workload.workload)  # importable where the tasks start, not imported here
         if args.exclude_slow_from:
             nodes, said = slow_nodes_of(args.exclude_slow_from, spec.task.traces_root)
             spec = with_excluded(spec, nodes)

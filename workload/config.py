@@ -7,6 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slurm.basics import SettingError
+from slurm.layout import Dims, layout_size, layout_text, parse_layout
 from slurm.settings import at_least, check_fields, one_of, positive_integer, setting
 
 # --dtype -> the name of the torch dtype (resolved where torch is imported); "auto" chooses one
@@ -17,6 +18,8 @@ DTYPE_CHOICES = (AUTO_DTYPE, *DTYPES)
 
 
 DEFAULT_FACTORY = "workload.resnet18:build"  # the tutorial's ResNet18 (workload.contract)
+PARALLEL_FACTORY = "workload.parallel_lm:parallel_lm"  # the job of many groups (--parallel)
+PARALLEL_DIMS = ("pp", "dp", "tp")  # what --parallel splits over, outermost first (torchtitan's)
 
 
 class WorkloadError(SettingError):
@@ -128,6 +131,16 @@ class WorkloadConfig:
         show=lambda item: f"{item[0]}={item[1]}",
         repeat=True,
     )
+    parallel: Dims | None = setting(
+        None,
+        flag="--parallel",
+        help="run the toolkit's job of many groups, a small transformer LM data (FSDP2) x pipeline "
+        "(1F1B) x tensor parallel, over these sizes, whose product is the world size: dp=2,pp=2,tp=2",
+        group="workload",
+        metavar="dp=N,pp=N,tp=N",
+        parse=lambda text: parse_layout(text, "--parallel"),
+        show=layout_text,
+    )
     steps: int = setting(100, flag="--steps", help="training steps", group=_GROUP, check=positive_integer)
     batch_size: int = setting(
         10,
@@ -198,9 +211,11 @@ class WorkloadConfig:
 
     def __post_init__(self) -> None:
         check_fields(self, WorkloadError)
+        if self.parallel is not None:
+            self._check_parallel(self.parallel)
         if not isinstance(self.log_every, int) or self.log_every < 1:
             raise WorkloadError(f"{{log_every}} {self.log_every!r} must be a positive integer")
-        if self.factory == DEFAULT_FACTORY and self.image_size < 32:
+        if self.workload == DEFAULT_FACTORY and self.image_size < 32:
             # ResNet18 downsamples 32x; smaller inputs fail inside the network, on the node.
             raise WorkloadError(f"{{image_size}} {self.image_size} is below ResNet18's minimum of 32")
         if not self.lr > 0:
@@ -213,6 +228,29 @@ class WorkloadConfig:
                 )
         for slowdown in self.inject_slowdown:
             self._check_slowdown(slowdown)
+
+    @property
+    def workload(self) -> str:
+        """The factory the ranks run: ``--workload``, or the parallel LM where ``--parallel`` asks
+        for it."""
+        return (
+            PARALLEL_FACTORY
+            if self.parallel is not None and self.factory == DEFAULT_FACTORY
+            else self.factory
+        )
+
+    def _check_parallel(self, dims: Dims) -> None:
+        unknown = [name for name, _ in dims if name not in PARALLEL_DIMS]
+        if unknown:
+            raise WorkloadError(
+                f"{{parallel}} {layout_text(dims)} names {', '.join(unknown)}. HINT: split over "
+                f"{', '.join(PARALLEL_DIMS)} only, e.g. {{parallel}} dp=2,pp=2,tp=2"
+            )
+        if self.factory not in (DEFAULT_FACTORY, PARALLEL_FACTORY):
+            raise WorkloadError(
+                f"{{parallel}} {layout_text(dims)} runs the toolkit's parallel LM, not {{factory}} "
+                f"{self.factory}. HINT: drop one of them"
+            )
 
     def _check_slowdown(self, slowdown: RankAndMs) -> None:
         if slowdown.rank < 0 or not 0 < slowdown.ms <= 60_000:
@@ -229,7 +267,13 @@ class WorkloadConfig:
                 )
 
     def check_ranks(self, world_size: int) -> None:
-        """Refuse an injected fault on a rank the job does not have."""
+        """Refuse an injected fault on a rank the job does not have, and a ``--parallel`` that
+        does not make the job's ranks."""
+        if self.parallel is not None and layout_size(self.parallel) != world_size:
+            raise WorkloadError(
+                f"{{parallel}} {layout_text(self.parallel)} makes {layout_size(self.parallel)} ranks, the "
+                f"job has {world_size}. HINT: sizes whose product is {world_size} (nodes x tasks per node)"
+            )
         faults = [("inject_failure", self.inject_failure), ("inject_hang", self.inject_hang)]
         faults += [("inject_slowdown", slowdown) for slowdown in self.inject_slowdown]
         for name, fault in faults:

@@ -43,7 +43,7 @@ def run_task(
         identity, timeout_s=config.dist_timeout_s, threads=config.workload.threads, device=config.device
     ) as ctx:
         dtype = choose_dtype(config.workload.dtype, ctx.device)
-        workload = make_workload(config.workload.factory, _context(config, ctx, dtype[0]))
+        workload = make_workload(config.workload.workload, _context(config, ctx, dtype[0]))
         start_step = _restore(workload, folder, identity, ctx) if identity.restart_count else 0
         run = ProfiledRun.of(_settings(config, dtype), identity, start_step=start_step)
         with run:
@@ -92,7 +92,7 @@ def _settings(config: TaskConfig, dtype: tuple[str, str]) -> RunSettings:
         timeout_s=config.dist_timeout_s,
         report=False,  # run_task writes it once the group is left
         end_stuck_rank=True,  # under submitit's local executor nothing else would end it
-        workload={"name": config.workload.factory, **dataclasses.asdict(config.workload)},
+        workload={"name": config.workload.workload, **dataclasses.asdict(config.workload)},
         about={"dtype": {"chosen": dtype[0], "why": dtype[1]}},
     )
 

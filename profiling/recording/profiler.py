@@ -27,6 +27,7 @@ from torch.profiler import ProfilerAction, ProfilerActivity, profile
 
 from profiling.folder.traces import export_trace, trace_file_name
 from profiling.recording.config import ProfilerConfig
+from profiling.recording.group_labels import GroupLabels, needs_labels
 
 
 @dataclasses.dataclass(frozen=True)
@@ -96,6 +97,7 @@ class StepProfiler:
         self._step = start_step  # the step running now
         self._pending: list[Window] = []
         self._current: tuple[Window, profile] | None = None
+        self._labels: GroupLabels | None = None  # while a window of a job of many groups records
         self._writer: ThreadPoolExecutor | None = None
         self._writing: list[Future] = []
         if scheduled:
@@ -131,6 +133,7 @@ class StepProfiler:
         if self._current is not None:  # stopped inside a window (preemption, a failure): no trace
             window, prof = self._current
             self._current = None  # torch saves what it has on exit: _recorded drops it
+            self._stop_labels()
             prof.__exit__(exc_type, exc, tb)
         self.flush()
 
@@ -144,6 +147,7 @@ class StepProfiler:
             window, prof = self._current
             prof.step()  # after the window's last step this calls _recorded
             if ended >= window.last:
+                self._stop_labels()
                 prof.__exit__(None, None, None)
                 self._current = None
         self._begin_if_due()
@@ -175,6 +179,14 @@ class StepProfiler:
         prof.current_action = prof._prev_schedule_action = window.action(self._step)
         prof.__enter__()
         self._current = (window, prof)
+        if needs_labels():  # gloo names no collective's group: the labels do (group_labels)
+            self._labels = GroupLabels()
+            self._labels.__enter__()
+
+    def _stop_labels(self) -> None:
+        if self._labels is not None:
+            labels, self._labels = self._labels, None
+            labels.__exit__(None, None, None)
 
     def _recorded(self, window: Window, prof: profile) -> None:
         if self._current is None or self._current[0] is not window:

@@ -12,32 +12,13 @@ fastest: rank = the coordinates read as a number in those sizes.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping, Sequence
 
 from profiling.analysis.per_trace.groups import Group
 from profiling.schema import model
+from slurm.layout import Dims, LayoutError, coordinates, layout_size, layout_text, parse_layout
 
-Dims = tuple[tuple[str, int], ...]  # (dimension, size), outermost first
-
-
-class LayoutError(ValueError):
-    """A ``--layout`` that is no layout of the job; the message says why and what to give."""
-
-
-def parse_layout(text: str) -> Dims:
-    """``"dp=4,pp=4,tp=4"`` as its dimensions; raises :class:`LayoutError` naming the mistake."""
-    dims: list[tuple[str, int]] = []
-    for part in (p.strip() for p in text.split(",")):
-        name, _, size = part.partition("=")
-        if not name.isidentifier() or not size.strip().isdigit() or int(size) < 1:
-            raise LayoutError(
-                f"--layout {text!r}: {part!r} is not DIM=SIZE. HINT: --layout dp=4,pp=4,tp=4 (sizes >= 1)"
-            )
-        if name in dict(dims):
-            raise LayoutError(f"--layout {text!r} names {name} twice. HINT: each dimension once")
-        dims.append((name, int(size)))
-    return tuple(dims)
+__all__ = ["Dims", "LayoutError", "job_layout", "named", "parse_layout"]
 
 
 def job_layout(
@@ -47,12 +28,16 @@ def job_layout(
     not hold (a ``--layout`` whose product is not the world size, mesh groups that disagree)."""
     world = world_size or (max(ranks) + 1 if ranks else 0)
     if given:
-        size = math.prod(s for _, s in given)
+        size = layout_size(given)
         if size != world:
-            return None, {}, [f"--layout {_text(given)} makes {size} ranks, the job has {world}: not used"]
+            return (
+                None,
+                {},
+                [f"--layout {layout_text(given)} makes {size} ranks, the job has {world}: not used"],
+            )
         return (
             model.Layout(dims=dict(given), source="--layout", groups=[]),
-            {rank: _unravel(rank, given) for rank in ranks},
+            {rank: coordinates(rank, given) for rank in ranks},
             [],
         )
     return _from_groups(groups, ranks)
@@ -100,14 +85,3 @@ def _from_groups(
 def named(rank: int, mesh: Mapping[str, int] | None) -> str:
     """``rank 13 (dp 1, pp 3, tp 1)``, or ``rank 13`` without a layout."""
     return f"rank {rank} ({', '.join(f'{d} {i}' for d, i in mesh.items())})" if mesh else f"rank {rank}"
-
-
-def _unravel(rank: int, dims: Dims) -> dict[str, int]:
-    found: dict[str, int] = {}
-    for name, size in reversed(dims):
-        rank, found[name] = divmod(rank, size)
-    return {name: found[name] for name, _ in dims}
-
-
-def _text(dims: Dims) -> str:
-    return ",".join(f"{name}={size}" for name, size in dims)

@@ -1,0 +1,47 @@
+"""A job's parallel layout as people write it, ``dp=2,pp=2,tp=2``: its dimensions, outermost
+first, the last varying fastest, and each rank's coordinates in them. The job's own
+``--parallel`` and the report's ``--layout`` both read it here. Torch-free.
+"""
+
+from __future__ import annotations
+
+import math
+
+from slurm.basics import SettingError
+
+Dims = tuple[tuple[str, int], ...]  # (dimension, size), outermost first
+
+
+class LayoutError(SettingError):
+    """A layout that is not ``DIM=SIZE,...``, or is none of the job's; the message says why."""
+
+
+def parse_layout(text: str, option: str = "--layout") -> Dims:
+    """``"dp=4,pp=4,tp=4"`` as its dimensions; raises :class:`LayoutError` naming the mistake."""
+    dims: list[tuple[str, int]] = []
+    for part in (p.strip() for p in text.split(",")):
+        name, _, size = part.partition("=")
+        if not name.isidentifier() or not size.strip().isdigit() or int(size) < 1:
+            raise LayoutError(
+                f"{option} {text!r}: {part!r} is not DIM=SIZE. HINT: {option} dp=4,pp=4,tp=4 (sizes >= 1)"
+            )
+        if name in dict(dims):
+            raise LayoutError(f"{option} {text!r} names {name} twice. HINT: each dimension once")
+        dims.append((name, int(size)))
+    return tuple(dims)
+
+
+def layout_text(dims: Dims) -> str:
+    return ",".join(f"{name}={size}" for name, size in dims)
+
+
+def layout_size(dims: Dims) -> int:
+    return math.prod(size for _, size in dims)
+
+
+def coordinates(rank: int, dims: Dims) -> dict[str, int]:
+    """``rank``'s place in ``dims``: the rank read as a number whose digits are the coordinates."""
+    found: dict[str, int] = {}
+    for name, size in reversed(dims):
+        rank, found[name] = divmod(rank, size)
+    return {name: found[name] for name, _ in dims}
