@@ -15,7 +15,8 @@ import pytest
 
 from profiling.analysis.clocks.alignment import align
 from profiling.analysis.per_trace.breakdown import analyse
-from profiling.analysis.reading.collectives import Instance, instances
+from profiling.analysis.reading.collectives import Instance
+from profiling.analysis.reading.instances import instances
 from profiling.analysis.reading.trace_events import from_document
 from profiling.folder.layout import meta_of
 from profiling.report import build_report

@@ -18,7 +18,7 @@ import pytest
 from profiling.analysis.across_ranks.merge import ALWAYS
 from profiling.analysis.clocks.alignment import align
 from profiling.analysis.per_trace.breakdown import GPU_PARTS, analyse
-from profiling.analysis.reading.collectives import instances
+from profiling.analysis.reading.instances import instances
 from profiling.analysis.reading.trace_events import from_document, read
 from profiling.folder.layout import meta_of
 from profiling.report import build_report

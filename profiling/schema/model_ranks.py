@@ -81,7 +81,10 @@ class CollectiveRow(Part):
 
 
 class Clock(Part):
-    method: Annotated[str, about("reference, one host, sequence numbers, matched collectives or base time")]
+    method: Annotated[
+        str,
+        about("reference, one host, sequence numbers, matched collectives, sends and receives or base time"),
+    ]
     shift_us: Annotated[float, about("added to the trace's ts to put it on the first rank's clock")]
     pairs: Annotated[NonNegInt, about("all-reduce-like collectives paired to set the clock")]
     residual_us: Annotated[float | None, about("median absolute deviation of the pairs' offsets")]

@@ -24,8 +24,11 @@ from profiling.analysis.across_ranks.waiting import WaitSplit, split_waiting
 from profiling.analysis.clocks.alignment import Alignment
 from profiling.analysis.clocks.rank_clocks import Aligned
 from profiling.analysis.per_trace.efficiency import rank_flops, rank_memory
+from profiling.analysis.reading.collectives import is_sequenced
 from profiling.schema import model, model_ranks
 from slurm.basics import utc_now
+
+Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 
 
 def summarise(
@@ -40,12 +43,13 @@ def summarise(
     """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
     ``warnings``: the reading's, put first; ``layout``: ``--layout``, where given."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
-    waits = split_waiting(spans)
+    anchor_steps = _anchor_steps(per_rank)
+    members = _members(per_rank)
+    waits = split_waiting(spans, members)
     ranks = [
         _rank_summary(rank, traces, waits.get(rank), peak_tflops) for rank, traces in sorted(per_rank.items())
     ]
     means = [r.step_time_ms.mean for r in ranks]
-    anchor_steps = _anchor_steps(per_rank[min(per_rank)])
     groups = {rank: [g for t in traces for g in t.record.groups] for rank, traces in per_rank.items()}
     world = next(
         (t.record.world_size for traces in per_rank.values() for t in traces if t.record.world_size), None
@@ -58,6 +62,7 @@ def summarise(
             for rank, found in spans.items()
         },
         anchor_steps=anchor_steps,
+        members=members,
         step_ms={r.rank: r.step_ms for r in ranks},
         compute_ms={r.rank: r.compute_ms for r in ranks},
         clock_uncertainty_us={r.rank: r.clock.uncertainty_us or 0.0 for r in ranks},
@@ -71,6 +76,7 @@ def summarise(
         noise_ms=straggler.step_noise_ms if straggler else None,
         straggler=straggler.rank if straggler else None,
         remade=remade,
+        members=members,
     )
     return model.Report(
         folder=str(folder),
@@ -100,24 +106,43 @@ def summarise(
     )
 
 
-def _spans(traces: list[Aligned]) -> dict[tuple[int, int], tuple[float, float]] | None:
-    """When this rank reached and left each of the first rank's collectives, on the first
-    rank's clock.
+def _spans(traces: list[Aligned]) -> dict[Key, tuple[float, float]] | None:
+    """When this rank reached and left each collective, on the first rank's clock.
 
-    Keyed by (window's first step, the first rank's collective index); None if no window's
-    clock was paired.
+    Keyed by (window's first step, what identifies the collective across ranks): its key where
+    the trace numbers it (a group and sequence number: NCCL's, or the toolkit's labels), else
+    the index of the first rank's collective it was paired with. None if no window's clock was
+    paired.
     """
     if not any(t.clock.paired for t in traces):
         return None
-    return {
-        (t.trace.first_step, theirs): (
-            t.record.instances[mine].arrival + t.clock.shift_us,
-            t.record.instances[mine].end + t.clock.shift_us,
-        )
-        for t in traces
-        if t.clock.paired
-        for theirs, mine in t.clock.matched.items()
-    }
+    found: dict[Key, tuple[float, float]] = {}
+    for t in traces:
+        if not t.clock.paired:
+            continue
+        shift, mine = t.clock.shift_us, t.record.instances
+        for instance in mine:
+            if is_sequenced(instance):
+                found[(t.trace.first_step, instance.key)] = (instance.arrival + shift, instance.end + shift)
+        for theirs, index in t.clock.matched.items():
+            if not is_sequenced(mine[index]):
+                found[(t.trace.first_step, theirs)] = (mine[index].arrival + shift, mine[index].end + shift)
+    return found
+
+
+def _members(per_rank: dict[int, list[Aligned]]) -> dict[Key, frozenset[int]]:
+    """The ranks of each numbered collective whose group is not the whole job (empty for a job
+    of one group, whose views are then as they always were); sends and receives left out: the
+    straggler and the waiting are about the groups' collectives."""
+    found: dict[Key, frozenset[int]] = {}
+    for traces in per_rank.values():
+        for t in traces:
+            world = t.record.world_size
+            for instance in t.record.instances:
+                group = instance.group
+                if group and instance.peer is None and (world is None or len(group) < world):
+                    found[(t.trace.first_step, instance.key)] = frozenset(group)
+    return found
 
 
 def _wait(split: WaitSplit | None, steps: int) -> model_ranks.CollectiveWait | None:
@@ -133,19 +158,29 @@ def _wait(split: WaitSplit | None, steps: int) -> model_ranks.CollectiveWait | N
     )
 
 
-def _anchor_steps(reference: list[Aligned]) -> dict[tuple[int, int], int]:
-    """The step (on the first rank) of each of the first rank's collectives: the one that issued
-    it, else the one it began in (a kernel whose launch the trace does not hold)."""
-    found = {}
-    for t in reference:
-        starts = [s.start_us for s in t.record.steps]
-        for index, instance in enumerate(t.record.instances):
-            at = bisect.bisect_right(starts, instance.arrival) - 1
-            step = (
-                instance.step if instance.step is not None else t.record.steps[at].step if at >= 0 else None
-            )
-            if step is not None:
-                found[(t.trace.first_step, index)] = step
+def _anchor_steps(per_rank: dict[int, list[Aligned]]) -> dict[Key, int]:
+    """The step of each collective: the one that issued it, else the one it began in (a kernel
+    whose launch the trace does not hold); numbered collectives from every rank's traces, the
+    others from the first rank's (whose indices key them)."""
+    found: dict[Key, int] = {}
+    first = min(per_rank)
+    for rank, traces in per_rank.items():
+        for t in traces:
+            starts = [s.start_us for s in t.record.steps]
+            for index, instance in enumerate(t.record.instances):
+                sequenced = is_sequenced(instance)
+                if rank != first and not sequenced:
+                    continue
+                at = bisect.bisect_right(starts, instance.arrival) - 1
+                step = (
+                    instance.step
+                    if instance.step is not None
+                    else t.record.steps[at].step
+                    if at >= 0
+                    else None
+                )
+                if step is not None:
+                    found.setdefault((t.trace.first_step, instance.key if sequenced else index), step)
     return found
 
 

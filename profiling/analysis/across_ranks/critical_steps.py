@@ -21,9 +21,11 @@ from profiling.analysis.across_ranks.critical_path import (
 from profiling.analysis.clocks.rank_clocks import Aligned
 from profiling.analysis.per_trace.lanes import Lane, StepLane
 from profiling.analysis.per_trace.record import load_lanes
+from profiling.analysis.reading.collectives import is_sequenced
+from profiling.analysis.reading.instances import transfer_of
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
 
-Key = tuple[int, int]  # (window's first step, the first rank's collective index)
+Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
 SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed
 # the kind of segment each gain is made of, to name where it is
@@ -37,6 +39,7 @@ def critical_path(
     noise_ms: float | None,
     straggler: int | None = None,
     remade: list[str] | None = None,
+    members: Mapping[Key, frozenset[int]] | None = None,
 ) -> CriticalPath | None:
     """The path of every step a rank recorded; None where no trace has lanes (none recorded).
 
@@ -46,13 +49,17 @@ def critical_path(
     those leads made a balanced 2-rank job's gain 8-12 ms a step, and a job with one rank
     slowed by 80 ms gain 94-107 ms where the slowdown cost 84-89 (2026-12-03). A lanes file
     the walk finds damaged is made again from its trace; ``remade`` hears a line for each.
+
+    ``members``: the ranks of each collective whose group is not the whole job; where there are
+    any, or sends and receives, the walk meets each group's collectives among its members, and
+    each receive with its send.
     """
     remade = [] if remade is None else remade
     lanes = {rank: _rank_steps(rank, traces, remade) for rank, traces in per_rank.items()}
     numbers = sorted({step for found in lanes.values() for step in found})
     if not numbers:
         return None
-    labels = _labels(per_rank[min(per_rank)])
+    labels = _labels(per_rank)
     paths: list[StepPath] = []
     undecided: list[UndecidedStep] = []
     # the path's time by (rank, kind), then op: summed as each step is walked, its segments kept
@@ -60,7 +67,12 @@ def critical_path(
     totals: dict[tuple[int, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
     for step in numbers:
         ranks = {rank: found.get(step) for rank, found in lanes.items()}
-        walked = step_path(step, ranks, _meetings(step, ranks, spans, anchor_steps, labels))
+        meetings = (
+            _group_meetings(step, ranks, spans, anchor_steps, labels, members)
+            if members or any(transfer_of(str(key[1])) for key in anchor_steps)
+            else _meetings(step, ranks, spans, anchor_steps, labels)
+        )
+        walked = step_path(step, ranks, meetings)
         if isinstance(walked, Undecided):
             undecided.append(UndecidedStep(step=walked.step, why=walked.why))
             continue
@@ -111,11 +123,15 @@ def _lane(lanes: Callable[[], tuple[list[StepLane], list[str]]], step: int, shif
     return next((lane.lane(shift, names) for lane in steps if lane.step == step), None)
 
 
-def _labels(reference: list[Aligned]) -> dict[Key, str]:
+def _labels(per_rank: Mapping[int, list[Aligned]]) -> dict[Key, str]:
+    """Each collective's label, by the key the spans have (the first rank's index, or its own)."""
+    first = min(per_rank)
     return {
-        (t.trace.first_step, index): instance.label
-        for t in reference
+        (t.trace.first_step, instance.key if is_sequenced(instance) else index): instance.label
+        for rank, traces in per_rank.items()
+        for t in traces
         for index, instance in enumerate(t.record.instances)
+        if rank == first or is_sequenced(instance)
     }
 
 
@@ -141,6 +157,49 @@ def _meetings(
         for key in shared
     ]
     return sorted(meetings, key=lambda m: min(m.arrivals.values()))
+
+
+def _group_meetings(
+    step: int,
+    ranks: Mapping[int, RankStep | None],
+    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
+    anchor_steps: Mapping[Key, int],
+    labels: Mapping[Key, str],
+    members: Mapping[Key, frozenset[int]] | None,
+) -> list[Meeting]:
+    """The collectives of ``step`` that every member of their group reached, among its members,
+    and its transfers: a receive cannot end before its send began, so it meets the sender at
+    the send (the sender leaves without waiting: only the receiver ends there). Ordered by
+    their earliest end: the walk passes a meeting only for one that ended before it, and in a
+    job of many groups the order they began in is not that."""
+    found = {rank: spans.get(rank) or {} for rank in ranks}
+    if any(spans.get(rank) is None for rank in ranks):
+        return []
+    meetings = []
+    for key, anchored in anchor_steps.items():
+        if anchored != step:
+            continue
+        transfer = transfer_of(str(key[1]))
+        if transfer is not None:
+            sender, receiver = transfer
+            if key in found.get(sender, {}) and key in found.get(receiver, {}):
+                arrivals = {sender: found[sender][key][0], receiver: found[receiver][key][0]}
+                meetings.append(
+                    Meeting(labels.get(key, "transfer"), arrivals, {receiver: found[receiver][key][1]})
+                )
+            continue
+        group = (members or {}).get(key)
+        expected = [rank for rank in ranks if group is None or rank in group]
+        if len(expected) < 2 or not all(key in found[rank] for rank in expected):
+            continue
+        meetings.append(
+            Meeting(
+                labels.get(key, "collective"),
+                arrivals={rank: found[rank][key][0] for rank in expected},
+                ends={rank: found[rank][key][1] for rank in expected},
+            )
+        )
+    return sorted(meetings, key=lambda m: min(m.ends.values()))
 
 
 def _gains_us(path: StepPath, late: int | None) -> dict[str, float]:

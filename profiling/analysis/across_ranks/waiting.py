@@ -7,9 +7,10 @@ arrives at ``last``, and leaves it at ``e``, spends ``min(e, last) - a`` *waitin
 straggler (the last to arrive), not at the network; its bandwidth measured over its whole
 time understates the link.
 
-Only collectives every compared rank reached count (a rank whose clock could not be paired is
-not compared). The split is as accurate as the clocks: a wait shorter than the clocks' ± is
-noise (the report shows each rank's ±).
+Only collectives every compared rank of their group reached count (a rank whose clock could
+not be paired is not compared); in a job of many groups each rank waits for its group's last.
+The split is as accurate as the clocks: a wait shorter than the clocks' ± is noise (the report
+shows each rank's ±).
 """
 
 from __future__ import annotations
@@ -18,6 +19,8 @@ import dataclasses
 from collections.abc import Hashable, Mapping
 
 import numpy as np
+
+from profiling.analysis.across_ranks.straggler import shared_collectives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,25 +40,30 @@ class WaitSplit:
 
 def split_waiting(
     spans: Mapping[int, Mapping[Hashable, tuple[float, float]] | None],
+    members: Mapping[Hashable, frozenset[int]] | None = None,
 ) -> dict[int, WaitSplit]:
     """Each compared rank's split; ``spans[rank]`` maps a collective (by a key shared across
-    ranks) to the rank's (arrival, end) on the common clock, None for a rank not compared.
-    Empty with fewer than two compared ranks."""
+    ranks) to the rank's (arrival, end) on the common clock, None for a rank not compared;
+    ``members``: the ranks of each collective's group where not every rank's (each rank then
+    waits for its group's last). Empty with fewer than two compared ranks."""
     ranks = sorted(rank for rank, found in spans.items() if found is not None)
     if len(ranks) < 2:
         return {}
-    common = sorted(set.intersection(*(set(spans[r] or {}) for r in ranks)), key=str)
+    common = sorted(shared_collectives(spans, ranks, members or {}), key=str)
     if not common:
         return {rank: WaitSplit(0, 0.0, 0.0, 0) for rank in ranks}
-    times = np.array([[spans[r][key] for key in common] for r in ranks])  # type: ignore[index]
+    absent = (np.nan, np.nan)
+    times = np.array([[(spans[r] or {}).get(key, absent) for key in common] for r in ranks])
     arrival, end = times[..., 0], times[..., 1]
-    last = arrival.max(axis=0)
-    wait = np.clip(np.minimum(end, last) - arrival, 0.0, None)
-    transfer = np.clip(end - np.maximum(arrival, last), 0.0, None)
-    latest = np.where(last > arrival.min(axis=0), arrival.argmax(axis=0), -1)  # a tie: nobody
+    taking_part = ~np.isnan(arrival)
+    last = np.nanmax(arrival, axis=0)
+    wait = np.where(taking_part, np.clip(np.minimum(end, last) - arrival, 0.0, None), 0.0)
+    transfer = np.where(taking_part, np.clip(end - np.maximum(arrival, last), 0.0, None), 0.0)
+    latest_of = np.where(taking_part, arrival, -np.inf).argmax(axis=0)
+    latest = np.where(last > np.nanmin(arrival, axis=0), latest_of, -1)  # a tie: nobody
     return {
         rank: WaitSplit(
-            collectives=len(common),
+            collectives=int(taking_part[row].sum()),
             wait_us=float(wait[row].sum()),
             transfer_us=float(transfer[row].sum()),
             last_arrivals=int((latest == row).sum()),

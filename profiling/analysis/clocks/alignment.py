@@ -57,6 +57,7 @@ import numpy as np
 
 from profiling.analysis.clocks.offset_search import MIN_PAIRS, MIN_SHARE, PairLine, match_all, search_offset
 from profiling.analysis.reading.collectives import Instance, is_sequenced
+from profiling.analysis.reading.instances import transfer_ranks
 
 # How far apart two ends of one collective may be after alignment, tried in turn.
 TOLERANCES_US = (5.0, 15.0, 50.0, 150.0, 500.0, 1_500.0, 5_000.0, 20_000.0)
@@ -82,10 +83,11 @@ class Alignment:
 
     @property
     def paired(self) -> bool:
-        return self.method in ("reference", "sequence numbers", "matched collectives", ONE_HOST)
+        return self.method in ("reference", "sequence numbers", "matched collectives", ONE_HOST, TRANSFERS)
 
 
 ONE_HOST = "one host"
+TRANSFERS = "sends and receives"
 
 
 def on_one_clock(
@@ -165,6 +167,78 @@ def align(
     matched = match_all(reference, other, found.offset, spread, window)
     groups = _groups(reference, other, list(zip(ref_index, other_index, strict=True)), found.offset)
     return _measured("matched collectives", offsets, found.offset, matched, shorter, groups)
+
+
+def align_in_groups(
+    reference: Sequence[Instance],
+    other: Sequence[Instance],
+    ranks: tuple[int, int],
+    *,
+    prior_us: float,
+    step_us: float | None,
+) -> Alignment:
+    """:func:`align` over the collectives of the groups both ranks (``ranks``: the reference's,
+    the other's) are in; where they share none that sets a clock, over the sends and receives
+    between them (:func:`bounded_by_transfers`). In a job of one group, :func:`align` itself."""
+    mine = [i for i, inst in enumerate(reference) if _shared(inst, ranks)]
+    theirs = [j for j, inst in enumerate(other) if _shared(inst, ranks)]
+    if len(mine) == len(reference) and len(theirs) == len(other):
+        clock = align(reference, other, prior_us=prior_us, step_us=step_us)
+    else:
+        clock = align(
+            [reference[i] for i in mine], [other[j] for j in theirs], prior_us=prior_us, step_us=step_us
+        )
+        clock = dataclasses.replace(clock, matched={mine[i]: theirs[j] for i, j in clock.matched.items()})
+    if clock.paired:
+        return clock
+    bounded = bounded_by_transfers(reference, other, ranks, prior_us=prior_us)
+    return bounded if bounded.paired else clock
+
+
+def _shared(instance: Instance, ranks: tuple[int, int]) -> bool:
+    """Whether both ranks take part in it (a collective of unknown group: every rank does)."""
+    return instance.group is None or (ranks[0] in instance.group and ranks[1] in instance.group)
+
+
+def bounded_by_transfers(
+    reference: Sequence[Instance], other: Sequence[Instance], ranks: tuple[int, int], *, prior_us: float
+) -> Alignment:
+    """The shift the sends and receives between two ranks allow: no receive ends before its
+    send began. A transfer from the reference to the other rank bounds the shift from below
+    (the receive's end, moved, is after the send's start), one the other way from above; with
+    both, the shift is the middle of what they allow, known to half its width. Pipeline stages
+    pass activations forward and gradients back, so a pipeline's neighbours have both."""
+    index = {inst.key: j for j, inst in enumerate(other) if inst.peer == ranks[0] and is_sequenced(inst)}
+    low, high, matched = -np.inf, np.inf, {}
+    for i, inst in enumerate(reference):
+        j = index.get(inst.key) if inst.peer == ranks[1] else None
+        if j is None:
+            continue
+        matched[i] = j
+        theirs = other[j]
+        if transfer_ranks(inst) == ranks:  # the reference sent it
+            low = max(low, inst.arrival - theirs.end)
+        else:
+            high = min(high, inst.end - theirs.arrival)
+    if not matched:
+        return base_time(prior_us, "the ranks share no group and pass nothing to each other")
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return base_time(
+            prior_us, f"{len(matched)} transfer(s) between the ranks go one way only: a bound, no clock"
+        )
+    if low > high:
+        return base_time(prior_us, f"the {len(matched)} transfers between the ranks contradict each other")
+    return Alignment(
+        shift_us=float((low + high) / 2),
+        method=TRANSFERS,
+        pairs=0,
+        residual_us=None,
+        max_residual_us=None,
+        matched=matched,
+        note=f"bounded by {len(matched)} transfers between the ranks, both ways",
+        paired_share=None,
+        uncertainty_us=float(max((high - low) / 2, 1.0)),
+    )
 
 
 def _pairs_by_sequence(reference: Sequence[Instance], other: Sequence[Instance]) -> list[tuple[int, int]]:

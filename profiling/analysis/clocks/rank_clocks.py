@@ -13,6 +13,7 @@ ranks are measured and which share a measured clock, over the mechanism of
 from __future__ import annotations
 
 import dataclasses
+import math
 import statistics
 from collections.abc import Mapping, Sequence
 
@@ -38,8 +39,14 @@ def align_ranks(
 
     ``nodes``: each rank's node, where known (the manifest of the toolkit's jobs; else the host a
     trace names). The ranks of one node share its clock: those of the first rank's node are on
-    it exactly (their base times give the shift), and each other node is measured once, by its
-    first rank, its other ranks taking the same correction.
+    it exactly (their base times give the shift), and each other node is measured once, by one
+    of its ranks, its other ranks taking the same correction.
+
+    A node is measured against a rank already on the common clock with which one of its ranks
+    shares a group (the first rank where it can be: in a job of one group, always), through
+    their groups' collectives, else the sends and receives between them: in a job of data,
+    pipeline and tensor parallel groups the first rank may share nothing with a rank, and the
+    clocks are chained through the groups. A rank that nothing chains to keeps its base time.
     """
     first_rank = traces[0].rank
     node_of = {
@@ -48,32 +55,135 @@ def align_ranks(
     reference = {t.first_step: r for t, r in zip(traces, records, strict=True) if t.rank == first_rank}
     steps = [s.duration_us for r in reference.values() for s in r.steps]
     step_us = statistics.median(steps) if steps else None
-    clocks = []
-    measured: dict[tuple[str, int], Alignment] = {}  # a node's first rank's, by (node, window)
-    for trace, record in zip(traces, records, strict=True):
-        theirs = reference.get(trace.first_step)
-        node = node_of[trace.rank]
-        if trace.rank == first_rank:
-            clock = alignment.reference_alignment(len(record.instances))
-        elif theirs is None:
+    clocks: dict[int, Alignment] = {}  # by the trace's index
+    windows: dict[int, list[int]] = {}
+    for index, trace in enumerate(traces):
+        windows.setdefault(trace.first_step, []).append(index)
+    for first_step, members in windows.items():
+        theirs = reference.get(first_step)
+        if theirs is None:
             why = "the first rank did not record this window"
-            clock = alignment.base_time(_prior_us(record, records[0]), why)
-        elif node is not None and node == node_of[first_rank]:
-            clock = alignment.on_one_clock(
+            for index in members:
+                clocks[index] = alignment.base_time(_prior_us(records[index], records[0]), why)
+            continue
+        clocks.update(
+            _window_clocks(
+                [(traces[i].rank, i, records[i]) for i in members], theirs, first_rank, node_of, step_us
+            )
+        )
+    return by_rank(traces, records, [clocks[index] for index in range(len(traces))])
+
+
+def _window_clocks(
+    members: list[tuple[int, int, TraceRecord]],
+    theirs: TraceRecord,
+    first_rank: int,
+    node_of: Mapping[int, str | None],
+    step_us: float | None,
+) -> dict[int, Alignment]:
+    """The clocks of one window's traces (by index), chained from the first rank's."""
+    clocks: dict[int, Alignment] = {}
+    on_clock: list[tuple[int, TraceRecord, Alignment]] = []  # (rank, record, clock) done, first first
+    corrections: dict[str, Alignment] = {}  # a measured node's correction beyond the base times
+    home = node_of[first_rank]
+    waiting = []
+    for rank, index, record in members:
+        if rank == first_rank:
+            clocks[index] = alignment.reference_alignment(len(record.instances))
+        elif home is not None and node_of[rank] == home:
+            clocks[index] = alignment.on_one_clock(
                 theirs.instances, record.instances, shift_us=_prior_us(record, theirs), step_us=step_us
             )
-        elif node is not None and (node, trace.first_step) in measured:
-            clock = _as_its_node(measured[(node, trace.first_step)], theirs, record, step_us)
         else:
-            clock = alignment.align(
-                theirs.instances, record.instances, prior_us=_prior_us(record, theirs), step_us=step_us
+            waiting.append((rank, index, record))
+            continue
+        on_clock.append((rank, record, clocks[index]))
+    on_clock.sort(key=lambda done: done[0] != first_rank)
+    progress = True
+    while waiting and progress:
+        progress = False
+        for rank, index, record in list(waiting):
+            node = node_of[rank]
+            clock = (
+                _as_its_node(corrections[node], theirs, record, step_us)
+                if node is not None and node in corrections
+                else _measure(rank, record, on_clock, theirs, step_us)
             )
-            if node is not None and clock.paired:
-                measured[(node, trace.first_step)] = dataclasses.replace(
+            if clock is None:
+                continue
+            if node is not None and node not in corrections:
+                corrections[node] = dataclasses.replace(
                     clock, shift_us=clock.shift_us - _prior_us(record, theirs)
-                )  # the node's correction beyond the base times
-        clocks.append(clock)
-    return by_rank(traces, records, clocks)
+                )
+            clocks[index] = clock
+            on_clock.append((rank, record, clock))
+            waiting.remove((rank, index, record))
+            progress = True
+    for rank, index, record in waiting:
+        clocks[index] = _unchained(rank, record, on_clock, theirs, step_us)
+    return clocks
+
+
+def _measure(
+    rank: int,
+    record: TraceRecord,
+    on_clock: Sequence[tuple[int, TraceRecord, Alignment]],
+    theirs: TraceRecord,
+    step_us: float | None,
+) -> Alignment | None:
+    """``record``'s clock measured against the first rank on the common clock it can be paired
+    with (the first rank itself first), chained onto that rank's clock; None where none."""
+    # a job of one group: every rank on the clock shares as much with it as the first rank does
+    anchors = on_clock if any(i.group is not None for i in record.instances) else on_clock[:1]
+    bounded: list[tuple[int, Alignment, Alignment]] = []
+    for anchor, anchor_record, anchor_clock in anchors:
+        clock = alignment.align_in_groups(
+            anchor_record.instances,
+            record.instances,
+            (anchor, rank),
+            prior_us=_prior_us(record, anchor_record),
+            step_us=step_us,
+        )
+        if clock.method == alignment.TRANSFERS:  # a bound: a collective elsewhere may pin it
+            bounded.append((anchor, clock, anchor_clock))
+        elif clock.paired:
+            return _chained(anchor, clock, anchor_clock)
+    if bounded:
+        return _chained(*min(bounded, key=lambda found: found[1].uncertainty_us or 0.0))
+    return None
+
+
+def _chained(anchor: int, clock: Alignment, anchor_clock: Alignment) -> Alignment:
+    """``clock``, measured against ``anchor``'s trace, on the first rank's clock."""
+    if anchor_clock.method == "reference":
+        return clock
+    return dataclasses.replace(
+        clock,
+        shift_us=clock.shift_us + anchor_clock.shift_us,
+        matched={},  # pairs with the anchor's collectives, not the first rank's
+        uncertainty_us=float(math.hypot(clock.uncertainty_us or 0.0, anchor_clock.uncertainty_us or 0.0)),
+        note=f"chained through rank {anchor}" + (f"; {clock.note}" if clock.note else ""),
+    )
+
+
+def _unchained(
+    rank: int,
+    record: TraceRecord,
+    on_clock: Sequence[tuple[int, TraceRecord, Alignment]],
+    theirs: TraceRecord,
+    step_us: float | None,
+) -> Alignment:
+    """The clock of a rank nothing chains to: why, from its pairing with the first rank."""
+    tried = alignment.align(
+        theirs.instances, record.instances, prior_us=_prior_us(record, theirs), step_us=step_us
+    )
+    if len(on_clock) > 1:
+        return dataclasses.replace(
+            tried,
+            note=f"shares no group with any of the {len(on_clock)} rank(s) on the common clock "
+            f"({tried.note})",
+        )
+    return tried
 
 
 def by_rank(

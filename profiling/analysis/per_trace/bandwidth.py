@@ -27,7 +27,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from profiling.analysis.reading.collectives import Collective, collective_kind
+from profiling.analysis.reading.collectives import Collective, collective_kind, is_group_label
 
 # torch's dtype names in the trace (c10's ScalarType), in bytes
 DTYPE_BYTES = {
@@ -93,7 +93,7 @@ def group_size(collective: Collective) -> int | None:
 def summarise_collectives(collectives: Sequence[Collective]) -> list[CollectiveRow]:
     """One row per collective kind, message size and group size, the most time first (GPU
     kernels; a CPU trace's gloo operators by kind alone)."""
-    kernels = [c for c in collectives if c.gpu] or list(collectives)
+    kernels = [c for c in collectives if c.gpu] or [c for c in collectives if not is_group_label(c.name)]
     groups: dict[tuple[str, int | None, int | None], list[float]] = {}
     rows_of: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[str, int | None, int | None]] = {}
     for c in kernels:

@@ -31,7 +31,8 @@ from profiling.analysis.per_trace.kernels import KernelSummary, summarise_kernel
 from profiling.analysis.per_trace.lane_checks import lane_problem
 from profiling.analysis.per_trace.lanes import StepLane
 from profiling.analysis.per_trace.memory import StepMemory, step_memory
-from profiling.analysis.reading.collectives import Instance, instances
+from profiling.analysis.reading.collectives import Instance
+from profiling.analysis.reading.instances import instances
 from profiling.analysis.reading.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record, lanes_record
 from profiling.folder.traces import TraceFile, TraceSource
@@ -43,8 +44,9 @@ from slurm.basics import atomic_path
 # an error a group of pairs shares (kept clocks are aligned again); 7: each step's lane (the
 # critical path); 8: the FLOPs of its counted ops, each step's peak memory; 9: what no run can
 # have left out of the columns, said in its warnings; records and lanes carry their checksum;
-# the process groups its distributedInfo lists
-ANALYSIS_VERSION = 9
+# the process groups its distributedInfo lists; 10: each collective's group and peer, numbered
+# collectives of groups and transfers (gloo's, by the toolkit's labels)
+ANALYSIS_VERSION = 10
 
 
 class ReportError(ValueError):
@@ -142,7 +144,7 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         base_time_ns=analysis.base_time_ns,
         device=analysis.device,
         steps=analysis.steps,
-        instances=instances(analysis.collectives),
+        instances=instances(analysis.collectives, analysis.rank, groups),
         kernels=summarise_kernels(events.names, events.gpu_name, events.gpu_end - events.gpu_start)
         if len(events.gpu_start)
         else None,

@@ -19,13 +19,14 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
-from collections.abc import Sequence
 from typing import Any
+
+from profiling.folder.group_label import GROUP_LABEL
 
 NCCL_KERNEL = re.compile(r"^nccl.*Kernel")
 GLOO = "gloo:"
 C10D = "c10d::"
-_CPU_COLLECTIVES = (GLOO, C10D, "nccl:")
+_CPU_COLLECTIVES = (GLOO, C10D, "nccl:", GROUP_LABEL)
 _CPU_COMMUNICATION = (*_CPU_COLLECTIVES, "record_param_comms", "torch.distributed.ddp.reducer::")
 _KERNEL_KIND = re.compile(r"nccl(?:Dev)?Kernel_([A-Za-z]+)")
 # letters only, lower case, as a kind starts: "AllReduce", "all_reduce", "allreduce_"
@@ -61,8 +62,13 @@ class Collective:
 
 
 def is_collective(name: str) -> bool:
-    """An NCCL kernel's name, or a gloo, c10d or NCCL CPU-side operator's."""
+    """An NCCL kernel's name, a gloo, c10d or NCCL CPU-side operator's, or the toolkit's label
+    of a collective's group (read with them: see :func:`instances`)."""
     return bool(NCCL_KERNEL.match(name)) or name.startswith(_CPU_COLLECTIVES)
+
+
+def is_group_label(name: str) -> bool:
+    return name.startswith(GROUP_LABEL)
 
 
 def is_nccl_kernel(name: str) -> bool:
@@ -82,17 +88,17 @@ def collective_kind(name: str) -> str:
 
 def is_symmetric(kind: str) -> bool:
     """Whether every rank leaves a collective of this kind together (see the module docstring)."""
-    return _letters(kind.split(":")[-1]).startswith(_SYMMETRIC)
+    return letters(kind.split(":")[-1]).startswith(_SYMMETRIC)
 
 
 def same_kind(queued: str, executed: str) -> bool:
     """Whether c10d's operator queued gloo's: ``c10d::allreduce_`` queues ``gloo:all_reduce``,
     ``c10d::_allgather_base_`` ``gloo:all_gather``."""
-    a, b = _letters(queued.split("::", 1)[-1]), _letters(executed.split(":", 1)[-1])
+    a, b = letters(queued.split("::", 1)[-1]), letters(executed.split(":", 1)[-1])
     return a.startswith(b) or b.startswith(a)
 
 
-def _letters(text: str) -> str:
+def letters(text: str) -> str:
     return re.sub(r"[^a-z]", "", text.lower())
 
 
@@ -106,57 +112,20 @@ class Instance:
     label: str  # for people: "allreduce (pg 0, seq 12)", "gloo:all_reduce [[2048]]"
     symmetric: bool  # every rank leaves it together: its end sets the clock
     step: int | None = None  # the ProfilerStep that issued it: the same on every rank
+    group: tuple[int, ...] | None = None  # the global ranks that take part (None: unknown, all)
+    peer: int | None = None  # a send's or receive's other side (a global rank)
 
 
-def instances(collectives: Sequence[Collective]) -> list[Instance]:
-    """The collectives a rank took part in, in the order they started.
-
-    GPU: NCCL kernels; a rank *arrives* when its kernel starts (it spins there until every rank
-    has). CPU: gloo's operators run on worker threads in the order c10d's operators queued
-    them; a rank arrives when it queues the operation (the c10d operator's start) and leaves
-    when gloo's operator ends.
-    """
-    kernels = [c for c in collectives if c.gpu]
-    if kernels:
-        # a dense trace repeats one collective thousands of times: what its name and args say
-        # is worked out once for each that differs
-        identities: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[str, str, bool]] = {}
-        found = []
-        for c in kernels:
-            identity = identities.get((c.name, c.args))
-            if identity is None:
-                identity = identities[c.name, c.args] = _kernel_identity(c)
-            key, label, symmetric = identity
-            found.append(Instance(key, c.start, c.end, label, symmetric, c.step))
-        return found
-    executed = [c for c in collectives if c.name.startswith(GLOO)]
-    queued = [c for c in collectives if c.name.startswith(C10D)]
-    consistent = len(queued) >= len(executed) and all(
-        same_kind(q.name, e.name) for q, e in zip(queued, executed, strict=False)
-    )
-    found = []
-    for index, op in enumerate(executed):
-        dims = op.arg("Input Dims")
-        issued = queued[index] if consistent else op
-        label = f"{op.name} {_text(dims)}".strip()
-        found.append(
-            Instance(
-                _key("op", op.name, dims), issued.start, op.end, label, is_symmetric(op.name), issued.step
-            )
-        )
-    return found
-
-
-def _kernel_identity(kernel: Collective) -> tuple[str, str, bool]:
+def kernel_identity(kernel: Collective) -> tuple[str, str, bool]:
     """An NCCL kernel's :class:`Instance` ``key``, ``label`` and ``symmetric``."""
     group, seq = kernel.arg("Process Group Name"), kernel.arg("Seq")
     kind = kernel.arg("Collective name") or collective_kind(kernel.name)
     symmetric = is_symmetric(kind)
     if seq is not None:
-        return _key(SEQUENCED, group, seq), f"{kind} (group {group}, seq {seq})", symmetric
+        return sequence_key(SEQUENCED, group, seq), f"{kind} (group {group}, seq {seq})", symmetric
     size = (kernel.arg("In msg nelems"), kernel.arg("Out msg nelems"))
     label = f"{kind} ({size[0]} elements)" if size[0] is not None else kind
-    return _key("op", kind, size), label, symmetric
+    return sequence_key("op", kind, size), label, symmetric
 
 
 def is_sequenced(instance: Instance) -> bool:
@@ -164,10 +133,10 @@ def is_sequenced(instance: Instance) -> bool:
     return instance.key.startswith(_SEQUENCED_PREFIX)
 
 
-def _key(*parts: Any) -> str:
+def sequence_key(*parts: Any) -> str:
     # JSON, so that a key read back from an analysis record is the key it was
     return json.dumps(parts, separators=(",", ":"))
 
 
-def _text(value: Any) -> str:
+def shapes_text(value: Any) -> str:
     return "" if value is None else str(value).replace("(", "[").replace(")", "]").replace(",]", "]")

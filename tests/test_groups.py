@@ -1,0 +1,185 @@
+"""Jobs of many groups: each collective's group and each transfer's peer read from the traces
+(NCCL's own args; the toolkit's labels on gloo's), clocks chained through the groups and the
+sends between stages, the straggler judged within each group and named with its coordinates;
+and the toolkit's own job of many groups, ``--parallel``, checked before it is submitted."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from profiling.analysis.clocks.alignment import TRANSFERS, bounded_by_transfers
+from profiling.analysis.per_trace.groups import Group
+from profiling.analysis.reading.collectives import Collective, Instance
+from profiling.analysis.reading.instances import instances, transfer_ranks
+from profiling.folder.group_label import group_label, parse_group_label
+from profiling.report import build_report
+from tests.synthetic import pipeline_job, write_job
+from workload.config import PARALLEL_FACTORY, WorkloadConfig, WorkloadError
+
+
+def test_a_group_label_says_its_group_and_peer() -> None:
+    assert group_label("4", "mesh_dp") == "pg 4 mesh_dp"
+    assert parse_group_label(group_label("2", "mesh_pp", 5)) == ("2", "mesh_pp", 5)
+    assert parse_group_label(group_label("7", "")) == ("7", "undescribed", None)
+    for text in ("pg 4", "pg  mesh_dp", "pg 4 mesh_dp peer x", "ProfilerStep#3", "pg 4 a b"):
+        assert parse_group_label(text) is None, text
+
+
+def _op(name: str, start: float, end: float, tid: int = 1, **args: object) -> Collective:
+    return Collective(name, start, end, tid, False, tuple(args.items()), step=0)
+
+
+GROUPS = [
+    Group("0", "default_pg", (0, 1, 2, 3)),
+    Group("4", "mesh_dp", (1, 3)),
+    Group("6", "mesh_tp", (0, 1)),
+]
+
+
+def test_labelled_gloo_collectives_take_their_group_and_their_own_ends() -> None:
+    """Rank 1 of two groups, gloo: each group's operators run on that group's two worker threads
+    (11, 12: tp; 21, 22: dp), in the order queued; torch records each c10d operator twice around
+    the label (the dispatch mode sits between its two entries); a send runs when it is waited."""
+    ops = []
+    queue = [("6", "mesh_tp", "allreduce_", 0.0), ("4", "mesh_dp", "_allgather_base_", 10.0),
+             ("6", "mesh_tp", "allreduce_", 20.0), ("4", "mesh_dp", "_allgather_base_", 30.0),
+             ("6", "mesh_tp", "allreduce_", 40.0)]  # fmt: skip
+    for name, description, kind, t in queue:
+        ops += [_op(f"c10d::{kind}", t, t + 4), _op(group_label(name, description), t + 1, t + 3)]
+        ops.append(_op(f"c10d::{kind}", t + 1.5, t + 2.5))
+    # workers: tp's at 5, 25 (thread 11), 45 (12); dp's at 12 (21), 33 (22); the second dp one ends last
+    ops += [_op("gloo:all_reduce", 5, 8, 11), _op("gloo:all_reduce", 25, 28, 11),
+            _op("gloo:all_reduce", 45, 48, 12), _op("gloo:all_gather", 12, 19, 21),
+            _op("gloo:all_gather", 33, 60, 22)]  # fmt: skip
+    ops += [_op("c10d::send", 70, 71), _op(group_label("0", "default_pg", 3), 70.2, 70.8),
+            _op("c10d::send", 70.3, 70.7), _op("gloo:send", 90, 95)]  # fmt: skip
+    found = instances(sorted(ops, key=lambda c: c.start), rank=1, groups=GROUPS)
+    assert [(i.key, i.group, i.end, i.symmetric) for i in found] == [
+        ('["seq","6",0]', (0, 1), 8, True),
+        ('["seq","4",0]', (1, 3), 19, True),
+        ('["seq","6",1]', (0, 1), 28, True),
+        ('["seq","4",1]', (1, 3), 60, True),
+        ('["seq","6",2]', (0, 1), 48, True),
+        ('["seq","p2p 1>3",0]', (0, 1, 2, 3), 95, False),
+    ]
+    assert found[-1].peer == 3 and transfer_ranks(found[-1]) == (1, 3)
+
+
+def test_nccl_kernels_name_their_group_and_a_transfer_its_peer() -> None:
+    """As torch writes them (``torch/csrc/profiler/util.cpp``): ``Process Group Ranks`` (a list,
+    truncated where long: then the group by its name), ``Dst Rank`` / ``Src Rank`` global ranks."""
+
+    def kernel(name: str, start: float, **args: object) -> Collective:
+        return Collective(name, start, start + 5, 7, True, tuple(args.items()), correlation=1, step=0)
+
+    found = instances(
+        [
+            kernel("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevComm*)", 0, **{
+                "Process Group Name": "6", "Process Group Ranks": "[0, 1]", "Seq": 3}),
+            kernel("ncclDevKernel_AllGather_RING_LL(ncclDevComm*)", 10, **{
+                "Process Group Name": "4", "Process Group Ranks": "[1, ...]", "Group size": 2, "Seq": 8}),
+            kernel("ncclDevKernel_SendRecv(ncclDevComm*)", 20, **{
+                "Process Group Name": "0", "Collective name": "send", "Dst Rank": 3, "Seq": 1}),
+            kernel("ncclDevKernel_SendRecv(ncclDevComm*)", 30, **{
+                "Process Group Name": "0", "Collective name": "recv", "Src Rank": 3, "Seq": 2}),
+        ],
+        rank=1,
+        groups=GROUPS,
+    )  # fmt: skip
+    assert [(i.key, i.group, i.peer) for i in found] == [
+        ('["seq","6",3]', (0, 1), None),
+        ('["seq","4",8]', (1, 3), None),
+        ('["seq","p2p 1>3",0]', (0, 1, 2, 3), 3),
+        ('["seq","p2p 3>1",0]', (0, 1, 2, 3), 3),
+    ]
+
+
+def _transfer(key: str, arrival: float, end: float, peer: int) -> Instance:
+    return Instance(key, arrival, end, "send", False, 0, None, peer)
+
+
+def test_sends_and_receives_bound_the_clock_from_both_sides() -> None:
+    """Rank 2's clock is 40 µs ahead of rank 0's: rank 0 sends at 100 (rank 2's receive ends at
+    its 150 = 110 on rank 0's clock), rank 2 sends back at its 240 (200), rank 0's receive ends
+    at 215: the shift is at least 100 - 150 = -50 and at most 215 - 240 = -25."""
+    sender = [_transfer('["seq","p2p 0>2",0]', 100, 105, 2), _transfer('["seq","p2p 2>0",0]', 106, 215, 2)]
+    receiver = [_transfer('["seq","p2p 0>2",0]', 45, 150, 0), _transfer('["seq","p2p 2>0",0]', 240, 245, 0)]
+    clock = bounded_by_transfers(sender, receiver, (0, 2), prior_us=0.0)
+    assert (clock.method, clock.shift_us, clock.uncertainty_us) == (TRANSFERS, -37.5, 12.5)
+    one_way = bounded_by_transfers(sender[:1], receiver[:1], (0, 2), prior_us=3.0)
+    assert (one_way.method, one_way.shift_us) == ("base time", 3.0)
+    assert "go one way only" in one_way.note
+
+
+def test_a_pipeline_of_four_stages_is_aligned_through_its_groups_and_sends(tmp_path: Path) -> None:
+    """Eight ranks, 4 stages x 2 replicas, each on its own host with its own clock (13 µs per rank
+    ahead): rank 0 shares a collective with rank 1 alone and passes activations to rank 2 alone,
+    yet every rank is put on its clock, exactly; rank 5 (stage 2, replica 1) arrives 100 µs late
+    at every all-reduce of its replicas' group, and is named, with its coordinates."""
+    folder = write_job(tmp_path / "job", pipeline_job(8, late=lambda step: {5: 100.0}), 8)
+    build_report(folder)
+    report = json.loads((folder / "meta" / "report.json").read_text())
+    for rank in report["ranks"]:
+        clock = rank["clock"]
+        assert clock["method"] != "base time", clock
+        assert abs(clock["shift_us"] + 13.0 * rank["rank"]) <= clock["uncertainty_us"] + 1e-6
+        assert clock["uncertainty_us"] < 20.0
+    methods = {rank["rank"]: rank["clock"]["method"] for rank in report["ranks"]}
+    assert methods[1] == methods[3] == "sequence numbers" and methods[2] == TRANSFERS
+    assert report["layout"]["dims"] == {"pp": 4, "dp": 2}
+    straggler = report["straggler"]
+    assert straggler["verdict"] == "straggler" and straggler["rank"] == 5, straggler["text"]
+    assert straggler["text"].startswith("straggler: rank 5 (pp 2, dp 1) arrived last at 8 of 32 collectives")
+    assert "rank 5 (pp 2, dp 1)" in (folder / "meta" / "report.md").read_text()
+    # the path: rank 4 ends the step last, held by rank 5 at their all-reduce; on rank 5 the
+    # 100 µs of host time that made it late; back through the stages of replica 1, each receive
+    # met at its send, to rank 1's step start: every segment on the path, adding up to the step
+    path = report["critical_path"]
+    assert path["undecided"] == [] and len(path["steps"]) == 8
+    first = path["steps"][0]
+    assert (first["ending_rank"], first["ms"]) == (4, pytest.approx(0.31))
+    assert sum(s["end_us"] - s["start_us"] for s in first["segments"]) == pytest.approx(310.0)
+    assert [(s["rank"], s["kind"], s["end_us"] - s["start_us"]) for s in first["segments"]][-4:] == [
+        (5, "communication", 10.0), (5, "host", 100.0), (4, "communication", 20.0), (4, "host", 10.0)
+    ]  # fmt: skip
+    crossed = [(s["rank"], s["name"]) for s in first["segments"] if s["kind"] == "communication"]
+    assert crossed[:5] == [
+        (3, "recv_ 1>3 #0"), (5, "recv_ 3>5 #0"), (7, "recv_ 5>7 #0"), (5, "send 7>5 #0"), (5, "gloo:send")
+    ]  # fmt: skip
+    assert crossed[-1] == (4, "allreduce_ (group 5, #0)")
+    balanced = write_job(tmp_path / "balanced", pipeline_job(8), 8)
+    build_report(balanced)
+    assert json.loads((balanced / "meta" / "report.json").read_text())["straggler"]["verdict"] == "none"
+
+
+def test_ranks_that_share_no_group_with_the_rest_are_named(tmp_path: Path) -> None:
+    """Stages 1 and 2 pass nothing: ranks 4-7 have nothing in common with ranks 0-3."""
+    folder = write_job(tmp_path / "job", pipeline_job(8, cut=2), 8)
+    build_report(folder)
+    report = json.loads((folder / "meta" / "report.json").read_text())
+    clocks = {rank["rank"]: rank["clock"] for rank in report["ranks"]}
+    assert all(clocks[r]["method"] != "base time" for r in range(4))
+    for rank in range(4, 8):
+        assert clocks[rank]["method"] == "base time"
+        assert clocks[rank]["note"].startswith(
+            "shares no group with any of the 4 rank(s) on the common clock"
+        )
+    assert report["straggler"]["ranks_without_paired_clock"] == [4, 5, 6, 7]
+
+
+def test_parallel_sizes_are_checked_before_anything_runs() -> None:
+    config = WorkloadConfig(parallel=(("dp", 2), ("pp", 2), ("tp", 2)))
+    assert config.workload == PARALLEL_FACTORY
+    config.check_ranks(8)
+    with pytest.raises(
+        WorkloadError, match=r"dp=2,pp=2,tp=2 makes 8 ranks, the job has 4. HINT: sizes whose"
+    ):
+        config.check_ranks(4)
+    with pytest.raises(WorkloadError, match=r"dp=2,cp=2 names cp. HINT: split over pp, dp, tp only"):
+        WorkloadConfig(parallel=(("dp", 2), ("cp", 2)))
+    with pytest.raises(WorkloadError, match=r"runs the toolkit's parallel LM, not factory mine:build"):
+        WorkloadConfig(parallel=(("dp", 2),), factory="mine:build")
+    assert WorkloadConfig().workload == "workload.resnet18:build"
