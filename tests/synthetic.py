@@ -77,22 +77,30 @@ def pipeline_job(
     steps: int,
     late: Callable[[int], dict[int, float]] = lambda step: {},
     cut: int | None = None,
+    compute: tuple[float, ...] = (20.0, 20.0, 20.0, 20.0),
 ) -> list[dict]:
     """Eight ranks' traces of a pipeline of 4 stages x 2 data-parallel replicas (rank = stage x
     2 + replica), gloo labelled with its groups as the toolkit's jobs are (``pg <name> <desc>``).
 
-    Step k starts at k x 1000 µs. Stage s has its input at F = 30 s (a receive from stage s-1,
-    posted at the step's start), computes 20 µs, sends (10 µs); the last stage turns round at
-    F + 30: stage s's backward starts at B = 120 + 30 (3 - s), computes 20, sends its gradient
-    back (10 µs); then the replicas' all-reduce (group ``mesh_dp``), which rank r reaches
+    Step k starts at k x 1000 µs. Stage s has its input at F (0 for stage 0; a receive from
+    stage s-1, posted at the step's start), computes ``compute[s]`` µs (20 each by default: F =
+    30 s), sends (10 µs); the last stage turns round at once: stage s's backward starts at B
+    (120 + 30 (3 - s) by default), computes as long, sends its gradient back (10 µs); then the
+    replicas' all-reduce (group ``mesh_dp``), which rank r reaches
     ``late(k).get(r, 0)`` µs late; both leave 20 µs after the last, then the optimizer (10).
     Every rank is on its own host, its clock 13 µs per rank ahead; the base times agree.
     ``cut``: stage ``cut`` - 1 and stage ``cut`` pass nothing (no send or receive between them).
     """
-    return [_pipeline_rank(rank, steps, late, cut) for rank in range(8)]
+    return [_pipeline_rank(rank, steps, late, cut, compute) for rank in range(8)]
 
 
-def _pipeline_rank(rank: int, steps: int, late: Callable[[int], dict[int, float]], cut: int | None) -> dict:
+def _pipeline_rank(
+    rank: int,
+    steps: int,
+    late: Callable[[int], dict[int, float]],
+    cut: int | None,
+    compute: tuple[float, ...],
+) -> dict:
     """One rank's trace of :func:`pipeline_job`."""
     pp_name = {d: str(1 + d) for d in range(2)}
     dp_name = {s: str(3 + s) for s in range(4)}
@@ -108,23 +116,27 @@ def _pipeline_rank(rank: int, steps: int, late: Callable[[int], dict[int, float]
         at(f"c10d::{'send' if kind == 'send' else 'recv_'}", start, end - start)
         at(f"gloo:{kind}", start + 0.5, end - start - 1.0)
 
+    forward = [sum(c + 10.0 for c in compute[:s]) for s in range(4)]
+    turn = forward[3] + compute[3] + 10.0
+    backward = [turn + sum(c + 10.0 for c in compute[s + 1 :]) for s in range(4)]
+    work = compute[stage]
     for k in range(steps):
         s0 = k * 1000.0
-        f = s0 + 30.0 * stage
-        b = s0 + 120.0 + 30.0 * (3 - stage)
+        f = s0 + forward[stage]
+        b = s0 + backward[stage]
         delays = late(k)
-        arrive = b + 30.0 + delays.get(rank, 0.0)
-        leave = b + 30.0 + max(delays.get(rank, 0.0), delays.get(rank ^ 1, 0.0)) + 20.0
+        arrive = b + work + 10.0 + delays.get(rank, 0.0)
+        leave = b + work + 10.0 + max(delays.get(rank, 0.0), delays.get(rank ^ 1, 0.0)) + 20.0
         at(f"ProfilerStep#{10 + k}", s0, leave + 10.0 - s0, cat="user_annotation")
         if stage > 0 and stage != cut:
             transfer("recv", rank - 2, s0 + 1.0, f)
-        at("aten::linear", f, 20.0)
+        at("aten::linear", f, work)
         if stage < 3 and stage + 1 != cut:
-            transfer("send", rank + 2, f + 20.0, f + 30.0)
-            transfer("recv", rank + 2, f + 31.0, b)
-        at("autograd::engine::evaluate_function: AddmmBackward0", b, 20.0)
+            transfer("send", rank + 2, f + work, f + work + 10.0)
+            transfer("recv", rank + 2, f + work + 11.0, b)
+        at("autograd::engine::evaluate_function: AddmmBackward0", b, work)
         if stage > 0 and stage != cut:
-            transfer("send", rank - 2, b + 20.0, b + 30.0)
+            transfer("send", rank - 2, b + work, b + work + 10.0)
         at(f"pg {dp_name[stage]} mesh_dp", arrive, 5.0, cat="user_annotation")
         at("c10d::allreduce_", arrive, 5.0)
         at("gloo:all_reduce", arrive + 1.0, leave - arrive - 1.0, tid=2, **{"Input Dims": [[100]]})

@@ -183,3 +183,21 @@ def test_parallel_sizes_are_checked_before_anything_runs() -> None:
     with pytest.raises(WorkloadError, match=r"runs the toolkit's parallel LM, not factory mine:build"):
         WorkloadConfig(parallel=(("dp", 2),), factory="mine:build")
     assert WorkloadConfig().workload == "workload.resnet18:build"
+
+
+def test_a_slow_stage_is_named_as_a_stage_not_a_rank(tmp_path: Path) -> None:
+    """Stage 3 computes 60 µs where the others compute 20: its two replicas are alike, nobody in
+    a group waits for anybody, and every stage waits for it."""
+    folder = write_job(tmp_path / "job", pipeline_job(8, compute=(20.0, 20.0, 20.0, 60.0)), 8)
+    build_report(folder)
+    report = json.loads((folder / "meta" / "report.json").read_text())
+    stages = report["stages"]
+    assert (stages["verdict"], stages["stage"]) == ("imbalance", 3)
+    assert [s["ranks"] for s in stages["stages"]] == [[0, 1], [2, 3], [4, 5], [6, 7]]
+    assert stages["text"].startswith("stage imbalance: stage 3 (ranks 6, 7) computes")
+    assert report["straggler"]["verdict"] != "straggler"
+    assert "**Stage imbalance: stage 3 (ranks 6, 7)" in (folder / "meta" / "report.md").read_text()
+    # a late rank is no stage's imbalance
+    late = write_job(tmp_path / "late", pipeline_job(8, late=lambda step: {5: 100.0}), 8)
+    build_report(late)
+    assert json.loads((late / "meta" / "report.json").read_text())["stages"]["verdict"] == "balanced"

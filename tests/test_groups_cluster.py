@@ -19,10 +19,10 @@ JOB = ["--steps", "12", "--schedule-wait", "2", "--warmup", "2", "--active", "8"
        "--profile-ranks", "all", "--no-stack", *SMALL_WORKLOAD]  # fmt: skip
 
 
-def _run(traces_root: Path, parallel: str, gpus: int, slowed: str) -> tuple[Path, dict]:
+def _run(traces_root: Path, parallel: str, gpus: int, *extra: str) -> tuple[Path, dict]:
     result = run_submit(
-        "--cluster", "slurm", "--nodes", "2", "--gpus", str(gpus), "--parallel", parallel,
-        "--inject-slowdown", slowed, *JOB, "--traces-root", str(traces_root), "--wait", timeout=400,
+        "--cluster", "slurm", "--nodes", "2", "--gpus", str(gpus), "--parallel", parallel, *extra, *JOB,
+        "--traces-root", str(traces_root), "--wait", timeout=400,
     )  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
     folder = traces_root / submitted_job_id(result.stdout)
@@ -40,7 +40,7 @@ def _every_rank_aligned(report: dict, world: int) -> None:
 def test_a_data_by_pipeline_job_across_two_nodes_names_its_slowed_rank(
     slurm_cluster, traces_root: Path
 ) -> None:
-    folder, report = _run(traces_root, "dp=2,pp=2", 2, "3:200")
+    folder, report = _run(traces_root, "dp=2,pp=2", 2, "--inject-slowdown", "3:200")
     _every_rank_aligned(report, 4)
     assert report["layout"]["dims"] == {"pp": 2, "dp": 2}
     assert [rank["mesh"] for rank in report["ranks"]] == [
@@ -52,12 +52,23 @@ def test_a_data_by_pipeline_job_across_two_nodes_names_its_slowed_rank(
     trace = load_trace(next(folder.glob("rank2_*.json")))
     labels = {e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("pg ")}
     assert {label.split(" peer ")[0].split(" ", 2)[2] for label in labels} == {"mesh_pp", "mesh_dp"}
-    assert "pg 1 mesh_pp peer 0" in labels or any(label.endswith("mesh_pp peer 0") for label in labels)
+    assert any(label.endswith("mesh_pp peer 0") for label in labels)
+    assert report["stages"]["verdict"] == "balanced"
+
+
+@pytest.mark.full_cluster
+def test_a_last_stage_with_more_layers_is_a_stage_imbalance(slurm_cluster, traces_root: Path) -> None:
+    _, report = _run(traces_root, "dp=2,pp=2", 2, "--workload-arg", "last_stage_layers=6")
+    _every_rank_aligned(report, 4)
+    stages = report["stages"]
+    assert (stages["verdict"], stages["stage"]) == ("imbalance", 1), stages["text"]
+    assert stages["text"].startswith("stage imbalance: stage 1 (ranks 2, 3) computes")
+    assert report["straggler"]["verdict"] != "straggler", report["straggler"]["text"]
 
 
 @pytest.mark.full_cluster
 def test_a_data_by_pipeline_by_tensor_job_across_two_nodes(slurm_cluster, traces_root: Path) -> None:
-    _, report = _run(traces_root, "dp=2,pp=2,tp=2", 4, "5:400")
+    _, report = _run(traces_root, "dp=2,pp=2,tp=2", 4, "--inject-slowdown", "5:400")
     _every_rank_aligned(report, 8)
     assert report["layout"]["dims"] == {"pp": 2, "dp": 2, "tp": 2}
     straggler = report["straggler"]

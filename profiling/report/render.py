@@ -13,6 +13,8 @@ def report_markdown(report: Report) -> str:
     lines = [f"# Trace report: {report.folder}", ""]
     if report.straggler is not None:
         lines += [f"**{report.straggler.text[0].upper()}{report.straggler.text[1:]}.**", ""]
+    if report.stages is not None and report.stages.verdict == "imbalance":
+        lines += [f"**{report.stages.text[0].upper()}{report.stages.text[1:]}.**", ""]
     lines += [f"**Out of memory: {oom.line}.**" for oom in report.oom] + ([""] if report.oom else [])
     lines += render_path.what_limits(report)
     lines += [f"Warning: {w}." for w in report.warnings] + ([""] if report.warnings else [])
@@ -29,6 +31,8 @@ def report_markdown(report: Report) -> str:
     if report.layout is not None:
         dims = " × ".join(f"{name} {size}" for name, size in report.layout.dims.items())
         lines += [f"Layout: {dims} (from {report.layout.source}); each rank with its coordinates.", ""]
+        if report.stages is not None and report.stages.verdict != "imbalance":
+            lines += [f"{report.stages.text[0].upper()}{report.stages.text[1:]}.", ""]
     lines += [
         "## Step time (ms)",
         "",

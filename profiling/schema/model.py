@@ -263,6 +263,21 @@ class Layout(Part):
     groups: Annotated[list[str], about("the mesh groups it was read from (mesh_dp, ...)")]
 
 
+class StageCompute(Part):
+    stage: Annotated[NonNegInt, about("the pipeline stage: the ranks' coordinate in pp")]
+    ranks: Annotated[list[NonNegInt], about("its ranks")]
+    compute_ms: Annotated[NonNegFloat, about("its ranks' mean compute per step")]
+    spread_ms: Annotated[NonNegFloat, about("the largest minus the smallest of its ranks' compute")]
+
+
+class StageBalance(Part):
+    verdict: Annotated[str, about("imbalance or balanced")]
+    stage: Annotated[NonNegInt | None, about("the stage that holds the others back, where imbalanced")]
+    excess_pct: Annotated[float, about("the slowest stage's compute against the other stages' median, in %")]
+    stages: Annotated[list[StageCompute], about("each stage's compute, in stage order")]
+    text: Annotated[str, about("the finding and its evidence, as report.md says it")]
+
+
 class Report(Part, kw_only=True):
     schema_version: Annotated[int, about("changes when a field changes meaning or goes away")] = (
         SCHEMA_VERSION
@@ -285,6 +300,9 @@ class Report(Part, kw_only=True):
     link_gbps: Annotated[NonNegFloat | None, about("--link-gbps as given")] = None
     layout: Annotated[
         Layout | None, about("the job's parallel layout (ranks[].mesh); null for one flat group")
+    ] = None
+    stages: Annotated[
+        StageBalance | None, about("the pipeline stages' compute against each other; null without pp")
     ] = None
     oom: Annotated[list[OutOfMemory], about("the ranks that ran out of memory (meta/oom/), first first")] = (
         msgspec.field(default_factory=list)

@@ -19,6 +19,7 @@ import msgspec
 from profiling.analysis.across_ranks import gpu_sections
 from profiling.analysis.across_ranks.critical_steps import critical_path
 from profiling.analysis.across_ranks.layout import Dims, job_layout, named
+from profiling.analysis.across_ranks.stages import stage_balance
 from profiling.analysis.across_ranks.straggler import find_straggler
 from profiling.analysis.across_ranks.waiting import WaitSplit, split_waiting
 from profiling.analysis.clocks.alignment import Alignment
@@ -96,6 +97,7 @@ def summarise(
         link_gbps=link_gbps,
         peak_tflops=peak_tflops,
         layout=found_layout,
+        stages=stage_balance(ranks, mesh),
         warnings=[
             *warnings,
             *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings),
