@@ -127,6 +127,10 @@ def test_a_pipeline_of_four_stages_is_aligned_through_its_groups_and_sends(tmp_p
         assert clock["method"] != "base time", clock
         assert abs(clock["shift_us"] + 13.0 * rank["rank"]) <= clock["uncertainty_us"] + 1e-6
         assert clock["uncertainty_us"] < 20.0
+    # the collectives table by group: each replica pair's all-reduce, each stage's transfers
+    assert {(r["group"], r["kind"], r["group_size"], r["count"]) for r in report["collectives_across"]} == {
+        ("mesh_dp", "allreduce_", 2, 64), ("mesh_pp", "send", None, 96), ("mesh_pp", "recv_", None, 96)
+    }  # fmt: skip
     methods = {rank["rank"]: rank["clock"]["method"] for rank in report["ranks"]}
     assert methods[1] == methods[3] == "sequence numbers" and methods[2] == TRANSFERS
     assert report["layout"]["dims"] == {"pp": 4, "dp": 2}

@@ -30,8 +30,13 @@ def _wait_lines(report: Report) -> list[str]:
         if share > 0.5
         else "Most of it is transferring: the ranks arrive together, the time is the collective's own."
     )
+    reached = (
+        f"collectives every rank of their group reached ({count} on rank {ranks[0].rank})"
+        if report.layout is not None
+        else f"{count} collectives every rank reached"
+    )
     lines = [
-        f"Time per step in the {count} collectives every rank reached, on the aligned clocks: waiting for "
+        f"Time per step in the {reached}, on the aligned clocks: waiting for "
         f"the last rank to arrive, and transferring ({share:.0%} waiting over all ranks). {verdict} "
         "A wait under a rank's clock ± (Clock alignment) is noise.",
         "",
@@ -151,15 +156,19 @@ def _collective_lines(report: Report) -> list[str]:
         "| kind | bytes | ranks in group | count | p50 | p90 | max | busbw | slowest rank | its busbw |",
         "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
+    grouped = any(row.group for row in rows)
+    if grouped:  # a job of many groups: which group each row is of
+        lines[-2:] = ["| group " + lines[-2], "|---" + lines[-1]]
     for row in rows[:20]:
         mark = " ⚠" if row.below_link else ""
+        group = f"| {row.group or '-'} " if grouped else ""
         lines.append(
-            f"| {row.kind} | {_number(row.bytes)} | {_number(row.group_size)} | {row.count} | "
+            f"{group}| {row.kind} | {_number(row.bytes)} | {_number(row.group_size)} | {row.count} | "
             f"{row.p50_us:.1f} | {row.p90_us:.1f} | {row.max_us:.1f} | "
             f"{_gbps(row.busbw_gbps)}{mark} | {row.slowest_rank} | {_gbps(row.slowest_busbw_gbps)} |"
         )
     if len(rows) > 20:
-        lines.append(f"| {len(rows) - 20} others | | | | | | | | | |")
+        lines.append(f"| {len(rows) - 20} others | | | | | | | | | |" + (" |" if grouped else ""))
     link = report.link_gbps
     if link:
         lines += ["", f"⚠: bus bandwidth below {LINK_SHARE:.0%} of the link's {link:g} GB/s (--link-gbps)."]

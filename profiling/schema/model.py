@@ -89,6 +89,9 @@ class CollectiveAcross(Part):
     slowest_rank: Annotated[NonNegInt, about("the rank with the largest p50")]
     slowest_busbw_gbps: Annotated[NonNegFloat | None, about("its bus bandwidth")]
     below_link: Annotated[bool, about("busbw below half of --link-gbps")]
+    group: Annotated[
+        str | None, about("its process group's description (mesh_tp, default_pg); null where not named")
+    ] = None
 
 
 class Reading(Part):

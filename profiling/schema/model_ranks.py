@@ -78,6 +78,9 @@ class CollectiveRow(Part):
     busbw_gbps: Annotated[
         NonNegFloat | None, about("the bus bandwidth nccl-tests defines, at p50; null without sizes")
     ]
+    group: Annotated[
+        str | None, about("its process group's description (mesh_tp, default_pg); null where not named")
+    ] = None
 
 
 class Clock(Part):

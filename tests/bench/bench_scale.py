@@ -1,6 +1,7 @@
 """Benchmark: the job's end and the tools at thousands of ranks, on simulated job folders.
 
     .venv/bin/python tests/bench/bench_scale.py [--ranks 256 1024 4096] [--steps 100000] [--root DIR]
+        [--layout pp=8,dp=64,tp=8]
 
 Each job folder is laid out by :mod:`tests.bench.simulate_job` (step logs of ``--steps`` steps,
 a trace and its analysis record per rank, the manifest; one node slow mid-run). Each tool runs
@@ -35,6 +36,7 @@ sys.path.insert(0, str(REPO))
 from profiling.analysis.per_trace import record as records  # noqa: E402
 from profiling.folder.layout import JobFolder  # noqa: E402
 from profiling.folder.step_log import MAGIC as STEP_LOG_MAGIC  # noqa: E402
+from slurm.layout import parse_layout  # noqa: E402
 from tests.bench.bench_report import timed  # noqa: E402
 
 RUN_MAP = (
@@ -60,19 +62,23 @@ ARCHIVE_CHOICE = (
 )
 
 
-def simulated(root: Path, ranks: int, steps: int) -> Path:
+def simulated(root: Path, ranks: int, steps: int, layout: str | None = None) -> Path:
     """The simulated job, made again where its records are of an older analysis (every trace
     is a link to rank 0's, which the report would read again for each rank and skip) or its
-    step logs of an older format (they would be read without their memory)."""
-    folder = root / str(ranks)
+    step logs of an older format (they would be read without their memory); ``layout``: a job of
+    many groups (``simulate_job.py --layout``)."""
+    dims = parse_layout(layout) if layout else ()
+    name = str(ranks) + "".join(f"-{dim}{size}" for dim, size in dims)
+    folder = root / name
     record = folder / "meta" / "analysis" / "rank1_iter4_6.json.gz.analysis.json"  # rank 0 reads true
     stale = not record.exists() or json.loads(record.read_bytes())["version"] != records.ANALYSIS_VERSION
-    log = JobFolder(root, str(ranks)).step_log(0)
+    log = JobFolder(root, name).step_log(0)
     stale = stale or not log.exists() or log.read_bytes()[: len(STEP_LOG_MAGIC)] != STEP_LOG_MAGIC
     if stale or not (folder / "meta" / "manifest.json").exists():
         shutil.rmtree(folder, ignore_errors=True)
         simulator = REPO / "tests" / "bench" / "simulate_job.py"
         command = [sys.executable, str(simulator), str(root), "--ranks", str(ranks), "--steps", str(steps)]
+        command += ["--layout", layout] if layout else []
         subprocess.run(command, check=True, timeout=3600)
     return folder
 
@@ -95,10 +101,11 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[256, 1024, 4096])
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--root", type=Path, default=Path("/tmp/simulated-jobs"))
+    parser.add_argument("--layout", help="a job of many groups: pp=8,dp=64,tp=8 (one --ranks, their product)")
     args = parser.parse_args()
     rows = []
     for ranks in args.ranks:
-        folder = simulated(args.root, ranks, args.steps)
+        folder = simulated(args.root, ranks, args.steps, args.layout)
         for made in ("report.json", "report.png", "run.png"):  # the job's end draws them anew
             (folder / "meta" / made).unlink(missing_ok=True)
         report = timed(REPORT, str(folder))

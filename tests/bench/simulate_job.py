@@ -14,11 +14,19 @@ What a real job leaves, made by the toolkit's own writers from a real template:
   (tests/data, ``nccl_data``: it costs its size once), every record the real analysis of it
   (:func:`profiling.analysis.per_trace.record.analyse_trace`) with the rank's own rank, host and file,
   saved where a rank would save it: the report combines them and reads no trace.
+
+With ``--layout pp=8,dp=64,tp=8`` (outermost first) the job is one of many groups: each record
+lists its rank's DeviceMesh groups (``mesh_pp``, ``mesh_dp``, ``mesh_tp``, and the default group
+of every rank, as torch's ``pg_config`` does), and its collectives are, in turn, one of its
+tensor-parallel group, one of its data-parallel group, and a send to and a receive from its
+pipeline neighbours (forward, then backward), numbered within their group and pair as the
+reader numbers them.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import math
 import os
@@ -36,11 +44,14 @@ REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 
 from profiling.analysis.per_trace import record as records  # noqa: E402
+from profiling.analysis.per_trace.groups import Group  # noqa: E402
+from profiling.analysis.reading.collectives import SEQUENCED, Instance, sequence_key  # noqa: E402
 from profiling.folder import manifest  # noqa: E402
 from profiling.folder.layout import JobFolder  # noqa: E402
 from profiling.folder.step_log import BUCKET, EXACT, HEADER_BYTES, StepLogHeader, StepLogWriter  # noqa: E402
 from profiling.folder.traces import TraceSource  # noqa: E402
 from profiling.schema.manifest import AttemptRecord  # noqa: E402
+from slurm.layout import Dims, coordinates, layout_size, parse_layout  # noqa: E402
 
 TRACE = REPO / "tests" / "data" / "gpu_traces" / "nccl_data.json.gz"  # ProfilerStep#4-6
 TRACE_NAME = "rank{rank}_iter4_6.json.gz"
@@ -99,19 +110,71 @@ def write_step_logs(job: JobFolder, ranks: int, per_node: int, steps: int, slow_
         path.write_bytes(header.encode() + e.tobytes() + b.tobytes())
 
 
-def write_traces_and_records(job: JobFolder, ranks: int, per_node: int) -> None:
+def write_traces_and_records(job: JobFolder, ranks: int, per_node: int, layout: Dims | None = None) -> None:
     original = job.path / TRACE_NAME.format(rank=0)
     shutil.copy(TRACE, original)
     template = records.analyse_trace(TraceSource(job.path, original.name), "rank 0 on node1 (simulated)")
+    # one flat group, as an older torch writes it: no group per collective
+    flat = [dataclasses.replace(i, group=None) for i in template.instances]
+    everyone = Group("0", "default_pg", tuple(range(ranks)))
     for rank in range(ranks):
         name = TRACE_NAME.format(rank=rank)
         if rank:
             os.link(original, job.path / name)
         node = f"node{rank // per_node + 1}"
+        groups, instances = (
+            ([everyone], flat) if layout is None else _of_layout(template, rank, layout, everyone)
+        )
         mine = msgspec.structs.replace(
-            template, rank=rank, world_size=ranks, host=node, trace=name, analysed_by=f"rank {rank} on {node}"
+            template,
+            rank=rank,
+            world_size=ranks,
+            host=node,
+            trace=name,
+            analysed_by=f"rank {rank} on {node}",
+            groups=groups,
+            instances=instances,
         )
         records.save(mine, TraceSource(job.path, name))
+
+
+def _of_layout(
+    template: records.TraceRecord, rank: int, dims: Dims, everyone: Group
+) -> tuple[list[Group], list[Instance]]:
+    """Rank ``rank``'s groups and collectives in a job of ``dims`` (see the module docstring)."""
+    sizes = dict(dims)
+    where = coordinates(rank, dims)
+    strides = {name: math.prod(size for later, size in dims[i + 1 :]) for i, (name, _) in enumerate(dims)}
+    groups = []
+    for dim in ("pp", "dp", "tp"):
+        base = rank - where[dim] * strides[dim]
+        members = tuple(base + k * strides[dim] for k in range(sizes[dim]))
+        groups.append(Group(f"{dim}{members[0]}", f"mesh_{dim}", members))
+    pp_group, dp_group, tp_group = groups
+    stage, stages, step = where["pp"], sizes["pp"], strides["pp"]
+    counts: dict[str, int] = {}
+    found = []
+
+    def numbered(name: str) -> str:
+        counts[name] = counts.get(name, 0) + 1
+        return sequence_key(SEQUENCED, name, counts[name] - 1)
+
+    for index, instance in enumerate(template.instances):
+        turn = index % 3
+        if turn < 2:
+            group = (tp_group, dp_group)[turn]
+            key = numbered(group.name)
+            found.append(dataclasses.replace(instance, key=key, group=group.ranks, peer=None))
+            continue
+        ahead = 1 if (index // 3) % 2 == 0 else -1  # activations forward, then gradients back
+        for peer, sends in ((rank + ahead * step, True), (rank - ahead * step, False)):
+            if 0 <= stage + (peer - rank) // step < stages:
+                pair = (rank, peer) if sends else (peer, rank)
+                key = numbered(f"p2p {pair[0]}>{pair[1]}")
+                found.append(
+                    dataclasses.replace(instance, key=key, group=pp_group.ranks, peer=peer, symmetric=False)
+                )
+    return [everyone, *groups], found
 
 
 def write_manifest(job: JobFolder, template: dict, ranks: int, per_node: int, steps: int) -> None:
@@ -159,8 +222,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=100_000)
     parser.add_argument("--per-node", type=int, default=8)
     parser.add_argument("--slow-node", type=int, default=37, help="this node's ranks slow mid-run (0-based)")
+    parser.add_argument("--layout", type=parse_layout, help="pp=8,dp=64,tp=8: a job of many groups")
     args = parser.parse_args()
-    job = JobFolder(args.out, str(args.ranks))
+    if args.layout is not None and layout_size(args.layout) != args.ranks:
+        parser.error(f"--layout makes {layout_size(args.layout)} ranks, --ranks is {args.ranks}")
+    job = JobFolder(
+        args.out, str(args.ranks) + ("-" + "-".join(f"{n}{s}" for n, s in args.layout) if args.layout else "")
+    )
     if job.path.exists():
         shutil.rmtree(job.path)
     job.path.mkdir(parents=True)
@@ -169,7 +237,7 @@ def main() -> None:
         template = template_manifest(Path(scratch))
     write_manifest(job, template, args.ranks, args.per_node, args.steps)
     write_step_logs(job, args.ranks, args.per_node, args.steps, args.slow_node)
-    write_traces_and_records(job, args.ranks, args.per_node)
+    write_traces_and_records(job, args.ranks, args.per_node, args.layout)
     print(f"{job.path}: {args.ranks} ranks, {args.steps} steps, in {time.perf_counter() - started:.1f}s")
 
 

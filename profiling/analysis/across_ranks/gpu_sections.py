@@ -69,9 +69,9 @@ def rank_collectives(tables: Sequence[list[CollectiveRow]]) -> list[model_ranks.
     by_key: dict[tuple, list[CollectiveRow]] = {}
     for table in tables:
         for row in table:
-            by_key.setdefault((row.kind, row.bytes, row.group_size), []).append(row)
+            by_key.setdefault((row.kind, row.bytes, row.group_size, row.group), []).append(row)
     merged = []
-    for (kind, size, ranks), rows in by_key.items():
+    for (kind, size, ranks, group), rows in by_key.items():
         p50 = statistics.median(r.p50_us for r in rows)
         algbw, busbw = bandwidths(kind, size, ranks, p50)
         merged.append(
@@ -86,6 +86,7 @@ def rank_collectives(tables: Sequence[list[CollectiveRow]]) -> list[model_ranks.
                 total_us=sum(r.total_us for r in rows),
                 algbw_gbps=algbw,
                 busbw_gbps=busbw,
+                group=group,
             )
         )
     merged.sort(key=lambda row: -row.total_us)
@@ -126,9 +127,9 @@ def collectives_across(
     by_key: dict[tuple, list[tuple[int, model_ranks.CollectiveRow]]] = {}
     for r in ranks:
         for row in r.collectives:
-            by_key.setdefault((row.kind, row.bytes, row.group_size), []).append((r.rank, row))
+            by_key.setdefault((row.kind, row.bytes, row.group_size, row.group), []).append((r.rank, row))
     rows = []
-    for (kind, size, group), found in by_key.items():
+    for (kind, size, group, described), found in by_key.items():
         p50 = statistics.median(row.p50_us for _, row in found)
         slow_rank, slowest = max(found, key=lambda item: item[1].p50_us)
         _, busbw = bandwidths(kind, size, group, p50)
@@ -146,6 +147,7 @@ def collectives_across(
                 slowest_rank=slow_rank,
                 slowest_busbw_gbps=slowest.busbw_gbps,
                 below_link=busbw is not None and link_gbps is not None and busbw < LINK_SHARE * link_gbps,
+                group=described,
             )
         )
     rows.sort(key=lambda row: -row.p50_us * row.count)

@@ -83,11 +83,11 @@ def _window_clocks(
 ) -> dict[int, Alignment]:
     """The clocks of one window's traces (by index), chained from the first rank's."""
     clocks: dict[int, Alignment] = {}
-    on_clock: list[tuple[int, TraceRecord, Alignment]] = []  # (rank, record, clock) done, first first
+    on_clock: dict[int, tuple[TraceRecord, Alignment]] = {}  # rank -> its record and clock
     corrections: dict[str, Alignment] = {}  # a measured node's correction beyond the base times
     home = node_of[first_rank]
     waiting = []
-    for rank, index, record in members:
+    for rank, index, record in sorted(members, key=lambda member: member[0] != first_rank):
         if rank == first_rank:
             clocks[index] = alignment.reference_alignment(len(record.instances))
         elif home is not None and node_of[rank] == home:
@@ -97,28 +97,29 @@ def _window_clocks(
         else:
             waiting.append((rank, index, record))
             continue
-        on_clock.append((rank, record, clocks[index]))
-    on_clock.sort(key=lambda done: done[0] != first_rank)
+        on_clock[rank] = (record, clocks[index])
+    partners = {rank: _partners(record) for rank, _, record in waiting}
     progress = True
     while waiting and progress:
-        progress = False
-        for rank, index, record in list(waiting):
+        progress, left = False, []
+        for rank, index, record in waiting:
             node = node_of[rank]
             clock = (
                 _as_its_node(corrections[node], theirs, record, step_us)
                 if node is not None and node in corrections
-                else _measure(rank, record, on_clock, theirs, step_us)
+                else _measure(rank, record, partners[rank], on_clock, first_rank, step_us)
             )
             if clock is None:
+                left.append((rank, index, record))
                 continue
             if node is not None and node not in corrections:
                 corrections[node] = dataclasses.replace(
                     clock, shift_us=clock.shift_us - _prior_us(record, theirs)
                 )
             clocks[index] = clock
-            on_clock.append((rank, record, clock))
-            waiting.remove((rank, index, record))
+            on_clock[rank] = (record, clock)
             progress = True
+        waiting = left
     for rank, index, record in waiting:
         clocks[index] = _unchained(rank, record, on_clock, theirs, step_us)
     return clocks
@@ -127,14 +128,17 @@ def _window_clocks(
 def _measure(
     rank: int,
     record: TraceRecord,
-    on_clock: Sequence[tuple[int, TraceRecord, Alignment]],
-    theirs: TraceRecord,
+    partners: set[int],
+    on_clock: Mapping[int, tuple[TraceRecord, Alignment]],
+    first_rank: int,
     step_us: float | None,
 ) -> Alignment | None:
-    """``record``'s clock measured against the first rank on the common clock it can be paired
-    with (the first rank itself first), chained onto that rank's clock; None where none."""
-    # a job of one group: every rank on the clock shares as much with it as the first rank does
-    anchors = on_clock if any(i.group is not None for i in record.instances) else on_clock[:1]
+    """``record``'s clock measured against a rank on the common clock it can be paired with
+    (the first rank first), chained onto that rank's clock; None where none. ``partners``: the
+    ranks it shares a group or a transfer with; none known (a job of one group): the first rank,
+    with which it shares as much as with any."""
+    candidates = sorted(partners, key=lambda r: (r != first_rank, r)) if partners else [first_rank]
+    anchors = [(r, *on_clock[r]) for r in candidates if r in on_clock]
     bounded: list[tuple[int, Alignment, Alignment]] = []
     for anchor, anchor_record, anchor_clock in anchors:
         clock = alignment.align_in_groups(
@@ -153,6 +157,17 @@ def _measure(
     return None
 
 
+def _partners(record: TraceRecord) -> set[int]:
+    """The ranks ``record``'s rank shares a group or a transfer with (empty: groups unknown)."""
+    found: set[int] = set()
+    groups = {instance.group for instance in record.instances if instance.group is not None}
+    for group in groups:
+        found.update(group)
+    found.update(instance.peer for instance in record.instances if instance.peer is not None)
+    found.discard(record.rank)
+    return found
+
+
 def _chained(anchor: int, clock: Alignment, anchor_clock: Alignment) -> Alignment:
     """``clock``, measured against ``anchor``'s trace, on the first rank's clock."""
     if anchor_clock.method == "reference":
@@ -169,7 +184,7 @@ def _chained(anchor: int, clock: Alignment, anchor_clock: Alignment) -> Alignmen
 def _unchained(
     rank: int,
     record: TraceRecord,
-    on_clock: Sequence[tuple[int, TraceRecord, Alignment]],
+    on_clock: Mapping[int, tuple[TraceRecord, Alignment]],
     theirs: TraceRecord,
     step_us: float | None,
 ) -> Alignment:

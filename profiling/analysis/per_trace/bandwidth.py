@@ -27,7 +27,8 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from profiling.analysis.reading.collectives import Collective, collective_kind, is_group_label
+from profiling.analysis.per_trace.groups import Group
+from profiling.analysis.reading.collectives import Collective, Instance, collective_kind, is_group_label
 
 # torch's dtype names in the trace (c10's ScalarType), in bytes
 DTYPE_BYTES = {
@@ -48,6 +49,7 @@ class CollectiveRow(msgspec.Struct, frozen=True):
     total_us: float
     algbw_gbps: float | None  # S / p50 duration, in GB/s (10^9 bytes per second)
     busbw_gbps: float | None
+    group: str | None = None  # its group's description (mesh_tp, default_pg); None: not named
 
 
 def bus_factor(kind: str, ranks: int) -> float:
@@ -90,21 +92,42 @@ def group_size(collective: Collective) -> int | None:
     return len(listed) if isinstance(listed, list) and listed else None
 
 
-def summarise_collectives(collectives: Sequence[Collective]) -> list[CollectiveRow]:
-    """One row per collective kind, message size and group size, the most time first (GPU
-    kernels; a CPU trace's gloo operators by kind alone)."""
-    kernels = [c for c in collectives if c.gpu] or [c for c in collectives if not is_group_label(c.name)]
-    groups: dict[tuple[str, int | None, int | None], list[float]] = {}
-    rows_of: dict[tuple[str, tuple[tuple[str, Any], ...]], tuple[str, int | None, int | None]] = {}
-    for c in kernels:
+def summarise_collectives(
+    collectives: Sequence[Collective], instances: Sequence[Instance] = (), groups: Sequence[Group] = ()
+) -> list[CollectiveRow]:
+    """One row per group, collective kind, message size and group size, the most time first (GPU
+    kernels; a CPU trace's gloo operators by kind alone, or, where the toolkit labelled them with
+    their groups, its ``instances``, from arrival to end as a kernel is)."""
+    described = {g.name: g.description for g in groups}
+    by_ranks = {tuple(g.ranks): g.description for g in groups}
+    durations: dict[tuple[str, int | None, int | None, str | None], list[float]] = {}
+    kernels = [c for c in collectives if c.gpu]
+    if not kernels and any(i.group is not None for i in instances):
+        for instance in instances:
+            kind = instance.label.split(" ")[0]
+            group = by_ranks.get(instance.group) if instance.group else None
+            size = len(instance.group) if instance.group and instance.peer is None else None
+            durations.setdefault((kind, None, size, group), []).append(instance.end - instance.arrival)
+        return _rows(durations)
+    rows_of: dict[
+        tuple[str, tuple[tuple[str, Any], ...]], tuple[str, int | None, int | None, str | None]
+    ] = {}
+    for c in kernels or [c for c in collectives if not is_group_label(c.name)]:
         row = rows_of.get((c.name, c.args))  # a dense trace's thousand alike collectives: once
         if row is None:
             kind = str(c.arg("Collective name") or collective_kind(c.name))
-            row = rows_of[c.name, c.args] = (kind, message_bytes(c), group_size(c))
-        groups.setdefault(row, []).append(c.end - c.start)
+            group = described.get(str(c.arg("Process Group Name"))) if c.gpu else None
+            row = rows_of[c.name, c.args] = (kind, message_bytes(c), group_size(c), group)
+        durations.setdefault(row, []).append(c.end - c.start)
+    return _rows(durations)
+
+
+def _rows(
+    durations: dict[tuple[str, int | None, int | None, str | None], list[float]],
+) -> list[CollectiveRow]:
     rows = []
-    for (kind, size, ranks), durations in groups.items():
-        times = np.array(durations)
+    for (kind, size, ranks, group), found in durations.items():
+        times = np.array(found)
         p50 = float(np.percentile(times, 50))
         algbw, busbw = bandwidths(kind, size, ranks, p50)
         rows.append(
@@ -119,6 +142,7 @@ def summarise_collectives(collectives: Sequence[Collective]) -> list[CollectiveR
                 total_us=float(times.sum()),
                 algbw_gbps=algbw,
                 busbw_gbps=busbw,
+                group=group,
             )
         )
     rows.sort(key=lambda row: (-row.total_us, row.kind, row.bytes or 0))

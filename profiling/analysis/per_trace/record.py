@@ -133,6 +133,7 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         )
     windows = [(s.step, s.start_us, s.start_us + s.duration_us) for s in analysis.steps]
     groups, not_groups = trace_groups(events.distributed_info)
+    found = instances(analysis.collectives, analysis.rank, groups)
     return TraceRecord(
         version=ANALYSIS_VERSION,
         trace=source.name,
@@ -144,11 +145,11 @@ def analyse_trace(source: TraceSource, analysed_by: str) -> TraceRecord:
         base_time_ns=analysis.base_time_ns,
         device=analysis.device,
         steps=analysis.steps,
-        instances=instances(analysis.collectives, analysis.rank, groups),
+        instances=found,
         kernels=summarise_kernels(events.names, events.gpu_name, events.gpu_end - events.gpu_start)
         if len(events.gpu_start)
         else None,
-        collectives=summarise_collectives(analysis.collectives),
+        collectives=summarise_collectives(analysis.collectives, found, groups),
         idle=analysis.idle,
         unlaunched=analysis.unlaunched,
         main_pid=events.main_pid(),
