@@ -11,12 +11,15 @@ from pathlib import Path
 import pytest
 
 from profiling.analysis.clocks.alignment import TRANSFERS, bounded_by_transfers
+from profiling.analysis.clocks.group_inference import inferred_groups
 from profiling.analysis.per_trace.groups import Group
+from profiling.analysis.per_trace.record import load_fresh
 from profiling.analysis.reading.collectives import Collective, Instance
 from profiling.analysis.reading.instances import instances, transfer_ranks
 from profiling.folder.group_label import group_label, parse_group_label
+from profiling.folder.traces import list_traces
 from profiling.report import build_report
-from tests.synthetic import pipeline_job, write_job
+from tests.synthetic import BASE_NS, cpu_job, pipeline_job, write_job, x
 from workload.config import PARALLEL_FACTORY, WorkloadConfig, WorkloadError
 
 
@@ -205,3 +208,59 @@ def test_a_slow_stage_is_named_as_a_stage_not_a_rank(tmp_path: Path) -> None:
     late = write_job(tmp_path / "late", pipeline_job(8, late=lambda step: {5: 100.0}), 8)
     build_report(late)
     assert json.loads((late / "meta" / "report.json").read_text())["stages"]["verdict"] == "balanced"
+
+
+def _unlabelled_gloo_job(steps: int) -> list[dict]:
+    """Four gloo ranks (tp pairs 0-1 and 2-3, dp pairs 0-2 and 1-3) traced without the toolkit's
+    labels: every rank runs two all-reduces of 100 elements a step (which group's, nothing
+    tells), and each tensor-parallel pair one of its own shape (7 elements on 0-1, 8 on 2-3)."""
+    traces = []
+    for rank in range(4):
+        tp_group, dp_group = [rank & ~1, rank | 1], [rank % 2, rank % 2 + 2]
+        events = []
+        for k in range(steps):
+            t = 1000.0 * k
+            events.append(x(f"ProfilerStep#{10 + k}", t, 200.0, cat="user_annotation"))
+            events.append(x("aten::linear", t + 5, 20.0))
+            for n, (dims, at) in enumerate((([[100]], 40.0), ([[7 + rank // 2]], 80.0), ([[100]], 120.0))):
+                events.append(x("c10d::allreduce_", t + at, 5.0))
+                events.append(x("gloo:all_reduce", t + at + 1, 20.0, tid=2 + n % 2, **{"Input Dims": dims}))
+        configs = [
+            {"pg_name": "0", "pg_desc": "default_pg", "pg_size": 4, "ranks": [0, 1, 2, 3]},
+            {"pg_name": f"dp{rank % 2}", "pg_desc": "mesh_dp", "pg_size": 2, "ranks": dp_group},
+            {"pg_name": f"tp{rank // 2}", "pg_desc": "mesh_tp", "pg_size": 2, "ranks": tp_group},
+        ]
+        traces.append(
+            {
+                "distributedInfo": {"rank": rank, "world_size": 4, "backend": "gloo", "pg_config": configs},
+                "host_name": "host0",
+                "baseTimeNanoseconds": BASE_NS,
+                "traceEvents": events,
+            }
+        )
+    return traces
+
+
+def test_the_group_of_an_unlabelled_gloo_collective_is_inferred_where_sure(tmp_path: Path) -> None:
+    """The all-reduces of 7 and 8 elements are held by one tensor-parallel pair each: that is
+    their group. Those of 100 every rank holds as often: default group, or each pair its own,
+    or a mix, nothing tells; the report says so, rank by rank, and takes them as the job's."""
+    folder = write_job(tmp_path / "job", _unlabelled_gloo_job(6), 6)
+    build_report(folder)
+    traces = list_traces(folder)
+    records = [load_fresh(trace.source) for trace in traces]
+    inferred = inferred_groups(traces, records)
+    for record in inferred:
+        pair = (record.rank & ~1, record.rank | 1)
+        groups = {(i.label.split(" ")[1], i.group) for i in record.instances}
+        assert groups == {("[[100]]", None), (f"[[{7 + record.rank // 2}]]", pair)}
+        assert record.warnings[-1].startswith(
+            "the group of 1 kind(s) of its collectives cannot be told ('gloo:all_reduce [[100]]')"
+        )
+    report = json.loads((folder / "meta" / "report.json").read_text())
+    assert sum("cannot be told" in line for line in report["warnings"]) == 4
+    # a job of one group: nothing to infer, nothing said
+    flat = write_job(tmp_path / "flat", cpu_job(6, ranks=2), 6)
+    build_report(flat)
+    flat_records = [load_fresh(t.source) for t in list_traces(flat)]
+    assert inferred_groups(list_traces(flat), flat_records) == flat_records

@@ -45,10 +45,14 @@ def test_a_traces_groups_as_torch_writes_them() -> None:
         and groups[1].mesh_dim == "pp"
         and groups[0].mesh_dim is None
     )
-    # the real GPU traces' one group
+    # the whole job's group is not kept where the trace says the world's size: a collective of no
+    # known group is taken to be its (at 4096 ranks, every record would hold every rank)
+    groups, _ = trace_groups({"world_size": 8, "pg_config": pg_config(5)})
+    assert [g.description for g in groups] == ["mesh_pp", "mesh_dp", "mesh_tp"]
+    # the real GPU traces' one group: the whole job's
     with gzip.open(DATA / "nccl_data.json.gz") as handle:
         info = json.load(handle)["distributedInfo"]
-    assert trace_groups(info) == ([Group("0", "default_pg", (0, 1))], [])
+    assert trace_groups(info) == ([], [])
 
 
 @pytest.mark.parametrize(

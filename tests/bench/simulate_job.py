@@ -16,8 +16,8 @@ What a real job leaves, made by the toolkit's own writers from a real template:
   saved where a rank would save it: the report combines them and reads no trace.
 
 With ``--layout pp=8,dp=64,tp=8`` (outermost first) the job is one of many groups: each record
-lists its rank's DeviceMesh groups (``mesh_pp``, ``mesh_dp``, ``mesh_tp``, and the default group
-of every rank, as torch's ``pg_config`` does), and its collectives are, in turn, one of its
+lists its rank's DeviceMesh groups (``mesh_pp``, ``mesh_dp``, ``mesh_tp``; the whole job's group
+is not kept, as the reader keeps none), and its collectives are, in turn, one of its
 tensor-parallel group, one of its data-parallel group, and a send to and a receive from its
 pipeline neighbours (forward, then backward), numbered within their group and pair as the
 reader numbers them.
@@ -116,15 +116,12 @@ def write_traces_and_records(job: JobFolder, ranks: int, per_node: int, layout: 
     template = records.analyse_trace(TraceSource(job.path, original.name), "rank 0 on node1 (simulated)")
     # one flat group, as an older torch writes it: no group per collective
     flat = [dataclasses.replace(i, group=None) for i in template.instances]
-    everyone = Group("0", "default_pg", tuple(range(ranks)))
     for rank in range(ranks):
         name = TRACE_NAME.format(rank=rank)
         if rank:
             os.link(original, job.path / name)
         node = f"node{rank // per_node + 1}"
-        groups, instances = (
-            ([everyone], flat) if layout is None else _of_layout(template, rank, layout, everyone)
-        )
+        groups, instances = ([], flat) if layout is None else _of_layout(template, rank, layout)
         mine = msgspec.structs.replace(
             template,
             rank=rank,
@@ -138,9 +135,7 @@ def write_traces_and_records(job: JobFolder, ranks: int, per_node: int, layout: 
         records.save(mine, TraceSource(job.path, name))
 
 
-def _of_layout(
-    template: records.TraceRecord, rank: int, dims: Dims, everyone: Group
-) -> tuple[list[Group], list[Instance]]:
+def _of_layout(template: records.TraceRecord, rank: int, dims: Dims) -> tuple[list[Group], list[Instance]]:
     """Rank ``rank``'s groups and collectives in a job of ``dims`` (see the module docstring)."""
     sizes = dict(dims)
     where = coordinates(rank, dims)
@@ -174,7 +169,7 @@ def _of_layout(
                 found.append(
                     dataclasses.replace(instance, key=key, group=pp_group.ranks, peer=peer, symmetric=False)
                 )
-    return [everyone, *groups], found
+    return groups, found
 
 
 def write_manifest(job: JobFolder, template: dict, ranks: int, per_node: int, steps: int) -> None:

@@ -16,6 +16,7 @@ from pathlib import Path
 import msgspec
 
 from profiling.analysis.clocks.alignment import Alignment
+from profiling.analysis.clocks.group_inference import inferred_groups
 from profiling.analysis.clocks.rank_clocks import Aligned, align_ranks, by_rank
 from profiling.analysis.per_trace.record import ANALYSIS_VERSION, TraceRecord
 from profiling.folder.fingerprint import fingerprint
@@ -37,6 +38,7 @@ def kept_alignment(
     """:func:`~profiling.analysis.clocks.rank_clocks.align_ranks`, or the clocks kept at ``path`` where they
     were computed from the same inputs; the clocks computed are kept there (where it can be
     written)."""
+    records = inferred_groups(traces, records)
     key = _key(traces, records, nodes)
     try:
         kept = _DECODER.decode(path.read_bytes())

@@ -30,21 +30,28 @@ class Group(msgspec.Struct, frozen=True, array_like=True):
 
 
 def trace_groups(distributed_info: dict[str, Any]) -> tuple[list[Group], list[str]]:
-    """The groups a trace's ``distributedInfo`` lists, and a line for each it lists that is no
-    group (ranks that are not distinct whole numbers, a size they do not have)."""
+    """The groups a trace's ``distributedInfo`` lists but the whole job's (every rank, in order:
+    the default group, which a collective of no known group is taken to be; kept, at thousands
+    of ranks every record would carry the job's every rank), and a line for each it lists that
+    is no group (ranks that are not distinct whole numbers, a size they do not have)."""
     configs = distributed_info.get("pg_config")
     if isinstance(configs, dict):  # torch 2.1-2.3 wrote them keyed by name
         configs = [{"pg_name": name, **c} for name, c in configs.items() if isinstance(c, dict)]
     if not isinstance(configs, list):
         return [], []
+    world = distributed_info.get("world_size")
     found, said = [], []
     for config in configs:
         group = _group(config)
         if group is None:
             said.append(f"a process group of distributedInfo.pg_config is none: {str(config)[:120]}")
-        else:
+        elif not _whole(group.ranks, world):
             found.append(group)
     return found, said
+
+
+def _whole(ranks: tuple[int, ...], world: Any) -> bool:
+    return isinstance(world, int) and len(ranks) == world and ranks == tuple(range(world))
 
 
 def _group(config: Any) -> Group | None:

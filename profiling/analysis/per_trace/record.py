@@ -45,8 +45,9 @@ from slurm.basics import atomic_path
 # critical path); 8: the FLOPs of its counted ops, each step's peak memory; 9: what no run can
 # have left out of the columns, said in its warnings; records and lanes carry their checksum;
 # the process groups its distributedInfo lists; 10: each collective's group and peer, numbered
-# collectives of groups and transfers (gloo's, by the toolkit's labels)
-ANALYSIS_VERSION = 10
+# collectives of groups and transfers (gloo's, by the toolkit's labels); 11: the whole job's group
+# not kept
+ANALYSIS_VERSION = 11
 
 
 class ReportError(ValueError):
