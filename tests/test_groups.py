@@ -130,6 +130,10 @@ def test_a_pipeline_of_four_stages_is_aligned_through_its_groups_and_sends(tmp_p
         assert clock["method"] != "base time", clock
         assert abs(clock["shift_us"] + 13.0 * rank["rank"]) <= clock["uncertainty_us"] + 1e-6
         assert clock["uncertainty_us"] < 20.0
+    # each rank waits for its own group's last: rank 4 for rank 5, 100 µs a step; nobody else
+    waits = {r["rank"]: r["collective_wait"] for r in report["ranks"]}
+    assert waits[4]["wait_ms"] == pytest.approx(0.1) and waits[5]["last_arrivals"] == 8
+    assert all(waits[r]["wait_ms"] == 0 and waits[r]["collectives"] == 8 for r in (0, 1, 2, 3, 5, 6, 7))
     # the collectives table by group: each replica pair's all-reduce, each stage's transfers
     assert {(r["group"], r["kind"], r["group_size"], r["count"]) for r in report["collectives_across"]} == {
         ("mesh_dp", "allreduce_", 2, 64), ("mesh_pp", "send", None, 96), ("mesh_pp", "recv_", None, 96)

@@ -189,7 +189,7 @@ def _group_meetings(
                 )
             continue
         group = (members or {}).get(key)
-        expected = [rank for rank in ranks if group is None or rank in group]
+        expected = list(ranks) if group is None else [rank for rank in sorted(group) if rank in ranks]
         if len(expected) < 2 or not all(key in found[rank] for rank in expected):
             continue
         meetings.append(

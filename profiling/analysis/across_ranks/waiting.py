@@ -20,7 +20,7 @@ from collections.abc import Hashable, Mapping
 
 import numpy as np
 
-from profiling.analysis.across_ranks.straggler import shared_collectives
+from profiling.analysis.across_ranks.straggler import Memberships, shared_collectives
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,21 +52,54 @@ def split_waiting(
     common = sorted(shared_collectives(spans, ranks, members or {}), key=str)
     if not common:
         return {rank: WaitSplit(0, 0.0, 0.0, 0) for rank in ranks}
-    absent = (np.nan, np.nan)
-    times = np.array([[(spans[r] or {}).get(key, absent) for key in common] for r in ranks])
+    if members:
+        return _split_in_groups(spans, ranks, members, common)
+    times = np.array([[spans[r][key] for key in common] for r in ranks])  # type: ignore[index]
     arrival, end = times[..., 0], times[..., 1]
-    taking_part = ~np.isnan(arrival)
-    last = np.nanmax(arrival, axis=0)
-    wait = np.where(taking_part, np.clip(np.minimum(end, last) - arrival, 0.0, None), 0.0)
-    transfer = np.where(taking_part, np.clip(end - np.maximum(arrival, last), 0.0, None), 0.0)
-    latest_of = np.where(taking_part, arrival, -np.inf).argmax(axis=0)
-    latest = np.where(last > np.nanmin(arrival, axis=0), latest_of, -1)  # a tie: nobody
+    last = arrival.max(axis=0)
+    wait = np.clip(np.minimum(end, last) - arrival, 0.0, None)
+    transfer = np.clip(end - np.maximum(arrival, last), 0.0, None)
+    latest = np.where(last > arrival.min(axis=0), arrival.argmax(axis=0), -1)  # a tie: nobody
     return {
         rank: WaitSplit(
-            collectives=int(taking_part[row].sum()),
+            collectives=len(common),
             wait_us=float(wait[row].sum()),
             transfer_us=float(transfer[row].sum()),
             last_arrivals=int((latest == row).sum()),
+        )
+        for row, rank in enumerate(ranks)
+    }
+
+
+def _split_in_groups(
+    spans: Mapping[int, Mapping[Hashable, tuple[float, float]] | None],
+    ranks: list[int],
+    members: Mapping[Hashable, frozenset[int]],
+    common: list[Hashable],
+) -> dict[int, WaitSplit]:
+    """The split where each collective has its own members: each waits for its group's last."""
+    arrivals = Memberships.of(spans, ranks, members, common, 0)
+    ends = np.array(
+        [spans[ranks[r]][common[c]][1] for r, c in zip(arrivals.rows, arrivals.columns, strict=True)]
+    )  # type: ignore[index]
+    bounds = np.r_[arrivals.starts[1:], len(arrivals.rows)]
+    last_index = bounds - 1
+    last = np.repeat(arrivals.times[last_index], np.diff(np.r_[arrivals.starts, len(arrivals.rows)]))
+    wait = np.clip(np.minimum(ends, last) - arrivals.times, 0.0, None)
+    transfer = np.clip(ends - np.maximum(arrivals.times, last), 0.0, None)
+    first = arrivals.times[arrivals.starts]
+    latest_rows = arrivals.rows[last_index][arrivals.times[last_index] > first]  # a tie: nobody
+    count = len(ranks)
+    wait_us = np.bincount(arrivals.rows, weights=wait, minlength=count)
+    transfer_us = np.bincount(arrivals.rows, weights=transfer, minlength=count)
+    taken = np.bincount(arrivals.rows, minlength=count)
+    lasts = np.bincount(latest_rows, minlength=count)
+    return {
+        rank: WaitSplit(
+            collectives=int(taken[row]),
+            wait_us=float(wait_us[row]),
+            transfer_us=float(transfer_us[row]),
+            last_arrivals=int(lasts[row]),
         )
         for row, rank in enumerate(ranks)
     }
