@@ -6,6 +6,8 @@ and the toolkit's own job of many groups, ``--parallel``, checked before it is s
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,9 @@ from profiling.analysis.reading.instances import instances, transfer_ranks
 from profiling.folder.group_label import group_label, parse_group_label
 from profiling.folder.traces import list_traces
 from profiling.report import build_report
+from tests.common import REPO
 from tests.synthetic import BASE_NS, cpu_job, pipeline_job, write_job, x
+from tests.test_task_faults import free_port
 from workload.config import PARALLEL_FACTORY, WorkloadConfig, WorkloadError
 
 
@@ -268,3 +272,16 @@ def test_the_group_of_an_unlabelled_gloo_collective_is_inferred_where_sure(tmp_p
     build_report(flat)
     flat_records = [load_fresh(t.source) for t in list_traces(flat)]
     assert inferred_groups(list_traces(flat), flat_records) == flat_records
+
+
+def test_the_parallel_lm_resumes_from_its_own_state(tmp_path: Path) -> None:
+    """What a requeued --parallel job does, each rank with its FSDP2 and pipeline shard: the
+    restored model's step is the one it would have run."""
+    script = REPO / "tests" / "scripts" / "parallel_lm_resume.py"
+    result = subprocess.run(
+        [sys.executable, str(script), str(tmp_path), str(free_port())],
+        capture_output=True, text=True, timeout=240,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr[-3000:]
+    resumed = [line.split()[-2:] for line in result.stdout.splitlines() if "resumed loss" in line]
+    assert len(resumed) == 2 and all(before == after for before, after in resumed), result.stdout
