@@ -14,8 +14,10 @@ from profiling.analysis.clocks.alignment import TRANSFERS
 from tests.common import SMALL_WORKLOAD, load_trace, run_submit, submitted_job_id
 
 # 8 recorded steps: enough for the straggler test with 4 or 8 ranks; no Python frames (the
-# FSDP and pipelining Python made 77 MB a rank for 3 steps with them)
-JOB = ["--steps", "12", "--schedule-wait", "2", "--warmup", "2", "--active", "8", "--batch-size", "8",
+# FSDP and pipelining Python made 77 MB a rank for 3 steps with them); a model of one block a
+# stage, 32 wide (8 ranks on 2 cores: 51 s a job against 61 with the default's two of 64)
+JOB = ["--steps", "10", "--schedule-wait", "1", "--warmup", "1", "--active", "8", "--batch-size", "8",
+       "--workload-arg", "layers=1", "--workload-arg", "dim=32", "--workload-arg", "seq=16",
        "--profile-ranks", "all", "--no-stack", *SMALL_WORKLOAD]  # fmt: skip
 
 
