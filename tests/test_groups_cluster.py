@@ -32,10 +32,17 @@ def _run(traces_root: Path, parallel: str, gpus: int, *extra: str) -> tuple[Path
 
 
 def _every_rank_aligned(report: dict, world: int) -> None:
+    """Every rank on rank 0's clock, and every step's critical path followed across the ranks,
+    its segments adding up to the step."""
     clocks = {rank["rank"]: rank["clock"] for rank in report["ranks"]}
     assert sorted(clocks) == list(range(world))
     assert all(clock["method"] != "base time" for clock in clocks.values()), clocks
     assert any(clock["method"] == TRANSFERS for clock in clocks.values())  # the stages' sends bound them
+    path = report["critical_path"]
+    assert path["undecided"] == [] and len(path["steps"]) == 8
+    for step in path["steps"]:
+        assert sum(s["end_us"] - s["start_us"] for s in step["segments"]) == pytest.approx(step["ms"] * 1e3)
+        assert len({s["rank"] for s in step["segments"]}) > 1  # it crossed ranks
 
 
 @pytest.mark.full_cluster

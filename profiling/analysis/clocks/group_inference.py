@@ -8,7 +8,8 @@ of the rank's groups, and of no other, that is its group, and the collective is 
 it (its place among that group's collectives of that operation and shapes). Where every traced
 rank is a peer, or two groups fit, or the peers are no group at all, nothing is inferred: the
 collective stays one flat group's, and the rank's warnings say which views that leaves without
-groups. Traces whose collectives name their group, and traces of one group, are left as they are.
+groups. Traces whose collectives name their group, and traces of one group (or of the default
+group alone), are left as they are.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from profiling.analysis.reading.collectives import SEQUENCED, Instance, is_seque
 from profiling.folder.traces import TraceFile
 
 _SHOWN = 3  # collectives named in a line
+DEFAULT_GROUP = "default_pg"  # torch's description of the default group
 
 
 def inferred_groups(traces: Sequence[TraceFile], records: Sequence[TraceRecord]) -> list[TraceRecord]:
@@ -33,7 +35,9 @@ def inferred_groups(traces: Sequence[TraceFile], records: Sequence[TraceRecord])
     candidates = [
         index
         for index, record in enumerate(records)
-        if record.groups  # groups other than the whole job's
+        # groups other than the whole job's (a default group whose list is not every rank's is
+        # a trace copied from a smaller job: no group of its own)
+        if any(g.description != DEFAULT_GROUP for g in record.groups)
         and record.instances
         and not any(i.group is not None or is_sequenced(i) for i in record.instances)
     ]
