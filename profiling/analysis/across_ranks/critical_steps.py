@@ -65,11 +65,12 @@ def critical_path(
     # the path's time by (rank, kind), then op: summed as each step is walked, its segments kept
     # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
     totals: dict[tuple[int, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    grouped = bool(members) or any(transfer_of(str(key[1])) for key in anchor_steps)
     for step in numbers:
         ranks = {rank: found.get(step) for rank, found in lanes.items()}
         meetings = (
             _group_meetings(step, ranks, spans, anchor_steps, labels, members)
-            if members or any(transfer_of(str(key[1])) for key in anchor_steps)
+            if grouped
             else _meetings(step, ranks, spans, anchor_steps, labels)
         )
         walked = step_path(step, ranks, meetings)

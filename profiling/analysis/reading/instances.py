@@ -160,10 +160,8 @@ def _labelled_instances(
     queued = _outermost([c for c in collectives if c.name.startswith(C10D)])
     executed = [c for c in collectives if c.name.startswith(GLOO)]
     label_of = _labels_of(queued, labels)
-    group_of: list[str | None] = []
-    for op in queued:
-        parsed = parse_group_label(label_of[id(op)].name) if id(op) in label_of else None
-        group_of.append(parsed[0] if parsed else None)
+    parsed_of = [parse_group_label(label_of[id(op)].name) if id(op) in label_of else None for op in queued]
+    group_of = [parsed[0] if parsed else None for parsed in parsed_of]
     # gloo runs a send or receive on the thread that waits for it, the others on the group's
     # worker threads
     transfer_ends = _transfer_ends(queued, [e for e in executed if _is_transfer(e.name)])
@@ -174,8 +172,7 @@ def _labelled_instances(
     transfers: dict[tuple[int, int], int] = {}
     counts: dict[str | None, int] = {}
     found = []
-    for index, op in enumerate(queued):
-        parsed = parse_group_label(label_of[id(op)].name) if id(op) in label_of else None
+    for index, (op, parsed) in enumerate(zip(queued, parsed_of, strict=True)):
         name, peer = (parsed[0], parsed[2]) if parsed else (None, None)
         group = by_name.get(name) if name is not None else None
         kind = op.name.split("::", 1)[-1]
