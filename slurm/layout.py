@@ -10,6 +10,7 @@ import math
 from slurm.basics import SettingError
 
 Dims = tuple[tuple[str, int], ...]  # (dimension, size), outermost first
+MESH_ORDER = ("pp", "dp", "tp")  # the toolkit's --parallel mesh, outermost first (torchtitan's)
 
 
 class LayoutError(SettingError):
@@ -37,6 +38,14 @@ def layout_text(dims: Dims) -> str:
 
 def layout_size(dims: Dims) -> int:
     return math.prod(size for _, size in dims)
+
+
+def mesh_dims(dims: Dims) -> Dims:
+    """The DeviceMesh the toolkit's ``--parallel`` job builds of ``dims``, however they were
+    written: :data:`MESH_ORDER`, dimensions of size 1 left out (``dp`` kept where all are)."""
+    sizes = dict(dims)
+    kept = tuple((name, sizes[name]) for name in MESH_ORDER if sizes.get(name, 1) > 1)
+    return kept or (("dp", sizes.get("dp", 1)),)
 
 
 def coordinates(rank: int, dims: Dims) -> dict[str, int]:

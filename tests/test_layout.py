@@ -12,9 +12,12 @@ import pytest
 
 from profiling.analysis.across_ranks.layout import LayoutError, job_layout, named, parse_layout
 from profiling.analysis.per_trace.groups import Group, trace_groups
+from profiling.analysis.run.run_rows import Band, node_bands, run_mesh
 from profiling.folder.layout import ReportFiles
 from profiling.report import build_report, main
 from profiling.report.settings import ReportSettings
+from profiling.schema.manifest import Manifest
+from slurm.layout import mesh_dims
 from tests.synthetic import cpu_job, write_job
 from tests.test_gpu_traces import DATA
 
@@ -123,3 +126,29 @@ def test_the_layout_option_where_the_traces_name_no_mesh(
         main([str(folder), "--layout", "dp=2,pp"])
     err = capsys.readouterr().err
     assert refused.value.code == 2 and err.count("\n") == 1 and "'pp' is not DIM=SIZE. HINT: --layout" in err
+
+
+def test_the_toolkits_own_mesh_is_laid_out_as_its_job_builds_it() -> None:
+    """However ``--parallel`` was written, the job's DeviceMesh is (pp, dp, tp), dimensions of
+    size 1 left out; the run map reads each rank's place from the manifest so, before any trace."""
+    assert mesh_dims((("dp", 2), ("tp", 1), ("pp", 3))) == (("pp", 3), ("dp", 2))
+    assert mesh_dims((("tp", 1),)) == (("dp", 1),)
+    manifest = Manifest(
+        job_id="5", launcher="slurm", nodes=2, master="node1", backend="gloo", attempts=[], trace_files=[],
+        world_size=4, workload={"parallel": [["dp", 2], ["pp", 2]]},
+    )  # fmt: skip
+    mesh = run_mesh(None, manifest)
+    assert [mesh[rank] for rank in range(4)] == [
+        {"pp": 0, "dp": 0}, {"pp": 0, "dp": 1}, {"pp": 1, "dp": 0}, {"pp": 1, "dp": 1}
+    ]  # fmt: skip
+    assert run_mesh((("tp", 4),), manifest) == {r: {"tp": r} for r in range(4)}  # --layout first
+    assert run_mesh((("tp", 8),), manifest) == {}  # not the job's world size: rows by rank
+    assert run_mesh(None, None) == {}
+
+
+def test_a_map_drawn_a_row_per_node_keeps_its_stages_where_each_node_holds_one() -> None:
+    stages = [Band("pp", 0, 0, 4), Band("pp", 1, 4, 8), Band("dp", 0, 0, 2)]
+    nodes = ["n1", "n1", "n2", "n2", "n3", "n3", "n4", "n4"]
+    assert node_bands(stages, nodes, ["n1", "n2", "n3", "n4"]) == [Band("pp", 0, 0, 2), Band("pp", 1, 2, 4)]
+    split = ["n1", "n1", "n2", "n2", "n2", "n3", "n4", "n4"]  # node n2 holds ranks of both stages
+    assert node_bands(stages, split, ["n1", "n2", "n3", "n4"]) == []

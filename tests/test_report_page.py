@@ -67,13 +67,14 @@ def zoom(driver: Any, ranks: str, steps: str) -> list[tuple[int, float]]:
     return [(int(r.get_attribute("data-rank")), float(r.get_attribute("data-ms"))) for r in rows]
 
 
-def hover(driver: Any, row: int, rows: int, step: float, first: int, last: int) -> str:
+def hover(driver: Any, row: int, rows: int, step: float, first: int, last: int, right: int = 0) -> str:
     """Move the pointer over the map's cell of ``row`` (of ``rows`` shown) at ``step`` (of the
-    steps ``first``-``last`` shown); returns what the map says of it."""
+    steps ``first``-``last`` shown); returns what the map says of it. ``right``: the margin
+    where the stages are named, if any."""
     from selenium.webdriver.common.action_chains import ActionChains
 
     canvas = driver.find_element("id", "runmap-canvas")
-    width, height = canvas.size["width"] - LEFT, canvas.size["height"] - BOTTOM
+    width, height = canvas.size["width"] - LEFT - right, canvas.size["height"] - BOTTOM
     x = LEFT + (step - first + 0.5) / (last - first + 1) * width
     y = (row + 0.5) / rows * height
     ActionChains(driver).move_to_element_with_offset(
@@ -139,9 +140,11 @@ def test_the_page_of_real_gpu_traces(tmp_path: Path, browser: Any) -> None:  # n
     browser.save_screenshot(str(tmp_path / "page-gpu-traces.png"))
 
 
-def write_simulated_logs(folder: JobFolder, ranks: int, steps: int, per_node: int, slow: range) -> None:
+def write_simulated_logs(
+    folder: JobFolder, ranks: int, steps: int, per_node: int, slow: range, slow_ranks: set[int] | None = None
+) -> None:
     """Step logs as ranks write them, made fast: one row array, scaled per rank; the ranks of
-    the middle node 1.5 times slower in steps ``slow``."""
+    the middle node (or ``slow_ranks``) 1.5 times slower in steps ``slow``."""
     rng = np.random.default_rng(0)
     template = np.zeros(steps, dtype=EXACT)
     template["step"] = np.arange(steps)
@@ -153,7 +156,7 @@ def write_simulated_logs(folder: JobFolder, ranks: int, steps: int, per_node: in
     for rank in range(ranks):
         rows = template.copy()
         rows["cpu"] *= rng.normal(1.0, 0.01)
-        if rank // per_node == slow_node:
+        if (rank // per_node == slow_node) if slow_ranks is None else (rank in slow_ranks):
             rows["cpu"][slow.start : slow.stop] *= 1.5
         node = f"node{rank // per_node + 1}"
         header = StepLogHeader(rank=rank, world_size=ranks, restart=0, node=node, gpu=False)
@@ -197,6 +200,35 @@ def test_the_page_of_a_simulated_run(ranks: int, steps: int, tmp_path: Path, bro
     if ranks > 16:  # the ranks' table stays cut; the whole opens on demand
         assert "## Step time" not in files.markdown.read_text()
     browser.save_screenshot(str(tmp_path / f"page-{ranks}-ranks-zoomed.png"))
+
+
+def test_a_jobs_layout_draws_its_map_by_stage_and_replica(tmp_path: Path, browser: Any) -> None:  # noqa: F811
+    """16 ranks laid out dp=4,pp=4 (dp outermost: a stage's ranks are 4 apart), stage 3 slow:
+    the rows come stage by stage, replica by replica, and the slow stage is one band, drawn
+    with a line where each stage begins and named beside it; run.png draws the same bands."""
+    folder = JobFolder(tmp_path, "78")
+    write_simulated_logs(folder, 16, 120, 4, range(0, 120), slow_ranks={3, 7, 11, 15})
+    report, files = report_of(folder.path, tmp_path / "out", layout=(("dp", 4), ("pp", 4)))
+    assert report.run is not None and files.run_plot.exists()
+    assert open_page(browser, files.page) == []
+    browser.save_screenshot(str(tmp_path / "page-by-stage.png"))
+    right = 60  # page.js: the margin that names the stages
+    told = [hover(browser, row, 16, 60, 0, 119, right) for row in range(16)]
+    assert [int(re.match(r"rank (\d+) ", text)[1]) for text in told] == [  # type: ignore[index]
+        0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15
+    ], told  # fmt: skip
+    slow = [float(re.search(r"×(\d+\.\d+)", text)[1]) for text in told]  # type: ignore[index]
+    assert min(slow[12:]) > 1.3 > 1.1 > max(slow[:12]), slow  # stage 3: one hot band
+    # a solid line where stages 1, 2, 3 begin, none inside a stage; the stages named on the right
+    pixels = browser.execute_script(f"""
+        const c = document.getElementById("runmap-canvas"), h = c.height - {BOTTOM};
+        const at = (y) => Array.from(c.getContext("2d").getImageData({LEFT} + 50, Math.round(y), 1, 1).data);
+        const right = c.getContext("2d").getImageData(c.width - {right}, 0, {right}, h).data;
+        let dark = 0;
+        for (let i = 0; i < right.length; i += 4) if (right[i + 3] > 0 && right[i] < 128) dark++;
+        return {{lines: [4, 8, 12].map((row) => at(row * h / 16)), inside: at(6.5 * h / 16), dark}};""")
+    assert all(p[:3] == [0, 0, 0] for p in pixels["lines"]), pixels
+    assert pixels["inside"][:3] != [0, 0, 0] and pixels["dark"] > 0, pixels
 
 
 def test_no_html_leaves_the_page_out_and_a_warm_report_keeps_it(real_job: Path, tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from slurm.basics import SettingError
-from slurm.layout import Dims, layout_size, layout_text, parse_layout
+from slurm.layout import MESH_ORDER, Dims, layout_size, layout_text, parse_layout
 from slurm.settings import at_least, check_fields, one_of, positive_integer, setting
 
 # --dtype -> the name of the torch dtype (resolved where torch is imported); "auto" chooses one
@@ -19,7 +19,6 @@ DTYPE_CHOICES = (AUTO_DTYPE, *DTYPES)
 
 DEFAULT_FACTORY = "workload.resnet18:build"  # the tutorial's ResNet18 (workload.contract)
 PARALLEL_FACTORY = "workload.parallel_lm:parallel_lm"  # the job of many groups (--parallel)
-PARALLEL_DIMS = ("pp", "dp", "tp")  # what --parallel splits over, outermost first (torchtitan's)
 
 
 class WorkloadError(SettingError):
@@ -240,11 +239,11 @@ class WorkloadConfig:
         )
 
     def _check_parallel(self, dims: Dims) -> None:
-        unknown = [name for name, _ in dims if name not in PARALLEL_DIMS]
+        unknown = [name for name, _ in dims if name not in MESH_ORDER]
         if unknown:
             raise WorkloadError(
                 f"{{parallel}} {layout_text(dims)} names {', '.join(unknown)}. HINT: split over "
-                f"{', '.join(PARALLEL_DIMS)} only, e.g. {{parallel}} dp=2,pp=2,tp=2"
+                f"{', '.join(MESH_ORDER)} only, e.g. {{parallel}} dp=2,pp=2,tp=2"
             )
         if self.factory not in (DEFAULT_FACTORY, PARALLEL_FACTORY):
             raise WorkloadError(

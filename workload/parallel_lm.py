@@ -30,11 +30,11 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from slurm.layout import MESH_ORDER, mesh_dims
 from workload.config import DTYPES, WorkloadError
 from workload.contract import WorkloadContext
 
 DEFAULTS = {"layers": 2, "dim": 64, "heads": 4, "seq": 32, "vocab": 256, "microbatches": 4}
-MESH_ORDER = ("pp", "dp", "tp")  # torchtitan's, outermost first
 
 
 class Block(nn.Module):
@@ -117,14 +117,12 @@ class ParallelLM:
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
         settings = lm_settings(context.args)
-        dims = dict(context.settings.parallel or (("dp", context.identity.world_size),))
-        sizes = {name: dims.get(name, 1) for name in MESH_ORDER}
+        dims = mesh_dims(context.settings.parallel or (("dp", context.identity.world_size),))
+        sizes = {name: 1 for name in MESH_ORDER} | dict(dims)
         if sizes["tp"] > 1 and settings["heads"] % sizes["tp"]:
             raise WorkloadError(f"{{args}} heads={settings['heads']} cannot be split over tp={sizes['tp']}")
-        names = tuple(name for name in MESH_ORDER if sizes[name] > 1) or ("dp",)
-        mesh = init_device_mesh(
-            context.device.type, tuple(sizes[name] for name in names), mesh_dim_names=names
-        )
+        names = tuple(name for name, _ in dims)
+        mesh = init_device_mesh(context.device.type, tuple(size for _, size in dims), mesh_dim_names=names)
         stage = mesh.get_local_rank("pp") if "pp" in names else 0
         stages = sizes["pp"]
         last = stage == stages - 1

@@ -16,7 +16,7 @@ from profiling.analysis.across_ranks import summarise
 from profiling.analysis.clocks import kept_alignment
 from profiling.analysis.dumps import out_of_memory
 from profiling.analysis.per_trace import ReportError, TraceRecord
-from profiling.analysis.run import RunMap, RunView, read_run, run_section
+from profiling.analysis.run import RunMap, RunView, read_run, run_mesh, run_section
 from profiling.archive import write_archive
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
@@ -75,7 +75,7 @@ def build_report(
         # the run needs only the step logs: its map is drawn while the traces are read
         manifest, refused = _manifest(folder)
         section, run_plotted, levels = (
-            _run_report(folder, run, manifest, pictures, files, settings.html) if run else (None,) * 3
+            _run_report(folder, run, manifest, pictures, files, settings) if run else (None,) * 3
         )
         del run  # the map and its ratios: 400 MB at 4096 ranks, not needed past this point
         if sources:
@@ -124,15 +124,15 @@ def _run_report(
     manifest: Manifest | None,
     pictures: Pictures | None,
     files: ReportFiles,
-    html: bool,
+    settings: ReportSettings,
 ) -> tuple[model.Run | None, Future | None, dict[str, Any] | None]:
     """``report.json``'s ``run``, run.png being drawn, and the map's levels for report.html (a
     few MB, where the map is hundreds)."""
     section = run_section(folder, *run, manifest)
-    view = RunView(run[0], section)
+    view = RunView(run[0], section, run_mesh(settings.layout, manifest))
     drawing = pictures.draw(plot_run, view.picture, files.run_plot) if pictures else None
     # the page's levels made while run.png is drawn
-    return section, drawing, run_levels(view) if html else None
+    return section, drawing, run_levels(view) if settings.html else None
 
 
 def _traces_report(

@@ -106,12 +106,16 @@
     const spread = run.spread || 0.5;
     const finest = levels[0];
     const firstStep = finest.first[0], lastStep = finest.last[finest.last.length - 1];
-    const LEFT = 56, BOTTOM = 22, W = Math.max(400, Math.min(1200, host.clientWidth || 1000)) - LEFT;
+    // stages, and replicas within them: the rows come by them where the job has a layout
+    const bands = run.bands || [], stages = bands.filter((b) => b.dim === "pp");
+    const replicas = bands.filter((b) => b.dim !== "pp");
+    const LEFT = 56, RIGHT = stages.length ? 60 : 0, BOTTOM = 22;
+    const W = Math.max(400, Math.min(1200, host.clientWidth || 1000)) - LEFT - RIGHT;
     const H = Math.max(120, Math.min(520, ranks.length * 24));
     host.innerHTML = `<div class="controls">ranks <input id="runmap-ranks"> steps <input id="runmap-steps">
       <button id="runmap-zoom">Zoom</button><button id="runmap-reset">Whole run</button>
       <span class="axis" id="runmap-axis"></span></div>
-      <canvas id="runmap-canvas" width="${W + LEFT}" height="${H + BOTTOM}"></canvas>
+      <canvas id="runmap-canvas" width="${W + LEFT + RIGHT}" height="${H + BOTTOM}"></canvas>
       <div class="tip" id="runmap-tip">Drag over the map to zoom; hover a cell to read it; click a rank for its slow segments.</div>
       <div id="runmap-rank"></div><div id="runmap-range"></div>`;
     const canvas = host.querySelector("canvas"), context = canvas.getContext("2d");
@@ -155,6 +159,7 @@
       context.clearRect(0, 0, canvas.width, canvas.height);
       context.putImageData(image, LEFT, 0);
       ticks();
+      drawBands();
       host.querySelector("#runmap-ranks").value = `${ranks[view.r0]}-${ranks[view.r1 - 1]}`;
       host.querySelector("#runmap-steps").value = `${view.s0}-${view.s1}`;
       const perCell = level.first.every((f, i) => f === level.last[i]) ? "a step a column" : "steps joined";
@@ -174,6 +179,23 @@
       for (let index = view.r0; index < view.r1; index += every2) {
         context.fillText(String(ranks[index]), LEFT - 4, ((index - view.r0 + 0.5) / shown) * H + 4);
       }
+    }
+    function drawBands() {  // a line where a stage (solid) or a replica (dashed) begins; stages named
+      const shown = view.r1 - view.r0, y = (row) => ((row - view.r0) / shown) * H;
+      const inView = (b) => b.first > view.r0 && b.first < view.r1;
+      const line = (b, width, dash, colour) => {
+        context.beginPath(); context.setLineDash(dash); context.lineWidth = width; context.strokeStyle = colour;
+        context.moveTo(LEFT, y(b.first)); context.lineTo(LEFT + W, y(b.first)); context.stroke();
+      };
+      const seen = replicas.filter(inView);
+      if (seen.length <= 64) seen.forEach((b) => line(b, 1, [4, 3], "#777"));
+      stages.filter(inView).forEach((b) => line(b, 2, [], "#000"));
+      context.setLineDash([]);
+      context.fillStyle = "#000"; context.textAlign = "left";
+      stages.forEach((b) => {
+        const top = Math.max(b.first, view.r0), bottom = Math.min(b.end, view.r1);
+        if (bottom > top) context.fillText(b.label, LEFT + W + 6, y((top + bottom) / 2) + 4);
+      });
     }
     function describe(level, cell) {
       const firstRank = level.row_first[cell.row];
@@ -222,9 +244,10 @@
       const rankRange = parseRange(host.querySelector("#runmap-ranks").value);
       const stepRange = parseRange(host.querySelector("#runmap-steps").value);
       if (!rankRange || !stepRange) { tip.textContent = "ranks and steps as FIRST-LAST, e.g. 0-7 and 30-60"; return; }
-      const r0 = ranks.findIndex((rank) => rank >= rankRange[0]);
-      const after = ranks.findIndex((rank) => rank > rankRange[1]);
-      zoom(r0 < 0 ? ranks.length - 1 : r0, after < 0 ? ranks.length : after, stepRange[0], stepRange[1]);
+      // the rows from the first to the last of those ranks (by stage, rows are not in rank order)
+      const inside = ranks.flatMap((rank, index) => (rank >= rankRange[0] && rank <= rankRange[1] ? [index] : []));
+      const [r0, r1] = inside.length ? [inside[0], inside[inside.length - 1] + 1] : [ranks.length - 1, ranks.length];
+      zoom(r0, r1, stepRange[0], stepRange[1]);
     });
     host.querySelector("#runmap-reset").addEventListener("click", () => zoom(0, ranks.length, firstStep, lastStep));
     function showRank(y) {

@@ -22,6 +22,11 @@ def run_levels(view: RunView) -> dict[str, Any]:
         "levels": [_level(level) for level in levels.levels],
         "details": [_level(level) for level in levels.details],
         "spread": levels.spread,
+        # stages, and replicas within them: the rows are drawn by them where the job has a layout
+        "bands": [
+            {"dim": band.dim, "label": band.label, "first": band.first, "end": band.end}
+            for band in view.bands
+        ],
     }
 
 

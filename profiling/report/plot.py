@@ -209,14 +209,17 @@ def plot_run(drawn: RunPicture, path: Path) -> None:
         edges, np.arange(len(ranks) + 1) - 0.5, ratio, cmap="RdBu_r", vmin=1 - spread, vmax=1 + spread
     )
     heat.invert_yaxis()
-    fig.colorbar(image, ax=[pace, heat], label="× the other ranks' median", fraction=0.03, pad=0.01)
+    pad = 0.05 if drawn.bands else 0.01  # room for the stages' names
+    fig.colorbar(image, ax=[pace, heat], label="× the other ranks' median", fraction=0.03, pad=pad)
     by_node = drawn.by_node
     for row in range(1, len(ranks)):
-        if not by_node and nodes[row] != nodes[row - 1]:  # a band per node
+        if not by_node and not drawn.bands and nodes[row] != nodes[row - 1]:  # a band per node
             heat.axhline(row - 0.5, color="0.2", linewidth=0.6)
     _rank_ticks(heat, ranks, nodes)
+    _bands(heat, drawn)
+    row_of = _rows(drawn)
     for segment in drawn.segments:
-        row = list(ranks).index(segment.node) if by_node else int(np.searchsorted(ranks, segment.rank))
+        row = row_of[segment.node if by_node else segment.rank]
         heat.add_patch(
             Rectangle(
                 (segment.first - 0.5, row - 0.5),
@@ -240,13 +243,34 @@ def _memory_map(fig: Any, axes: Any, memory: RunPictureMemory, drawn: RunPicture
     edges = np.concatenate([memory.first, [memory.last[-1] + 1]]) - 0.5
     image = axes.pcolormesh(edges, np.arange(len(drawn.rows) + 1) - 0.5, memory.mib, cmap="viridis")
     axes.invert_yaxis()
-    fig.colorbar(image, ax=axes, label=memory.label, fraction=0.03, pad=0.01)
+    fig.colorbar(image, ax=axes, label=memory.label, fraction=0.03, pad=0.05 if drawn.bands else 0.01)
     _rank_ticks(axes, drawn.rows, drawn.nodes)
-    rows = list(drawn.rows)
+    _bands(axes, drawn)
+    row_of = _rows(drawn)
     for growth in memory.growing[:8]:
-        row = rows.index(growth.node) if drawn.by_node else int(np.searchsorted(drawn.rows, growth.rank))
+        row = row_of[growth.node if drawn.by_node else growth.rank]
         axes.annotate(growth.line, (growth.since_step, row), color="white", fontsize="small", va="center")
     axes.set(xlabel="step", ylabel="memory: " + ("node" if drawn.by_node else "rank"))
+
+
+def _rows(drawn: RunPicture) -> dict[Any, int]:
+    """Each row's index by what it is: a rank, or a node where a row is a node (rows by stage
+    are not in rank order)."""
+    return {(str(label) if drawn.by_node else int(label)): row for row, label in enumerate(drawn.rows)}
+
+
+def _bands(axes: Any, drawn: RunPicture) -> None:
+    """The stages as bands, named on the right, and their replicas (where few enough to tell)."""
+    stages = [band for band in drawn.bands if band.is_stage]
+    replicas = [band for band in drawn.bands if not band.is_stage]
+    for band in replicas if len(replicas) <= 64 else []:
+        axes.axhline(band.first - 0.5, color="0.45", linewidth=0.6, linestyle="--")
+    for band in stages[1:]:
+        axes.axhline(band.first - 0.5, color="black", linewidth=1.8)
+    if stages:
+        named = axes.secondary_yaxis("right")
+        named.set_yticks([(b.first + b.end - 1) / 2 for b in stages], [b.label for b in stages])
+        named.tick_params(length=0)
 
 
 def _rank_ticks(axes: Any, ranks: np.ndarray, nodes: list[str]) -> None:

@@ -13,5 +13,6 @@ __all__, __getattr__ = public_names(
         "MapLevel": "run_view",
         "RunPicture": "run_view",
         "RunPictureMemory": "run_view",
+        "run_mesh": "run_rows",
     },
 )

@@ -34,6 +34,7 @@ import numpy as np
 
 from profiling.analysis.run import run_map
 from profiling.analysis.run.run_map import RunMap, binned, binned_medians
+from profiling.analysis.run.run_rows import Band, Mesh, grouped, node_bands
 from profiling.schema import model
 
 MAP_COLUMNS = 1000  # at most this many columns in run.png; a longer run's steps are joined
@@ -73,10 +74,13 @@ class RunView:
     """The run map and its section, as both pictures draw them: :attr:`picture` at once,
     :attr:`levels` when first asked for (while run.png is drawn in the plot's process)."""
 
-    def __init__(self, run: RunMap, section: model.Run) -> None:
-        self.run, self.section = run, section
-        self.ranks, self.nodes = run.ranks.tolist(), run.nodes
-        self.picture = _picture(run, section)
+    def __init__(self, run: RunMap, section: model.Run, mesh: Mesh | None = None) -> None:
+        """``mesh``: each rank's coordinates, where the job has a layout: the rows are drawn by
+        stage and replica (:func:`~.run_rows.grouped`), else by rank."""
+        drawn, self.bands = grouped(run, mesh or {})
+        self.run, self.section = drawn, section
+        self.ranks, self.nodes = drawn.ranks.tolist(), drawn.nodes
+        self.picture = _picture(drawn, section, self.bands)
 
     @functools.cached_property
     def levels(self) -> MapLevels:
@@ -97,6 +101,7 @@ class RunPicture:
     segments: list[model.Segment]
     title: str
     memory: RunPictureMemory | None = None
+    bands: list[Band] = dataclasses.field(default_factory=list)  # stages and replicas, by row
 
 
 @dataclasses.dataclass(frozen=True)
@@ -110,7 +115,7 @@ class RunPictureMemory:
     growing: list[model.MemoryGrowth]
 
 
-def _picture(run: RunMap, section: model.Run) -> RunPicture:
+def _picture(run: RunMap, section: model.Run, bands: list[Band]) -> RunPicture:
     """What ``run.png`` draws, at most :data:`MAP_COLUMNS` columns."""
     binned = run_map.binned(run, MAP_COLUMNS)
     rows, labels, nodes = binned.ratio, run.ranks, run.nodes
@@ -122,6 +127,7 @@ def _picture(run: RunMap, section: model.Run) -> RunPicture:
         starts = np.searchsorted(code[order], np.arange(len(names)))
         filled = np.nan_to_num(binned.ratio[order], nan=0.0)
         rows, labels, nodes = np.maximum.reduceat(filled, starts, axis=0), np.array(names), names
+        bands = node_bands(bands, run.nodes, names)
         if memory is not None:  # ... and the most memory of its ranks
             memory = np.maximum.reduceat(np.nan_to_num(memory[order], nan=0.0), starts, axis=0)
     segments = section.segments
@@ -151,6 +157,7 @@ def _picture(run: RunMap, section: model.Run) -> RunPicture:
         )
         if run.memory is not None and memory is not None
         else None,
+        bands=bands,
     )
 
 
