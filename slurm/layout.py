@@ -10,7 +10,8 @@ import math
 from slurm.basics import SettingError
 
 Dims = tuple[tuple[str, int], ...]  # (dimension, size), outermost first
-MESH_ORDER = ("pp", "dp", "tp")  # the toolkit's --parallel mesh, outermost first (torchtitan's)
+PIPELINE, DATA, TENSOR = "pp", "dp", "tp"  # the dimensions as DeviceMesh names them (mesh_pp, ...)
+MESH_ORDER = (PIPELINE, DATA, TENSOR)  # the toolkit's --parallel mesh, outermost first (torchtitan's)
 
 
 class LayoutError(SettingError):

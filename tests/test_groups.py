@@ -165,6 +165,12 @@ def test_a_pipeline_of_four_stages_is_aligned_through_its_groups_and_sends(tmp_p
         (3, "recv_ 1>3 #0"), (5, "recv_ 3>5 #0"), (7, "recv_ 5>7 #0"), (5, "send 7>5 #0"), (5, "gloo:send")
     ]  # fmt: skip
     assert crossed[-1] == (4, "allreduce_ (group 5, #0)")
+    # the pipeline's bubble: the path's work on stages 0-2 while stage 3, its own (the most of
+    # its forward and backward: a tie with stage 2's, the later stage), waits for them
+    bubble = [(s["rank"], s["end_us"] - s["start_us"]) for s in first["segments"] if s["kind"] == "bubble"]
+    assert bubble == [(1, 20.0), (3, 20.0), (5, 20.0), (5, 20.0)]
+    assert {w["what"]: w["gain_ms"] for w in path["what_if"]}["bubble"] == pytest.approx(0.08)
+    assert "**The pipeline's bubble** (rank 1, `aten::linear`)" in (folder / "meta" / "report.md").read_text()
     balanced = write_job(tmp_path / "balanced", pipeline_job(8), 8)
     build_report(balanced)
     assert json.loads((balanced / "meta" / "report.json").read_text())["straggler"]["verdict"] == "none"

@@ -8,7 +8,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from profiling.analysis.per_trace import KINDS
+from profiling.analysis.across_ranks import PATH_KINDS
 from profiling.schema.model_path import CriticalPath
 
 SHOWN_STEPS = 4
@@ -19,6 +19,7 @@ COLOURS = {
     "memory": "tab:purple",
     "host": "tab:orange",
     "other": "0.7",
+    "bubble": "tab:cyan",
 }
 _PIXELS = 2000  # more than the strip is wide
 _LABEL_SHARE = 0.06  # a run of one rank this share of the step or more is labelled with it
@@ -35,7 +36,7 @@ def strips(axes: Any, path: CriticalPath) -> None:
     for row, step in enumerate(steps):
         origin = step.segments[0].start_us
         shortest = step.ms * 1e3 / _PIXELS  # narrower is not drawn: a dense step has thousands
-        for kind in KINDS:  # one call a kind
+        for kind in _kinds(path):  # one call a kind
             mine = [s for s in step.segments if s.kind == kind and s.end_us - s.start_us >= shortest]
             if mine:
                 spans = [((s.start_us - origin) / 1e3, (s.end_us - s.start_us) / 1e3) for s in mine]
@@ -49,7 +50,7 @@ def strips(axes: Any, path: CriticalPath) -> None:
     axes.set_yticks(range(len(steps)), [f"step {s.step}" for s in steps])
     axes.invert_yaxis()
     axes.set(title="Critical path: what set each step's length", xlabel="ms from the step's start")
-    handles = [axes.bar(0, 0, color=COLOURS[kind], label=kind) for kind in KINDS]
+    handles = [axes.bar(0, 0, color=COLOURS[kind], label=kind) for kind in _kinds(path)]
     axes.legend(handles=handles, fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0), frameon=False)
 
 
@@ -61,11 +62,17 @@ def shares(axes: Any, path: CriticalPath) -> None:
     ranks = sorted(per_rank, key=lambda rank: -sum(per_rank[rank].values()))[:SHOWN_RANKS]
     labels = [str(rank) for rank in ranks]
     bottom = np.zeros(len(ranks))
-    for kind in KINDS:
+    for kind in _kinds(path):
         values = np.array([per_rank[rank].get(kind, 0.0) for rank in ranks])
         axes.bar(labels, values, bottom=bottom, color=COLOURS[kind], label=kind)
         bottom += values
     axes.set(title="Critical path by rank and kind", xlabel="rank", ylabel="ms per step on the path")
+
+
+def _kinds(path: CriticalPath) -> list[str]:
+    """The path's kinds; the bubble only where a pipeline made one."""
+    bubble = any(row.kind == "bubble" for row in path.by_rank_kind)
+    return [kind for kind in PATH_KINDS if kind != "bubble" or bubble]
 
 
 def _runs(segments: list[Any]) -> list[tuple[int, float, float]]:

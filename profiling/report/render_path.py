@@ -68,6 +68,15 @@ def _line(what: WhatIf, report: Report) -> str:
             "backward pass (DDP's `bucket_cap_mb`, `gradient_as_bucket_view`), fewer, larger buckets; "
             "a faster link where the bandwidth is below it."
         )
+    if what.what == "bubble":
+        return (
+            f"**The pipeline's bubble** ({where}): the step would be {gain} shorter if {what.assumption}: "
+            "the path's stage waits while the other stages fill the pipeline and drain it. Evidence: the "
+            "critical path's bubble segments (report.png), the stages' compute. Next: more microbatches "
+            "(the bubble is p - 1 of m + p - 1 microbatches' time), an interleaved schedule "
+            "(`ScheduleInterleaved1F1B`, several stages a rank) or a zero-bubble one "
+            "(`ScheduleZBVZeroBubble`)."
+        )
     gpu = any(r.device == "gpu" for r in report.ranks)
     evidence = "the GPU idle causes table, report.png" if gpu else "the step breakdown, the trace in Perfetto"
     advice = (

@@ -10,7 +10,7 @@ from profiling.schema.model_ranks import NonNegFloat, NonNegInt, Part, about
 
 class PathSegment(Part):
     rank: Annotated[NonNegInt, about("the rank the path is on")]
-    kind: Annotated[str, about("compute, communication, memory, host or other")]
+    kind: Annotated[str, about("compute, communication, memory, host, other, or bubble (a pipeline's)")]
     start_us: Annotated[float, about("its start, on the first rank's clock (the trace's µs)")]
     end_us: Annotated[float, about("its end, on the same clock")]
     name: Annotated[str, about("the op or kernel (the longest, where it joins several)")]
@@ -27,14 +27,14 @@ class PathStep(Part):
 
 class RankKind(Part):
     rank: Annotated[NonNegInt, about("the rank")]
-    kind: Annotated[str, about("compute, communication, memory, host or other")]
+    kind: Annotated[str, about("compute, communication, memory, host, other, or bubble (a pipeline's)")]
     ms_per_step: Annotated[NonNegFloat, about("its time on the path, per followed step")]
     share: Annotated[float, about("of the path's time")]
     name: Annotated[str, about("the op or kernel with the most of that time")]
 
 
 class WhatIf(Part):
-    what: Annotated[str, about("straggler, overlap or host")]
+    what: Annotated[str, about("straggler, overlap, host, or bubble (a job with a pipeline)")]
     gain_ms: Annotated[float, about("the mean over the followed steps of how much shorter a step would be")]
     share: Annotated[float, about("gain_ms over the mean followed step")]
     assumption: Annotated[str, about("what the estimate assumes, in one line")]

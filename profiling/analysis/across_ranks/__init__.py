@@ -11,6 +11,7 @@ __all__, __getattr__ = public_names(
         "parse_layout": "layout",
         "LayoutError": "layout",
         "mean": "combine",
+        "PATH_KINDS": "critical_path",
         "LINK_SHARE": "gpu_sections",
         "SHOWN_KERNELS": "gpu_sections",
         "DEFAULT_BUDGET_BYTES": "merge",

@@ -16,13 +16,22 @@ segments of a step add up to that rank's step, exactly on the common clock (the 
 what the times may be off by). A step with a rank whose clock could not be aligned, or with no
 record of that step, cannot be followed: it is *undecided*, with the reason, never guessed.
 
+In a pipeline (``stage_of``: each rank's stage) the path runs through every stage: forward
+from the first stage to the one it spends the most time on, back through the others after.
+What it runs on those other stages in the forward and backward passes is the pipeline's
+*bubble*: the time the path's own stage sat idle, waiting for its neighbours to fill the
+pipeline and drain it (an equal pipeline of p stages and m microbatches, 1F1B: (p - 1) of the
+m + p - 1 microbatches' time, the textbook bubble). Those segments are kind ``bubble``; the
+collectives and the optimizer of the other stages are not (they are no neighbour's wait).
+
 The gains are estimates from the path, not a simulation:
 
 - ``straggler``: at each meeting on the path, the last rank's lead over the next-to-last (had it
   arrived with the median rank, the collective would have begun when the next-to-last arrived);
   kept by rank (:attr:`StepPath.leads_us`), so that the report can count one rank's;
 - ``overlap``: the communication on the path (hidden under compute, it would cost nothing);
-- ``host``: the host time on the path (the GPU never left without work).
+- ``host``: the host time on the path (the GPU never left without work);
+- ``bubble``: the bubble on the path (more microbatches, or an interleaved schedule, shrink it).
 """
 
 from __future__ import annotations
@@ -41,7 +50,11 @@ WHAT_IF = {
     "straggler": "the last rank at each collective on the path arrives with the median rank",
     "overlap": "the communication on the path is hidden under compute",
     "host": "the host never leaves the GPU without work on the path",
+    "bubble": "the pipeline's fill and drain cost nothing",
 }
+BUBBLE = "bubble"
+PATH_KINDS = (*KINDS, BUBBLE)  # a path's segments: a lane's kinds, and the pipeline's bubble
+_FILLING = frozenset(("compute", "memory"))  # the kinds a neighbour stage's bubble is made of
 _UNCOVERED = "outside the trace's operators"
 
 
@@ -112,10 +125,14 @@ class Undecided:
 
 
 def step_path(
-    step: int, ranks: Mapping[int, RankStep | None], meetings: Sequence[Meeting]
+    step: int,
+    ranks: Mapping[int, RankStep | None],
+    meetings: Sequence[Meeting],
+    stage_of: Mapping[int, int] | None = None,
 ) -> StepPath | Undecided:
     """The path of one step; ``meetings`` in the order they began, ``ranks[r]`` None where rank
-    r's clock could not be aligned or it has no record of the step."""
+    r's clock could not be aligned or it has no record of the step; ``stage_of``: each rank's
+    pipeline stage, where the job has a pipeline (its bubble is then told apart)."""
     missing = sorted(rank for rank, found in ranks.items() if found is None)
     if missing:
         return Undecided(step, f"rank(s) {_listed(missing)}: clock not aligned, or no record of the step")
@@ -157,7 +174,29 @@ def step_path(
         "overlap": sum(s.duration for s in segments if s.kind == "communication"),
         "host": sum(s.duration for s in segments if s.kind == "host"),
     }
+    if stage_of and len(set(stage_of.values())) > 1:
+        segments = _bubbled(segments, stage_of)
+        gains[BUBBLE] = sum(s.duration for s in segments if s.kind == BUBBLE)
     return StepPath(step, ending, floor, steps[ending].end, segments, gains, leads)
+
+
+def _bubbled(segments: list[Segment], stage_of: Mapping[int, int]) -> list[Segment]:
+    """The segments with the pipeline's bubble told apart: the forward and backward work the
+    path runs on stages other than the one it runs the most of it on (the ending stage's
+    collectives and optimizer do not count: they come after the pipeline)."""
+    filling = [s for s in segments if s.kind in _FILLING and s.phase != "optimizer" and s.rank in stage_of]
+    on_stage: dict[int, float] = {}
+    for s in filling:
+        on_stage[stage_of[s.rank]] = on_stage.get(stage_of[s.rank], 0.0) + s.duration
+    if not on_stage:
+        return segments
+    own = max(on_stage, key=lambda stage: (on_stage[stage], stage))  # a tie: the later stage
+    return [
+        s._replace(kind=BUBBLE)
+        if s.kind in _FILLING and s.phase != "optimizer" and stage_of.get(s.rank, own) != own
+        else s
+        for s in segments
+    ]
 
 
 def _blocking(meetings: Sequence[Meeting], here: RankStep, t: float) -> tuple[int, Meeting] | None:

@@ -29,7 +29,7 @@ Key = tuple[int, int | str]  # (window's first step, a collective's key or the f
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
 SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed
 # the kind of segment each gain is made of, to name where it is
-_GAIN_KIND = {"straggler": None, "overlap": "communication", "host": "host"}
+_GAIN_KIND = {"straggler": None, "overlap": "communication", "host": "host", "bubble": "bubble"}
 
 
 def critical_path(
@@ -40,6 +40,7 @@ def critical_path(
     straggler: int | None = None,
     remade: list[str] | None = None,
     members: Mapping[Key, frozenset[int]] | None = None,
+    stage_of: Mapping[int, int] | None = None,
 ) -> CriticalPath | None:
     """The path of every step a rank recorded; None where no trace has lanes (none recorded).
 
@@ -52,7 +53,8 @@ def critical_path(
 
     ``members``: the ranks of each collective whose group is not the whole job; where there are
     any, or sends and receives, the walk meets each group's collectives among its members, and
-    each receive with its send.
+    each receive with its send. ``stage_of``: each rank's pipeline stage, where the job has a
+    pipeline: the path's bubble is told apart (:func:`~.critical_path.step_path`).
     """
     remade = [] if remade is None else remade
     lanes = {rank: _rank_steps(rank, traces, remade) for rank, traces in per_rank.items()}
@@ -73,7 +75,7 @@ def critical_path(
             if grouped
             else _meetings(step, ranks, spans, anchor_steps, labels)
         )
-        walked = step_path(step, ranks, meetings)
+        walked = step_path(step, ranks, meetings, stage_of)
         if isinstance(walked, Undecided):
             undecided.append(UndecidedStep(step=walked.step, why=walked.why))
             continue
@@ -250,7 +252,9 @@ def _what_if(paths: list[StepPath], totals: Totals, step_ms: float, late: int | 
         return []
     found = []
     for what, assumption in WHAT_IF.items():
-        gain_ms = statistics.fmean(_gains_us(p, late)[what] for p in paths) / 1e3
+        if not any(what in _gains_us(p, late) for p in paths):
+            continue  # a job without a pipeline has no bubble
+        gain_ms = statistics.fmean(_gains_us(p, late).get(what, 0.0) for p in paths) / 1e3
         rank, name = _where(paths, totals, what, late)
         found.append(
             WhatIf(

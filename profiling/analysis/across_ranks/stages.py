@@ -17,8 +17,8 @@ from collections.abc import Mapping, Sequence
 
 from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
+from slurm.layout import PIPELINE
 
-PIPELINE = "pp"
 IMBALANCE = 0.10  # a stage's compute this much above the others' median
 SPREAD_FACTOR = 2.0  # ... and this many times the largest spread within one stage
 

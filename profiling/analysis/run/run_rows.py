@@ -17,9 +17,9 @@ import numpy as np
 
 from profiling.analysis.run.run_map import RunMap
 from profiling.schema.manifest import Manifest
-from slurm.layout import Dims, coordinates, layout_size, mesh_dims
+from slurm.layout import DATA, PIPELINE, Dims, coordinates, layout_size, mesh_dims
 
-STAGE, REPLICA = "pp", "dp"  # the bands: stages, and within each, its data-parallel replicas
+STAGE, REPLICA = PIPELINE, DATA  # the bands: stages, and within each, its data-parallel replicas
 Mesh = Mapping[int, Mapping[str, int]]  # rank -> its coordinates
 
 
