@@ -32,8 +32,10 @@ def _run(traces_root: Path, parallel: str, gpus: int, *extra: str) -> tuple[Path
 
 
 def _every_rank_aligned(report: dict, world: int) -> None:
-    """Every rank on rank 0's clock, and every step's critical path followed across the ranks
-    and the stages, its segments adding up to the step."""
+    """Every rank on rank 0's clock, and every step's critical path followed across the ranks,
+    its segments adding up to the step (the bubble among them: tests/test_pipeline_bubble.py,
+    on a schedule with a known answer; a stage much heavier than the others can hold the whole
+    path, and then none is on it)."""
     clocks = {rank["rank"]: rank["clock"] for rank in report["ranks"]}
     assert sorted(clocks) == list(range(world))
     assert all(clock["method"] != "base time" for clock in clocks.values()), clocks
@@ -43,8 +45,6 @@ def _every_rank_aligned(report: dict, world: int) -> None:
     for step in path["steps"]:
         assert sum(s["end_us"] - s["start_us"] for s in step["segments"]) == pytest.approx(step["ms"] * 1e3)
         assert len({s["rank"] for s in step["segments"]}) > 1  # it crossed ranks
-    # ... and stages: the other stages' work while the path's own waited is the pipeline's bubble
-    assert any(s["kind"] == "bubble" for step in path["steps"] for s in step["segments"])
 
 
 @pytest.mark.full_cluster
