@@ -184,18 +184,17 @@ def _bubbled(segments: list[Segment], stage_of: Mapping[int, int]) -> list[Segme
     """The segments with the pipeline's bubble told apart: the forward and backward work the
     path runs on stages other than the one it runs the most of it on (the ending stage's
     collectives and optimizer do not count: they come after the pipeline)."""
-    filling = [s for s in segments if s.kind in _FILLING and s.phase != "optimizer" and s.rank in stage_of]
+    filling = [s.kind in _FILLING and s.phase != "optimizer" and s.rank in stage_of for s in segments]
     on_stage: dict[int, float] = {}
-    for s in filling:
-        on_stage[stage_of[s.rank]] = on_stage.get(stage_of[s.rank], 0.0) + s.duration
+    for s, fills in zip(segments, filling, strict=True):
+        if fills:
+            on_stage[stage_of[s.rank]] = on_stage.get(stage_of[s.rank], 0.0) + s.duration
     if not on_stage:
         return segments
     own = max(on_stage, key=lambda stage: (on_stage[stage], stage))  # a tie: the later stage
     return [
-        s._replace(kind=BUBBLE)
-        if s.kind in _FILLING and s.phase != "optimizer" and stage_of.get(s.rank, own) != own
-        else s
-        for s in segments
+        s._replace(kind=BUBBLE) if fills and stage_of[s.rank] != own else s
+        for s, fills in zip(segments, filling, strict=True)
     ]
 
 

@@ -250,11 +250,12 @@ def _by_rank_kind(totals: Totals, steps: int) -> list[RankKind]:
 def _what_if(paths: list[StepPath], totals: Totals, step_ms: float, late: int | None) -> list[WhatIf]:
     if not paths:
         return []
+    gains = [_gains_us(p, late) for p in paths]
     found = []
     for what, assumption in WHAT_IF.items():
-        if not any(what in _gains_us(p, late) for p in paths):
+        if not any(what in gained for gained in gains):
             continue  # a job without a pipeline has no bubble
-        gain_ms = statistics.fmean(_gains_us(p, late).get(what, 0.0) for p in paths) / 1e3
+        gain_ms = statistics.fmean(gained.get(what, 0.0) for gained in gains) / 1e3
         rank, name = _where(paths, totals, what, late)
         found.append(
             WhatIf(
