@@ -1,6 +1,8 @@
-"""The critical path on real jobs of the test cluster: a rank slowed by 80 ms a step is on the
-path with at least that much time, the gain the path estimates is the late rank's and about the
-slowdown, and a balanced job has no late-rank line.
+"""The critical path and the replay on real jobs of the test cluster: a rank slowed by 80 ms a
+step is on the path with at least that much time, the gain the path estimates is the late
+rank's and about the slowdown; replayed, each step comes out at its measured length, the rank
+holds the most of the slowdown and its gain comes first; a balanced job's S is within its noise
+of 1, and no rank is named.
 
 The estimate against the measured difference of the two jobs' step times (within 15 %) is
 ``tests/bench/bench_critical_path.py``: on CI's shared machine the two jobs' step times move
@@ -62,6 +64,20 @@ def test_a_slowed_rank_is_on_the_path_and_its_estimated_gain_is_the_measured_one
     assert statistics.median(own) >= 0.8 * INJECTED_MS, own  # its CPU time; more wall time when shared
     estimated = next(w for w in path.what_if if w.what == "straggler")
     assert estimated.rank == 1 and 0.8 * INJECTED_MS <= estimated.gain_ms <= path.step_ms, estimated
-    assert "**A late rank holds the others** (rank 1, `gloo:" in limits(slowed_md)
-    assert "**A late rank holds the others**" not in limits(balanced_md), limits(balanced_md)
+    # replayed: every step at its measured length; rank 1 holds the most, its host gaps; the
+    # first gain is rank 1 like its peers, about the slowdown, and no other line counts it again
+    replay = path.replay
+    assert replay is not None and replay.fidelity.median <= 0.02, replay.fidelity
+    assert replay.most is not None and (replay.most.dimension, replay.most.index) == ("rank", 1), replay.most
+    assert "host" in replay.most.kinds and replay.by_rank[1] > replay.by_rank[0]
+    first = replay.gains[0]
+    assert (first.what, first.rank) == ("rank like its peers", 1), first
+    assert first.gain_ms >= 0.8 * INJECTED_MS, first
+    assert "Most of it is **rank 1**" in limits(slowed_md)
+    assert "1. **Rank 1 like its peers**" in limits(slowed_md)
     assert balanced.critical_path is not None and balanced.critical_path.undecided == []
+    # the balanced job: S within its noise of 1, and no rank named
+    even = balanced.critical_path.replay
+    assert even is not None and even.fidelity.median <= 0.02, even.fidelity
+    assert (even.slowdown - 1) * even.ideal_ms <= (balanced.critical_path.noise_ms or 0.0), even
+    assert "like its peers" not in limits(balanced_md), limits(balanced_md)

@@ -170,7 +170,17 @@ def test_a_pipeline_of_four_stages_is_aligned_through_its_groups_and_sends(tmp_p
     bubble = [(s["rank"], s["end_us"] - s["start_us"]) for s in first["segments"] if s["kind"] == "bubble"]
     assert bubble == [(1, 20.0), (3, 20.0), (5, 20.0), (5, 20.0)]
     assert {w["what"]: w["gain_ms"] for w in path["what_if"]}["bubble"] == pytest.approx(0.08)
-    assert "**The pipeline's bubble** (rank 1, `aten::linear`)" in (folder / "meta" / "report.md").read_text()
+    markdown = (folder / "meta" / "report.md").read_text()
+    assert "The pipeline's bubble holds 0.08 ms of the critical path a step" in markdown
+    # replayed: each step exactly as measured; rank 5's 100 µs of host is the host's share, and
+    # most of it is rank 5's (not its stage's: rank 4, its peer there, is on time)
+    replay = path["replay"]
+    assert replay["fidelity"] == {"median": 0.0, "worst": 0.0} and len(replay["steps"]) == 8
+    assert replay["slowdown"] == pytest.approx(1.0) and replay["host_share"] > 1.2
+    most = replay["most"]
+    assert (most["dimension"], most["index"], most["kinds"]) == ("rank", 5, ["host"])
+    assert replay["by_rank"]["5"] == max(replay["by_rank"].values())
+    assert "Most of it is **rank 5**" in markdown
     balanced = write_job(tmp_path / "balanced", pipeline_job(8), 8)
     build_report(balanced)
     assert json.loads((balanced / "meta" / "report.json").read_text())["straggler"]["verdict"] == "none"
@@ -217,7 +227,19 @@ def test_a_slow_stage_is_named_as_a_stage_not_a_rank(tmp_path: Path) -> None:
     assert [s["ranks"] for s in stages["stages"]] == [[0, 1], [2, 3], [4, 5], [6, 7]]
     assert stages["text"].startswith("stage imbalance: stage 3 (ranks 6, 7) computes")
     assert report["straggler"]["verdict"] != "straggler"
-    assert "**Stage imbalance: stage 3 (ranks 6, 7)" in (folder / "meta" / "report.md").read_text()
+    markdown = (folder / "meta" / "report.md").read_text()
+    assert "**Stage imbalance: stage 3 (ranks 6, 7)" in markdown
+    # replayed: stage 3, both its ranks, holds the most; its forward and backward 3x the others'
+    # (60 µs against 20); the first gain is the stage like the others. One microbatch a step: the
+    # stages run one after another, so a balanced pipeline would take as long (S = 1)
+    replay = report["critical_path"]["replay"]
+    most = replay["most"]
+    assert (most["dimension"], most["index"], most["kinds"]) == ("pp", 3, ["forward", "backward"])
+    assert most["longer_fraction"] == pytest.approx(2.0)
+    first = replay["gains"][0]
+    assert (first["what"], first["coordinate"]) == ("stage like the median stage", "pp 3")
+    assert replay["slowdown"] == pytest.approx(1.0)
+    assert "Most of it is **stage 3**" in markdown and "1. **Stage 3 like the median stage**" in markdown
     # a late rank is no stage's imbalance
     late = write_job(tmp_path / "late", pipeline_job(8, late=lambda step: {5: 100.0}), 8)
     build_report(late)

@@ -45,6 +45,14 @@ def _every_rank_aligned(report: dict, world: int) -> None:
     for step in path["steps"]:
         assert sum(s["end_us"] - s["start_us"] for s in step["segments"]) == pytest.approx(step["ms"] * 1e3)
         assert len({s["rank"] for s in step["segments"]}) > 1  # it crossed ranks
+    replay = path["replay"]  # every step replayed, at its measured length
+    assert replay["undecided"] == [] and len(replay["steps"]) == 8, replay["undecided"]
+    assert replay["fidelity"]["median"] <= 0.02, replay["fidelity"]
+
+
+def _most(report: dict) -> tuple[str, int]:
+    most = report["critical_path"]["replay"]["most"]
+    return most["dimension"], most["index"]
 
 
 @pytest.mark.full_cluster
@@ -79,6 +87,10 @@ def test_a_data_by_pipeline_job_across_two_nodes_names_its_slowed_rank(
     assert stages["verdict"] == "balanced" or stages["text"].startswith(
         "stage imbalance: stage 1 (ranks 2, 3)"
     )
+    # replayed: rank 3 holds the most (its host gaps), not its stage: rank 2 is no late rank
+    assert _most(report) == ("rank", 3)
+    gains = report["critical_path"]["replay"]["gains"]
+    assert (gains[0]["what"], gains[0]["rank"]) == ("rank like its peers", 3), gains
 
 
 @pytest.mark.full_cluster
@@ -89,6 +101,12 @@ def test_a_last_stage_with_more_layers_is_a_stage_imbalance(slurm_cluster, trace
     assert (stages["verdict"], stages["stage"]) == ("imbalance", 1), stages["text"]
     assert stages["text"].startswith("stage imbalance: stage 1 (ranks 2, 3) computes")
     assert report["straggler"]["verdict"] != "straggler", report["straggler"]["text"]
+    # replayed: stage 1, both its ranks, holds the most; the first gain is the stage like stage 0
+    replay = report["critical_path"]["replay"]
+    assert _most(report) == ("pp", 1) and replay["slowdown"] > 1.1, replay["most"]
+    assert replay["by_mesh"]["pp"]["1"] > replay["by_mesh"]["pp"]["0"]
+    first = replay["gains"][0]
+    assert (first["what"], first["coordinate"]) == ("stage like the median stage", "pp 1"), replay["gains"]
 
 
 @pytest.mark.full_cluster
@@ -101,3 +119,4 @@ def test_a_data_by_pipeline_by_tensor_job_across_two_nodes(slurm_cluster, traces
     # always, past the test's p < 0.01
     assert straggler["candidate"] == 5, straggler["text"]
     assert "rank 5 (pp 1, dp 0, tp 1)" in straggler["text"]
+    assert _most(report) == ("rank", 5)  # replayed: its 400 ms of host gaps

@@ -4,73 +4,10 @@ forward and backward; p - 1 of them the bubble)."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
 
-from profiling.analysis.across_ranks.critical_path import Meeting, RankStep, StepPath, step_path
-from profiling.analysis.per_trace.lanes import KINDS, PHASES, Lane
-
-
-def one_f_one_b(
-    stages: int, microbatches: int, forward: float, backward: float
-) -> tuple[dict[int, RankStep], list[Meeting]]:
-    """A rank a stage, running 1F1B (stage s: ``stages - 1 - s`` forwards first, then one
-    forward and one backward in turn, then the backwards left); a transfer takes no time, each
-    receive waits where its input is not there yet. Returns each rank's step, its lane (the work
-    with its phase, the waits in a receive) and, as ``meetings``, each receive with its send."""
-    order = []
-    for s in range(stages):
-        warm = min(stages - 1 - s, microbatches)
-        mine = [("F", i) for i in range(warm)]
-        for i in range(microbatches - warm):
-            mine += [("F", warm + i), ("B", i)]
-        order.append(mine + [("B", i) for i in range(microbatches - warm, microbatches)])
-    done: dict[tuple[int, str, int], float] = {}
-    free, spans = [0.0] * stages, [[] for _ in range(stages)]
-    meetings: list[Meeting] = []
-    pending = [list(o) for o in order]
-    while any(pending):
-        for s in range(stages):
-            while pending[s]:
-                what, i = pending[s][0]
-                source = (
-                    (s - 1, "F", i) if what == "F" else ((s + 1, "B", i) if s < stages - 1 else (s, "F", i))
-                )
-                if what == "F" and s == 0:
-                    ready = 0.0
-                elif source not in done:
-                    break
-                else:
-                    ready = done[source]
-                if ready > free[s]:  # waits in the receive
-                    spans[s].append((free[s], ready, "communication", f"recv {what}{i}", -1))
-                if source[0] != s and (what != "F" or s > 0):
-                    meetings.append(
-                        Meeting(f"p2p {what}{i} to {s}", {source[0]: ready, s: free[s]}, {s: ready})
-                    )
-                start = max(free[s], ready)
-                length = forward if what == "F" else backward
-                spans[s].append(
-                    (
-                        start,
-                        start + length,
-                        "compute",
-                        f"{what}{i}",
-                        PHASES.index("forward" if what == "F" else "backward"),
-                    )
-                )
-                free[s] = done[(s, what, i)] = start + length
-                pending[s].pop(0)
-    ranks = {}
-    for s in range(stages):
-        text = [name for *_, name, _ in spans[s]]
-        built = Lane(
-            np.array([a for a, *_ in spans[s]]), np.array([b for _, b, *_ in spans[s]]),
-            np.array([KINDS.index(k) for _, _, k, _, _ in spans[s]], dtype=np.int8),
-            np.arange(len(text), dtype=np.int32), np.array([p for *_, p in spans[s]], dtype=np.int8), text,
-        )  # fmt: skip
-        ranks[s] = RankStep(s, 0.0, free[s], built)
-    return ranks, sorted(meetings, key=lambda m: min(m.ends.values()))
+from profiling.analysis.across_ranks.critical_path import StepPath, step_path
+from tests.step_graphs import one_f_one_b
 
 
 @pytest.mark.parametrize(("stages", "microbatches"), [(4, 4), (4, 8), (2, 6)])

@@ -1,13 +1,17 @@
-"""report.md's "What limits the step": the critical path's gains, the largest first, each with
-its evidence and the next thing to do (:mod:`profiling.analysis.across_ranks.critical_steps`)."""
+"""report.md's "What limits the step": what stragglers cost the job (S), the part that holds the
+most of it, and the replayed gains that add up, the largest first, each with the next thing to do
+(:mod:`profiling.analysis.across_ranks.replay_steps`)."""
 
 from __future__ import annotations
 
 from profiling.schema.model import Report
-from profiling.schema.model_path import CriticalPath, WhatIf
+from profiling.schema.model_path import CriticalPath
+from profiling.schema.model_replay import Replay, ReplayGain, UndecidedStep
+from slurm.layout import DATA, PIPELINE, TENSOR
 
 SHOWN = 5
-_NAME_CHARS = 80  # kernel names run to thousands of characters; report.json keeps them whole
+_OTHERS = {"rank": "the other ranks'", PIPELINE: "the other stages'", DATA: "the other replicas'"}
+_NAMED = {"rank": "rank", PIPELINE: "stage", DATA: "replica", TENSOR: "tensor-parallel index"}
 
 
 def what_limits(report: Report) -> list[str]:
@@ -15,67 +19,91 @@ def what_limits(report: Report) -> list[str]:
     if path is None:
         return []
     lines = ["## What limits the step", ""]
-    if not path.steps:
-        return [*lines, *_undecided(path), ""]
+    replay = path.replay
+    if replay is None:
+        said = _undecided(path.undecided) or ["Not replayed: no step recorded by every rank."]
+        return [*lines, *said, ""]
     noise = path.noise_ms or 0.0
-    shown = [w for w in path.what_if if w.gain_ms > noise and _named(w, report)][:SHOWN]
-    for number, what in enumerate(shown, 1):
-        lines.append(f"{number}. {_line(what, report)}")
-    if not shown:
-        top = path.by_rank_kind[0]
-        lines.append(
-            f"Balanced: no part of the path would gain more than the step-to-step noise ({noise:.2f} ms). "
-            f"The most of it is rank {top.rank}'s {top.kind} ({top.share:.0%}, `{_short(top.name)}`)."
-        )
+    lines += [_slowdown(replay, noise), ""]
+    shown = [g for g in replay.gains if g.gain_ms > noise][:SHOWN]
+    lines += [f"{number}. {_gain(gain, report)}" for number, gain in enumerate(shown, 1)]
+    together = sum(g.gain_ms for g in shown)
     lines += [
-        "",
-        f"From the critical path of {len(path.steps)} step(s), {path.step_ms:.2f} ms each on average "
-        f"(report.json's `critical_path`; docs/report.md says how it is walked). Gains are estimates "
-        f"from the path, not a simulation, each on its own (they may overlap); a gain under the "
-        f"step-to-step noise ({noise:.2f} ms) gets no line"
-        + (", nor a late rank the straggler verdict does not name." if report.straggler else "."),
-        *_undecided(path),
+        *([""] if shown else []),
+        (
+            f"Each gain is replayed on top of those above it, so they add up: {together:.2f} ms a step "
+            f"together ({together / replay.measured_ms:.0%}). "
+            if len(shown) > 1
+            else ""
+        )
+        + f"A gain under the step-to-step noise ({noise:.2f} ms) gets no line. "
+        f"Every step is replayed on its cross-rank graph with the durations changed, as the OSDI 2025 "
+        f"what-if analysis does (report.json's `critical_path.replay`; docs/report.md says which edges "
+        f"the graph has). Replayed as measured, the {len(replay.steps)} step(s) come out within "
+        f"{replay.fidelity.median:.1%} of their measured length (median; worst {replay.fidelity.worst:.1%}).",
+        *_bubble(path, noise),
+        *_undecided(replay.undecided),
         "",
     ]
     return lines
 
 
-def _named(what: WhatIf, report: Report) -> bool:
-    """A late rank's gain is named only where the straggler verdict names it: in a balanced job
-    the last rank changes at random, and each collective's last arrival still leads the next by
-    a little (the sum over a step's collectives can exceed the noise)."""
-    if what.what != "straggler":
-        return True
-    verdict = report.straggler
-    return verdict is not None and verdict.verdict == "straggler" and verdict.rank == what.rank
+def _slowdown(replay: Replay, noise_ms: float) -> str:
+    """The first line: S, the host's share apart, and the part that holds the most of it."""
+    s = replay.slowdown
+    measured, ideal = replay.measured_ms, replay.ideal_ms
+    if (s - 1) * ideal > noise_ms:
+        said = (
+            f"Stragglers cost this job **S = {s:.2f}**: the step is {s - 1:.0%} longer than its ideal "
+            f"({measured / replay.host_share:.2f} ms without the host's gaps, against {ideal:.2f})."
+        )
+    else:
+        said = (
+            f"Stragglers cost this job nothing beyond the step-to-step noise: S = {s:.2f} "
+            f"(the ideal step {ideal:.2f} ms, the noise {noise_ms:.2f})."
+        )
+    if measured - measured / replay.host_share > noise_ms:
+        said += (
+            f" The host's gaps make it {replay.host_share - 1:.0%} longer still "
+            f"({measured:.2f} ms measured: {replay.host_share:.2f}× the step replayed without them)."
+        )
+    most = replay.most
+    if most is None or (most.slowdown - 1) * ideal <= noise_ms:
+        return said
+    part = f"{_NAMED.get(most.dimension, most.dimension)} {most.index}"
+    said += f" Most of it is **{part}** (S {most.slowdown:.2f} alone)"
+    if not most.kinds:
+        return said + "."
+    kinds = " and ".join(_KIND_WORDS.get(kind, kind) for kind in most.kinds)
+    longer = f"{most.longer_fraction:.0%} " if most.longer_fraction is not None else ""
+    others = _OTHERS.get(most.dimension, "the others'")
+    return said + f": its {kinds} run {longer}longer than {others} ({most.longer_ms:.2f} ms a step)."
 
 
-def _line(what: WhatIf, report: Report) -> str:
-    where = f"rank {what.rank}, `{_short(what.name)}`" if what.rank is not None else "the path"
-    gain = f"{what.gain_ms:.2f} ms per step ({what.share:.0%})"
-    if what.what == "straggler":
+_KIND_WORDS = {"host": "host gaps", "compute": "compute of no known phase", "other": "time in no op"}
+
+
+def _gain(gain: ReplayGain, report: Report) -> str:
+    amount = f"{gain.gain_ms:.2f} ms a step shorter ({gain.share:.0%})"
+    if gain.what == "rank like its peers":
         return (
-            f"**A late rank holds the others** ({where}): the step would be {gain} shorter if "
-            f"{what.assumption}. Evidence: the straggler verdict above, the clock alignment table. "
-            f"Next: `--profile-ranks {what.rank}` for that rank's detail, or "
-            f"`python -m jobs.capture <job id> --ranks {what.rank}` while it runs; a slow node: "
-            "`--exclude-slow-from <job folder>`."
+            f"**Rank {gain.rank} like its peers**: {amount}. Next: `--profile-ranks {gain.rank}` for its "
+            f"detail, or `python -m jobs.capture <job id> --ranks {gain.rank}` while it runs; a slow "
+            "node: `--exclude-slow-from <job folder>`."
         )
-    if what.what == "overlap":
+    if gain.what == "stage like the median stage":
+        stage = (gain.coordinate or "").split()[-1]
         return (
-            f"**Exposed communication** ({where}): the step would be {gain} shorter if {what.assumption}. "
-            "Evidence: the collectives table (bus bandwidth), report.png. Next: overlap it with the "
-            "backward pass (DDP's `bucket_cap_mb`, `gradient_as_bucket_view`), fewer, larger buckets; "
-            "a faster link where the bandwidth is below it."
+            f"**Stage {stage} like the median stage**: {amount}. Next: move layers off it (the "
+            "--parallel job: `--workload-arg last_stage_layers=N`; the last stage also holds the head "
+            "and the loss), or give it more of the pipeline's ranks."
         )
-    if what.what == "bubble":
+    if gain.what == "the exposed communication hidden":
         return (
-            f"**The pipeline's bubble** ({where}): the step would be {gain} shorter if {what.assumption}: "
-            "the path's stage waits while the other stages fill the pipeline and drain it. Evidence: the "
-            "critical path's bubble segments (report.png), the stages' compute. Next: more microbatches "
-            "(the bubble is p - 1 of m + p - 1 microbatches' time), an interleaved schedule "
-            "(`ScheduleInterleaved1F1B`, several stages a rank) or a zero-bubble one "
-            "(`ScheduleZBVZeroBubble`)."
+            f"**The exposed communication hidden**: {amount}. Evidence: the collectives table (bus "
+            "bandwidth), report.png. Next: overlap it with the backward pass (DDP's `bucket_cap_mb`, "
+            "`gradient_as_bucket_view`), fewer, larger buckets; a faster link where the bandwidth is "
+            "below it."
         )
     gpu = any(r.device == "gpu" for r in report.ranks)
     evidence = "the GPU idle causes table, report.png" if gpu else "the step breakdown, the trace in Perfetto"
@@ -84,20 +112,27 @@ def _line(what: WhatIf, report: Report) -> str:
         if gpu
         else "the Python stack there (the merged timeline in Perfetto): data loading, host syncs, slow Python"
     )
-    return (
-        f"**The host** ({where}): the step would be {gain} shorter if {what.assumption}. "
-        f"Evidence: {evidence}. Next: {advice}."
-    )
+    return f"**No host gaps**: {amount}. Evidence: {evidence}. Next: {advice}."
 
 
-def _undecided(path: CriticalPath) -> list[str]:
-    if not path.undecided:
+def _bubble(path: CriticalPath, noise_ms: float) -> list[str]:
+    """The pipeline's bubble is no straggler's: the path's estimate of it, with what to do."""
+    bubble = next((w for w in path.what_if if w.what == "bubble"), None)
+    if bubble is None or bubble.gain_ms <= noise_ms:
         return []
-    reasons = sorted({u.why for u in path.undecided})
-    steps = ", ".join(str(u.step) for u in path.undecided[:8])
-    return [f"Not followed: step(s) {steps} ({'; '.join(reasons)})."]
+    return [
+        "",
+        f"The pipeline's bubble holds {bubble.gain_ms:.2f} ms of the critical path a step "
+        f"({bubble.share:.0%}): the path's stage waits while the others fill the pipeline and drain "
+        "it (report.png's bubble segments). Next: more microbatches (the bubble is p - 1 of m + p - 1 "
+        "microbatches' time), an interleaved schedule (`ScheduleInterleaved1F1B`) or a zero-bubble "
+        "one (`ScheduleZBVZeroBubble`).",
+    ]
 
 
-def _short(name: str | None) -> str:
-    name = name or ""
-    return name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "…"
+def _undecided(undecided: list[UndecidedStep]) -> list[str]:
+    if not undecided:
+        return []
+    reasons = sorted({u.why for u in undecided})
+    steps = ", ".join(str(u.step) for u in undecided[:8])
+    return [f"Not replayed: step(s) {steps} ({'; '.join(reasons)})."]

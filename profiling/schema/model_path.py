@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Annotated
 
 from profiling.schema.model_ranks import NonNegFloat, NonNegInt, Part, about
+from profiling.schema.model_replay import Replay, UndecidedStep
 
 
 class PathSegment(Part):
@@ -42,11 +43,6 @@ class WhatIf(Part):
     name: Annotated[str | None, about("the op, kernel or collective most of it is in")]
 
 
-class UndecidedStep(Part):
-    step: Annotated[int, about("the ProfilerStep number")]
-    why: Annotated[str, about("why the walk could not follow it")]
-
-
 class CriticalPath(Part):
     steps: Annotated[list[PathStep], about("each followed step's path; segments for segments_for's steps")]
     segments_for: Annotated[
@@ -57,3 +53,6 @@ class CriticalPath(Part):
     undecided: Annotated[list[UndecidedStep], about("the steps the walk could not follow, and why")]
     step_ms: Annotated[NonNegFloat, about("the mean followed step")]
     noise_ms: Annotated[NonNegFloat | None, about("the step-to-step noise a gain must exceed to be named")]
+    replay: Annotated[
+        Replay | None, about("every followed step replayed on its cross-rank graph: what stragglers cost")
+    ] = None

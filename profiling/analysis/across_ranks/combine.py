@@ -28,7 +28,6 @@ from profiling.analysis.per_trace.efficiency import rank_flops, rank_memory
 from profiling.analysis.reading.collectives import is_sequenced
 from profiling.schema import model, model_ranks
 from slurm.basics import utc_now
-from slurm.layout import PIPELINE
 
 Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 
@@ -79,7 +78,7 @@ def summarise(
         straggler=straggler.rank if straggler else None,
         remade=remade,
         members=members,
-        stage_of={rank: where[PIPELINE] for rank, where in mesh.items() if PIPELINE in where},
+        mesh=mesh,
     )
     return model.Report(
         folder=str(folder),

@@ -18,12 +18,15 @@ from profiling.analysis.across_ranks.critical_path import (
     Undecided,
     step_path,
 )
+from profiling.analysis.across_ranks.replay import StepGraph, step_graph
+from profiling.analysis.across_ranks.replay_steps import replayed
 from profiling.analysis.clocks.rank_clocks import Aligned
 from profiling.analysis.per_trace.lanes import Lane, StepLane
 from profiling.analysis.per_trace.record import load_lanes
 from profiling.analysis.reading.collectives import is_sequenced
 from profiling.analysis.reading.instances import transfer_of
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
+from slurm.layout import PIPELINE
 
 Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
@@ -40,7 +43,7 @@ def critical_path(
     straggler: int | None = None,
     remade: list[str] | None = None,
     members: Mapping[Key, frozenset[int]] | None = None,
-    stage_of: Mapping[int, int] | None = None,
+    mesh: Mapping[int, Mapping[str, int]] | None = None,
 ) -> CriticalPath | None:
     """The path of every step a rank recorded; None where no trace has lanes (none recorded).
 
@@ -53,9 +56,12 @@ def critical_path(
 
     ``members``: the ranks of each collective whose group is not the whole job; where there are
     any, or sends and receives, the walk meets each group's collectives among its members, and
-    each receive with its send. ``stage_of``: each rank's pipeline stage, where the job has a
-    pipeline: the path's bubble is told apart (:func:`~.critical_path.step_path`).
+    each receive with its send. ``mesh``: each rank's coordinates, where the job has a layout:
+    a pipeline's bubble is told apart (:func:`~.critical_path.step_path`), and the replay
+    attributes the slowdown to each coordinate. Every followed step is also replayed on its
+    graph (:mod:`.replay_steps`): ``critical_path.replay``.
     """
+    stage_of = {rank: where[PIPELINE] for rank, where in (mesh or {}).items() if PIPELINE in where}
     remade = [] if remade is None else remade
     lanes = {rank: _rank_steps(rank, traces, remade) for rank, traces in per_rank.items()}
     numbers = sorted({step for found in lanes.values() for step in found})
@@ -68,6 +74,8 @@ def critical_path(
     # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
     totals: dict[tuple[int, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
     grouped = bool(members) or any(transfer_of(str(key[1])) for key in anchor_steps)
+    graphs: list[StepGraph] = []
+    not_replayed: list[UndecidedStep] = []
     for step in numbers:
         ranks = {rank: found.get(step) for rank, found in lanes.items()}
         meetings = (
@@ -79,6 +87,11 @@ def critical_path(
         if isinstance(walked, Undecided):
             undecided.append(UndecidedStep(step=walked.step, why=walked.why))
             continue
+        graph = step_graph(step, {r: found for r, found in ranks.items() if found is not None}, meetings)
+        if isinstance(graph, str):
+            not_replayed.append(UndecidedStep(step=step, why=graph))
+        else:
+            graphs.append(graph)
         for segment in walked.segments:
             totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start
         paths.append(walked if len(paths) < SEGMENT_STEPS else dataclasses.replace(walked, segments=[]))
@@ -94,6 +107,7 @@ def critical_path(
         undecided=undecided,
         step_ms=step_ms,
         noise_ms=noise_ms,
+        replay=replayed(graphs, [*undecided, *not_replayed], mesh),
     )
 
 

@@ -1,0 +1,330 @@
+"""``report.json``'s ``critical_path.replay``: every followed step replayed on its dependency
+graph (:mod:`.replay`) as measured, without the host's gaps, ideal, and with one part at a time
+as measured, the rest ideal; the slowdown that stragglers cost, its attribution, and the
+what-ifs a user asks for.
+
+As the OSDI 2025 what-if analysis defines them:
+
+- **ideal**: each rank's compute (by phase), memory and other work at the mean of its kind over
+  the ranks, each transfer at the median of its kind, no host gaps;
+- **S** = the mean replayed step without host gaps ÷ the mean ideal step (a step 23 % longer than
+  its ideal: S = 1.23); the host's share apart, the measured step ÷ the one replayed without
+  host gaps;
+- **attribution**: S of a part (a rank, a mesh coordinate, a kind) is the step replayed with
+  that part's measured durations (a rank's or a coordinate's host gaps included) and the rest
+  ideal, ÷ the ideal step;
+- **what-ifs**, each on the measured step: a rank like its peers (its durations lowered to
+  the median of the other ranks' where above), a stage like the median stage (lowered to the
+  median of the other stages' means), the exposed communication hidden, no host gaps;
+- **gains that add up**: the largest what-ifs replayed on top of each other, the largest first
+  (a rank's or a stage's before a job-wide one it nearly matches), each gain what it adds.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from profiling.analysis.across_ranks.replay import (
+    AT_MOST_TYPICAL,
+    COMMUNICATION,
+    HOST,
+    MEAN,
+    MEASURED,
+    STAGE_MEDIAN,
+    WORK_KINDS,
+    ZERO,
+    StepGraph,
+    Variants,
+    combined,
+    replay,
+)
+from profiling.analysis.per_trace.lanes import EPSILON_US
+from profiling.schema.model_replay import (
+    Fidelity,
+    Replay,
+    ReplayGain,
+    ReplayMost,
+    ReplayStep,
+    ReplayWhatIf,
+    UndecidedStep,
+)
+from slurm.layout import PIPELINE
+
+MAX_RANKS_APART = 32  # at most this many ranks get a variant of their own (the most off the mean)
+GAINS = 5  # the what-ifs replayed on top of each other
+SHARED = 0.5  # a coordinate whose every rank exceeds its peers this much of the most's is named
+SPECIFIC = 1.25  # a rank's or a stage's what-if goes before a job-wide one it nearly matches
+Part = tuple  # ("rank", r), ("mesh", dim, index), ("kind", name), ("peers", r), ("stage", s), ...
+
+
+def replayed(
+    graphs: Sequence[StepGraph],
+    undecided: list[UndecidedStep],
+    mesh: Mapping[int, Mapping[str, int]] | None = None,
+) -> Replay | None:
+    """The replay of ``graphs`` (one a followed step, the same ranks in each); None without any.
+    ``undecided``: the steps that could not be replayed, and why (those replay cannot are
+    added)."""
+    if not graphs:
+        return None
+    mesh = mesh or {}
+    ranks = graphs[0].ranks
+    stage_of = {rank: where[PIPELINE] for rank, where in mesh.items() if PIPELINE in where}
+    kinds = sorted({kind for graph in graphs for kind in graph.kinds})
+    plans = _plans(ranks, mesh, stage_of, _apart(graphs), kinds)
+    parts = [plan.part for plan in plans]
+    variants = _stacked(plans)
+    lengths, steps = [], []
+    for graph in graphs:
+        found = replay(graph, variants, stage_of)
+        if isinstance(found, str):
+            undecided.append(UndecidedStep(step=graph.step, why=found))
+            continue
+        lengths.append(found)
+        steps.append(graph)
+    if not lengths:
+        return None
+    table = np.stack(lengths)  # (steps, V)
+    mean = dict(zip(parts, table.mean(axis=0).tolist(), strict=True))
+    ideal, measured = mean[("ideal",)], mean[("measured",)]
+    errors = [abs(row[0] - g.measured_us) / g.measured_us for row, g in zip(table, steps, strict=True)]
+
+    def ratio(part: Part) -> float:
+        return mean[part] / ideal if ideal > 0 else 1.0
+
+    by_mesh: dict[str, dict[str, float]] = {}
+    for part in parts:
+        if part[0] == "mesh":
+            by_mesh.setdefault(part[1], {})[str(part[2])] = ratio(part)
+    by_rank = {part[1]: ratio(part) for part in parts if part[0] == "rank"}
+    return Replay(
+        slowdown=ratio(("no_host",)),
+        measured_ms=statistics.fmean(g.measured_us for g in steps) / 1e3,
+        ideal_ms=ideal / 1e3,
+        most=_most(by_rank, by_mesh, steps, mesh),
+        gains=_gains(plans, mean, steps, stage_of),
+        host_share=statistics.fmean(g.measured_us for g in steps) / mean[("no_host",)]
+        if mean[("no_host",)] > 0
+        else 1.0,
+        steps=[
+            ReplayStep(
+                step=g.step, measured_ms=g.measured_us / 1e3, replayed_ms=row[0] / 1e3, ideal_ms=row[2] / 1e3
+            )
+            for row, g in zip(table, steps, strict=True)
+        ],
+        fidelity=Fidelity(median=float(np.median(errors)), worst=float(np.max(errors))),
+        by_rank=by_rank,
+        by_kind={part[1]: ratio(part) for part in parts if part[0] == "kind"},
+        by_mesh=by_mesh,
+        what_if=sorted(
+            (
+                ReplayWhatIf(
+                    what=_WHAT[part[0]],
+                    rank=part[1] if part[0] == "peers" else None,
+                    coordinate=f"{PIPELINE} {part[1]}" if part[0] == "stage" else None,
+                    step_ms=mean[part] / 1e3,
+                    gain_ms=(measured - mean[part]) / 1e3,
+                )
+                for part in parts
+                if part[0] in _WHAT
+            ),
+            key=lambda w: -w.gain_ms,
+        ),
+        undecided=undecided,
+        variants=len(parts),
+    )
+
+
+_SPECIFIC = ("peers", "stage")  # the what-ifs of one part, not the whole job's
+_WHAT = {
+    "peers": "rank like its peers",
+    "stage": "stage like the median stage",
+    "hidden": "the exposed communication hidden",
+    "no_host": "no host gaps",
+}
+
+
+def _apart(graphs: Sequence[StepGraph]) -> list[int]:
+    """The ranks that get variants of their own: every rank, or at many ranks those whose work
+    is the furthest from the mean (a slow rank, a rank of a heavy stage)."""
+    ranks = graphs[0].ranks
+    if len(ranks) <= MAX_RANKS_APART:
+        return list(ranks)
+    totals = np.mean([g.totals.sum(axis=1) for g in graphs], axis=0)
+    furthest = np.argsort(-np.abs(totals - totals.mean()), kind="stable")[:MAX_RANKS_APART]
+    return sorted(ranks[row] for row in furthest)
+
+
+class Plan(NamedTuple):
+    """One variant: a part's modes for each rank's work of each kind (R, K) and for each rank's
+    transfers (R,); a meeting kind whose transfers it has as measured, apart from the others."""
+
+    part: Part
+    work: np.ndarray
+    transfer: np.ndarray
+    measured_kind: str | None = None
+
+
+def _plans(
+    ranks: list[int],
+    mesh: Mapping[int, Mapping[str, int]],
+    stage_of: Mapping[int, int],
+    apart: list[int],
+    kinds: list[str],
+) -> list[Plan]:
+    """Each part's variant (the module's docstring says which); ``kinds``: the meeting kinds."""
+    rows = {rank: row for row, rank in enumerate(ranks)}
+    shape = (len(ranks), len(WORK_KINDS))
+
+    def ideal() -> tuple[np.ndarray, np.ndarray]:
+        work = np.full(shape, MEAN)
+        work[:, HOST] = ZERO
+        return work, np.full(len(ranks), MEAN)
+
+    def measured() -> tuple[np.ndarray, np.ndarray]:
+        return np.full(shape, MEASURED), np.full(len(ranks), MEASURED)
+
+    plans = [Plan(("measured",), *measured())]
+    work, transfer = measured()
+    work[:, HOST] = ZERO
+    plans.append(Plan(("no_host",), work, transfer))
+    plans.append(Plan(("ideal",), *ideal()))
+    for rank in apart:  # one rank as measured, the rest ideal; and the rank like its peers
+        work, transfer = ideal()
+        work[rows[rank]], transfer[rows[rank]] = MEASURED, MEASURED
+        plans.append(Plan(("rank", rank), work, transfer))
+        work, transfer = measured()
+        work[rows[rank]], transfer[rows[rank]] = AT_MOST_TYPICAL, AT_MOST_TYPICAL
+        plans.append(Plan(("peers", rank), work, transfer))
+    coordinates = sorted({(dim, index) for where in mesh.values() for dim, index in where.items()})
+    for dim, index in coordinates:
+        chosen = [rows[r] for r, where in mesh.items() if r in rows and where.get(dim) == index]
+        work, transfer = ideal()
+        work[chosen], transfer[chosen] = MEASURED, MEASURED
+        plans.append(Plan(("mesh", dim, index), work, transfer))
+    for stage in sorted(set(stage_of.values())):
+        work, transfer = measured()
+        work[[rows[r] for r, s in stage_of.items() if s == stage and r in rows]] = STAGE_MEDIAN
+        plans.append(Plan(("stage", stage), work, transfer))
+    for column, name in enumerate(WORK_KINDS):  # one kind as measured on every rank
+        work, transfer = ideal()
+        work[:, column] = MEASURED
+        plans.append(Plan(("kind", name), work, transfer))
+    plans += [Plan(("kind", kind), *ideal(), kind) for kind in kinds]  # its transfers as measured
+    work, transfer = measured()
+    work[:, COMMUNICATION], transfer[:] = ZERO, ZERO
+    plans.append(Plan(("hidden",), work, transfer))
+    return plans
+
+
+def _stacked(plans: Sequence[Plan]) -> Variants:
+    """The plans side by side."""
+    kinds = sorted({plan.measured_kind for plan in plans if plan.measured_kind is not None})
+    return Variants(
+        names=[" ".join(map(str, plan.part)) for plan in plans],
+        work=np.stack([plan.work for plan in plans]),
+        transfer=np.stack([plan.transfer for plan in plans]),
+        transfer_kind={
+            kind: np.stack(
+                [
+                    np.full_like(plan.transfer, MEASURED) if plan.measured_kind == kind else plan.transfer
+                    for plan in plans
+                ]
+            )
+            for kind in kinds
+        },
+    )
+
+
+def _gains(
+    plans: Sequence[Plan],
+    mean: Mapping[Part, float],
+    graphs: Sequence[StepGraph],
+    stage_of: Mapping[int, int],
+) -> list[ReplayGain]:
+    """The largest what-ifs, each on top of those before it: the first alone, then the first two
+    at once, and so on, each replayed; a gain is what its what-if adds to those before it."""
+    measured = mean[("measured",)]
+    chosen = sorted(  # a stage's what-if before its one rank's, where they are the same
+        (plan for plan in plans if plan.part[0] in _WHAT and measured - mean[plan.part] > EPSILON_US),
+        key=lambda plan: (
+            -round((measured - mean[plan.part]) * (SPECIFIC if plan.part[0] in _SPECIFIC else 1.0), 3),
+            plan.part[0] != "stage",
+        ),
+    )[:GAINS]
+    if not chosen:
+        return []
+    together = [chosen[0]]
+    for plan in chosen[1:]:
+        before = together[-1]
+        work, transfer = combined(before.work, plan.work), combined(before.transfer, plan.transfer)
+        together.append(Plan(plan.part, work, transfer))
+    variants = _stacked(together)
+    lengths = [found for graph in graphs if not isinstance(found := replay(graph, variants, stage_of), str)]
+    steps = [measured, *np.mean(lengths, axis=0).tolist()]
+    gains = [
+        ReplayGain(
+            what=_WHAT[plan.part[0]],
+            rank=plan.part[1] if plan.part[0] == "peers" else None,
+            coordinate=f"{PIPELINE} {plan.part[1]}" if plan.part[0] == "stage" else None,
+            gain_ms=(steps[k] - steps[k + 1]) / 1e3,
+            share=(steps[k] - steps[k + 1]) / measured if measured > 0 else 0.0,
+        )
+        for k, plan in enumerate(chosen)
+    ]
+    return [gain for gain in gains if gain.gain_ms * 1e3 > EPSILON_US]  # nothing on top of those before
+
+
+def _most(
+    by_rank: Mapping[int, float],
+    by_mesh: Mapping[str, Mapping[str, float]],
+    graphs: Sequence[StepGraph],
+    mesh: Mapping[int, Mapping[str, int]],
+) -> ReplayMost | None:
+    """The part that holds the most of the slowdown beyond its peers: the rank whose S most
+    exceeds the median rank's; or, where every rank of one of its coordinates does nearly as
+    much (a heavy stage: each of its ranks; a stage of one rank), that coordinate. None where
+    no rank exceeds its peers."""
+    if len(by_rank) < 2:
+        return None
+    middle = float(np.median(list(by_rank.values())))
+    excess = {rank: value - middle for rank, value in by_rank.items()}
+    rank = max(excess, key=lambda r: (excess[r], -r))
+    if excess[rank] <= 0:
+        return None
+    dimension, index, slowdown = "rank", rank, by_rank[rank]
+    for dim in sorted(mesh.get(rank, {}), key=lambda d: (d != PIPELINE, d)):
+        coordinate = mesh[rank][dim]
+        members = [r for r, where in mesh.items() if where.get(dim) == coordinate]
+        if all(excess.get(member, 0.0) >= SHARED * excess[rank] for member in members):
+            dimension, index, slowdown = dim, coordinate, by_mesh[dim][str(coordinate)]
+            break
+    rows = [
+        row
+        for row, r in enumerate(graphs[0].ranks)
+        if (r == index if dimension == "rank" else mesh.get(r, {}).get(dimension) == index)
+    ]
+    others = [row for row in range(len(graphs[0].ranks)) if row not in rows]
+    totals = np.mean([graph.totals for graph in graphs], axis=0)  # (R, K) µs a step
+    mine, theirs = totals[rows].mean(axis=0), totals[others].mean(axis=0)
+    longer = mine - theirs
+    order = [k for k in np.argsort(-longer, kind="stable") if longer[k] > 0]
+    kinds: list[int] = []
+    for k in order[:3]:  # the kinds that hold most of the difference
+        held_most = longer[kinds].sum() >= 0.8 * longer[order].sum()
+        if kinds and (held_most or longer[k] < 0.05 * longer[order[0]]):
+            break
+        kinds.append(int(k))
+    held = float(theirs[kinds].sum()) if kinds else 0.0
+    return ReplayMost(
+        dimension=dimension,
+        index=index,
+        slowdown=slowdown,
+        kinds=[WORK_KINDS[k] for k in kinds],
+        longer_ms=float(longer[kinds].sum()) / 1e3 if kinds else 0.0,
+        longer_fraction=float(longer[kinds].sum()) / held if held > EPSILON_US else None,
+    )

@@ -1,0 +1,107 @@
+"""``report.json``'s ``critical_path.replay``, typed: every followed step replayed on its
+cross-rank graph (:mod:`profiling.analysis.across_ranks.replay_steps` says how)."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from profiling.schema.model_ranks import NonNegFloat, NonNegInt, Part, about
+
+
+class UndecidedStep(Part):
+    step: Annotated[int, about("the ProfilerStep number")]
+    why: Annotated[str, about("why the walk could not follow it, or the replay replay it")]
+
+
+class ReplayStep(Part):
+    step: Annotated[int, about("the ProfilerStep number")]
+    measured_ms: Annotated[
+        NonNegFloat, about("from the first rank's start to the last rank's end, as measured")
+    ]
+    replayed_ms: Annotated[NonNegFloat, about("the same, replayed with every duration as measured")]
+    ideal_ms: Annotated[NonNegFloat, about("replayed ideal: every op at its kind's mean, no host gaps")]
+
+
+class Fidelity(Part):
+    median: Annotated[NonNegFloat, about("the median over the steps of |replayed - measured| / measured")]
+    worst: Annotated[NonNegFloat, about("the largest of them")]
+
+
+class ReplayWhatIf(Part):
+    what: Annotated[
+        str,
+        about("rank like its peers, stage like the median stage, the communication hidden, or no host gaps"),
+    ]
+    rank: Annotated[NonNegInt | None, about("the rank, for a rank like its peers")]
+    coordinate: Annotated[str | None, about("the mesh coordinate, for a stage: pp 3")]
+    step_ms: Annotated[NonNegFloat, about("the mean step, replayed so")]
+    gain_ms: Annotated[float, about("the mean replayed step as measured minus step_ms")]
+
+
+class ReplayGain(Part):
+    what: Annotated[str, about("as in what_if")]
+    rank: Annotated[NonNegInt | None, about("the rank, for a rank like its peers")]
+    coordinate: Annotated[str | None, about("the mesh coordinate, for a stage: pp 3")]
+    gain_ms: Annotated[
+        float,
+        about(
+            "how much shorter the mean step replays with this and every gain before it applied than "
+            "with those before it alone: the gains add up"
+        ),
+    ]
+    share: Annotated[float, about("gain_ms over the mean measured step")]
+
+
+class ReplayMost(Part):
+    dimension: Annotated[str, about("rank, or the mesh dimension (pp, dp, tp) of the part named")]
+    index: Annotated[NonNegInt, about("the rank, or the coordinate along that dimension")]
+    slowdown: Annotated[NonNegFloat, about("S with its durations as measured, the rest ideal")]
+    kinds: Annotated[
+        list[str], about("the kinds of work its ranks spend longer on than the others do, the most first")
+    ]
+    longer_ms: Annotated[float, about("how much longer a step its ranks spend on those kinds than others do")]
+    longer_fraction: Annotated[
+        NonNegFloat | None, about("longer_ms over the others' time on those kinds; null where they have none")
+    ]
+
+
+class Replay(Part):
+    slowdown: Annotated[
+        NonNegFloat, about("S: the mean step replayed without host gaps over the mean ideal step")
+    ]
+    host_share: Annotated[
+        NonNegFloat, about("the mean measured step over the mean step replayed without host gaps")
+    ]
+    measured_ms: Annotated[NonNegFloat, about("the mean measured step")]
+    ideal_ms: Annotated[NonNegFloat, about("the mean ideal step")]
+    most: Annotated[
+        ReplayMost | None,
+        about(
+            "the rank or mesh coordinate that holds the most of S (host gaps included) beyond its peers'; "
+            "null where none does"
+        ),
+    ]
+    gains: Annotated[
+        list[ReplayGain],
+        about("the largest what-ifs, each replayed on top of those before it: gains that add up"),
+    ]
+    steps: Annotated[list[ReplayStep], about("each replayed step")]
+    fidelity: Annotated[Fidelity, about("how far the steps replayed as measured are from the measured")]
+    by_rank: Annotated[
+        dict[int, NonNegFloat], about("rank -> S with that rank's durations as measured, the rest ideal")
+    ]
+    by_kind: Annotated[
+        dict[str, NonNegFloat],
+        about(
+            "kind (forward, backward, ..., host, each collective kind) -> S with it measured, the rest ideal"
+        ),
+    ]
+    by_mesh: Annotated[
+        dict[str, dict[str, NonNegFloat]],
+        about("mesh dimension -> coordinate -> S with its ranks as measured, the rest ideal"),
+    ]
+    what_if: Annotated[
+        list[ReplayWhatIf], about("the single what-ifs, each replayed; the largest gain first")
+    ]
+    undecided: Annotated[list[UndecidedStep], about("the steps not replayed, and why")]
+    variants: Annotated[NonNegInt, about("how many variants each step was replayed in")]

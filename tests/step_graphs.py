@@ -1,0 +1,101 @@
+"""Steps with a known graph, as the critical path and the replay read them (each rank's step
+and lane, the meetings between them), made span by span as the schedule runs: a 1F1B pipeline
+and a data-parallel step."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from profiling.analysis.across_ranks.critical_path import Meeting, RankStep
+from profiling.analysis.per_trace.lanes import KINDS, PHASES, Lane
+
+
+def lane_of(spans: list[tuple[float, float, str, str, int]]) -> Lane:
+    """A lane of ``(start, end, kind, name, phase)`` spans (phase: index in PHASES, -1: none)."""
+    text = [name for *_, name, _ in spans]
+    return Lane(
+        np.array([a for a, *_ in spans], dtype=float), np.array([b for _, b, *_ in spans], dtype=float),
+        np.array([KINDS.index(k) for _, _, k, _, _ in spans], dtype=np.int8),
+        np.arange(len(text), dtype=np.int32), np.array([p for *_, p in spans], dtype=np.int8), text,
+    )  # fmt: skip
+
+
+def one_f_one_b(
+    stages: int, microbatches: int, forward: float | Sequence[float], backward: float | Sequence[float]
+) -> tuple[dict[int, RankStep], list[Meeting]]:
+    """A rank a stage, running 1F1B (stage s: ``stages - 1 - s`` forwards first, then one
+    forward and one backward in turn, then the backwards left), each microbatch's forward and
+    backward ``forward`` and ``backward`` µs (or each stage's); a transfer takes no time, each
+    receive waits where its input is not there yet. Returns each rank's step, its lane (the work
+    with its phase, the waits in a receive) and, as ``meetings``, each receive with its send."""
+    forwards = [forward] * stages if isinstance(forward, float | int) else list(forward)
+    backwards = [backward] * stages if isinstance(backward, float | int) else list(backward)
+    order = []
+    for s in range(stages):
+        warm = min(stages - 1 - s, microbatches)
+        mine = [("F", i) for i in range(warm)]
+        for i in range(microbatches - warm):
+            mine += [("F", warm + i), ("B", i)]
+        order.append(mine + [("B", i) for i in range(microbatches - warm, microbatches)])
+    done: dict[tuple[int, str, int], float] = {}
+    free, spans = [0.0] * stages, [[] for _ in range(stages)]
+    meetings: list[Meeting] = []
+    pending = [list(o) for o in order]
+    while any(pending):
+        for s in range(stages):
+            while pending[s]:
+                what, i = pending[s][0]
+                source = (
+                    (s - 1, "F", i) if what == "F" else ((s + 1, "B", i) if s < stages - 1 else (s, "F", i))
+                )
+                if what == "F" and s == 0:
+                    ready = 0.0
+                elif source not in done:
+                    break
+                else:
+                    ready = done[source]
+                if ready > free[s]:  # waits in the receive
+                    spans[s].append((free[s], ready, "communication", f"recv {what}{i}", -1))
+                if source[0] != s and (what != "F" or s > 0):
+                    meetings.append(
+                        Meeting(f"p2p {what}{i} to {s}", {source[0]: ready, s: free[s]}, {s: ready})
+                    )
+                start = max(free[s], ready)
+                length = forwards[s] if what == "F" else backwards[s]
+                spans[s].append(
+                    (
+                        start,
+                        start + length,
+                        "compute",
+                        f"{what}{i}",
+                        PHASES.index("forward" if what == "F" else "backward"),
+                    )
+                )
+                free[s] = done[(s, what, i)] = start + length
+                pending[s].pop(0)
+    ranks = {s: RankStep(s, 0.0, free[s], lane_of(spans[s])) for s in range(stages)}
+    return ranks, sorted(meetings, key=lambda m: min(m.ends.values()))
+
+
+def data_parallel(
+    forward: Sequence[float], backward: Sequence[float], transfer: float, optimizer: float, host: float = 0.0
+) -> tuple[dict[int, RankStep], list[Meeting]]:
+    """A rank per entry of ``forward``: its forward and backward (µs), then an all-reduce of
+    every rank (``transfer`` µs after the last arrives; each waits in it), then its optimizer;
+    ``host``: a gap of the host's before each rank's forward."""
+    done = [host + f + b for f, b in zip(forward, backward, strict=True)]
+    end = max(done) + transfer
+    ranks = {}
+    for rank, f in enumerate(forward):
+        spans = [
+            (0.0, host, "host", "Python", -1),
+            (host, host + f, "compute", "forward", PHASES.index("forward")),
+            (host + f, done[rank], "compute", "backward", PHASES.index("backward")),
+            (done[rank], end, "communication", "allreduce", -1),
+            (end, end + optimizer, "compute", "optimizer", PHASES.index("optimizer")),
+        ]
+        ranks[rank] = RankStep(rank, 0.0, end + optimizer, lane_of([s for s in spans if s[1] > s[0]]))
+    meeting = Meeting("allreduce #0", dict(enumerate(done)), dict.fromkeys(range(len(done)), end))
+    return ranks, [meeting]

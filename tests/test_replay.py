@@ -1,0 +1,129 @@
+"""The replay (profiling/analysis/across_ranks/replay.py, replay_steps.py) on steps whose answer
+is worked out by hand: a 4-stage 1F1B pipeline whose last stage is 25 % slower, one rank 25 %
+slower among 16 data-parallel ranks, and both balanced. Replayed as measured, each step comes
+out at its measured length; the slowdown S, every attribution and every what-if are the hand's."""
+
+from __future__ import annotations
+
+import pytest
+
+from profiling.analysis.across_ranks.replay import StepGraph, step_graph
+from profiling.analysis.across_ranks.replay_steps import replayed
+from profiling.schema.model_path import Replay
+from tests.step_graphs import data_parallel, one_f_one_b
+
+
+def replay_of(built: tuple, mesh: dict | None = None, steps: int = 1) -> Replay:
+    ranks, meetings = built
+    graphs = [step_graph(step, ranks, meetings) for step in range(steps)]
+    assert all(isinstance(graph, StepGraph) for graph in graphs), graphs
+    found = replayed(graphs, [], mesh)  # type: ignore[arg-type]
+    assert found is not None and found.undecided == []
+    assert found.fidelity.worst == pytest.approx(0.0, abs=1e-12)  # replayed as measured: the step
+    return found
+
+
+def what_if(found: Replay, what: str, rank: int | None = None, coordinate: str | None = None) -> float:
+    return next(
+        w.gain_ms * 1e3 for w in found.what_if if (w.what, w.rank, w.coordinate) == (what, rank, coordinate)
+    )
+
+
+def test_a_rank_slower_than_its_15_peers_is_what_stragglers_cost() -> None:
+    """Forward 10 µs and backward 20 on every rank but rank 7 (12.5 and 25), an all-reduce 5 µs
+    after the last arrives, an optimizer of 5. Measured: 37.5 + 5 + 5 = 47.5 µs. Ideal: forward
+    and backward at their means (10.15625, 20.3125): 30.46875 + 10 = 40.46875 µs."""
+    forward, backward = [10.0] * 16, [20.0] * 16
+    forward[7], backward[7] = 12.5, 25.0
+    found = replay_of(data_parallel(forward, backward, transfer=5.0, optimizer=5.0))
+    ideal = 40.46875
+    step = found.steps[0]
+    assert [step.measured_ms, step.replayed_ms, step.ideal_ms] == pytest.approx([0.0475, 0.0475, ideal / 1e3])
+    assert found.slowdown == pytest.approx(47.5 / ideal) and found.host_share == pytest.approx(1.0)
+    # rank 7 as measured, the rest ideal: the whole of it; any other rank: nothing (its 30 µs of
+    # compute is under the ideal's 30.47)
+    assert found.by_rank[7] == pytest.approx(47.5 / ideal)
+    assert all(found.by_rank[r] == pytest.approx(1.0) for r in range(16) if r != 7)
+    # each phase as measured on every rank (rank 7's forward 12.5, the backward ideal 20.3125)
+    assert found.by_kind["forward"] == pytest.approx((12.5 + 20.3125 + 10) / ideal)
+    assert found.by_kind["backward"] == pytest.approx((10.15625 + 25 + 10) / ideal)
+    assert found.by_kind["optimizer"] == found.by_kind["allreduce"] == pytest.approx(1.0)
+    # rank 7 like its peers: 40 µs, 7.5 shorter; another rank: no gain
+    assert what_if(found, "rank like its peers", 7) == pytest.approx(7.5)
+    assert what_if(found, "rank like its peers", 3) == pytest.approx(0.0)
+    assert what_if(found, "the exposed communication hidden") == pytest.approx(5.0)
+    # most of it is rank 7: its backward 5 µs and its forward 2.5 longer than its peers' 30
+    most = found.most
+    assert most is not None and (most.dimension, most.index, most.kinds) == (
+        "rank",
+        7,
+        ["backward", "forward"],
+    )
+    assert [most.slowdown, most.longer_ms, most.longer_fraction] == pytest.approx(
+        [47.5 / ideal, 0.0075, 0.25]
+    )
+    # the gains add up: rank 7 like its peers (47.5 -> 40), then the all-reduce hidden on top (-> 35)
+    assert [(g.what, g.rank, g.gain_ms * 1e3) for g in found.gains] == [
+        ("rank like its peers", 7, pytest.approx(7.5)),
+        ("the exposed communication hidden", None, pytest.approx(5.0)),
+    ]
+    assert found.gains[0].share == pytest.approx(7.5 / 47.5)
+
+
+def test_a_balanced_step_costs_nothing() -> None:
+    found = replay_of(data_parallel([10.0] * 16, [20.0] * 16, transfer=5.0, optimizer=5.0, host=3.0))
+    assert found.slowdown == pytest.approx(1.0)
+    assert found.host_share == pytest.approx(43.0 / 40.0)  # 3 µs of host before each forward
+    assert list(found.by_rank.values()) == pytest.approx([43.0 / 40.0] * 16)  # each rank with its host
+    assert found.by_kind["host"] == pytest.approx(43.0 / 40.0)
+    assert what_if(found, "no host gaps") == pytest.approx(3.0)
+    assert found.most is None  # every rank alike: none holds more than its peers
+    # the larger first: the all-reduce hidden (43 -> 38), then no host gaps on top of it (-> 35)
+    assert [(g.what, g.gain_ms * 1e3) for g in found.gains] == [
+        ("the exposed communication hidden", pytest.approx(5.0)),
+        ("no host gaps", pytest.approx(3.0)),
+    ]
+
+
+@pytest.mark.parametrize("microbatches", [4, 8])
+def test_a_pipelines_last_stage_25_percent_slower_is_its_slowdown(microbatches: int) -> None:
+    """4 stages, 1F1B, forward 10 µs and backward 20 a microbatch, the last stage's 12.5 and 25.
+    Measured: the fill (3 forwards, 30 µs), m of the last stage's 37.5, the drain (3 backwards,
+    60). Ideal: every stage at the means (10.625, 21.25), a balanced pipeline: (m + 3) x 31.875.
+    The last stage as measured, the others ideal: 3 x 10.625 + 37.5 m + 3 x 21.25."""
+    m = microbatches
+    built = one_f_one_b(4, m, forward=[10.0, 10.0, 10.0, 12.5], backward=[20.0, 20.0, 20.0, 25.0])
+    mesh = {stage: {"pp": stage} for stage in range(4)}
+    found = replay_of(built, mesh)
+    measured, ideal = 30 + 37.5 * m + 60, (m + 3) * 31.875
+    assert found.steps[0].measured_ms * 1e3 == pytest.approx(measured)
+    assert found.steps[0].ideal_ms * 1e3 == pytest.approx(ideal)
+    assert found.slowdown == pytest.approx(measured / ideal)
+    assert found.by_mesh["pp"]["3"] == pytest.approx((3 * 10.625 + 37.5 * m + 3 * 21.25) / ideal)
+    assert found.by_rank[3] == found.by_mesh["pp"]["3"]
+    # stage 0, 1 or 2 as measured (10 and 20, under the means), the rest ideal: its forward in the
+    # fill and its backward in the drain 0.625 and 1.25 µs shorter than the ideal's
+    assert [found.by_mesh["pp"][str(s)] for s in range(3)] == pytest.approx([(ideal - 1.875) / ideal] * 3)
+    # the last stage like the median stage (10 and 20): the balanced 30 µs pipeline, (m + 3) x 30
+    assert what_if(found, "stage like the median stage", coordinate="pp 3") == pytest.approx(
+        measured - (m + 3) * 30.0
+    )
+    assert what_if(found, "stage like the median stage", coordinate="pp 0") == pytest.approx(0.0)
+    # stage 3, not its one rank: forward and backward 25 % longer than the other stages'
+    most = found.most
+    assert most is not None and (most.dimension, most.index, most.kinds) == ("pp", 3, ["backward", "forward"])
+    assert [most.longer_ms * 1e3, most.longer_fraction] == pytest.approx([7.5 * m, 0.25])
+    # the stage like the others is the one gain: its rank like its peers adds nothing on top
+    assert [(g.what, g.coordinate, g.gain_ms * 1e3) for g in found.gains] == [
+        ("stage like the median stage", "pp 3", pytest.approx(measured - (m + 3) * 30.0))
+    ]
+
+
+def test_a_balanced_pipeline_has_no_slowdown_only_its_bubble() -> None:
+    found = replay_of(
+        one_f_one_b(4, 4, forward=10.0, backward=20.0), {s: {"pp": s} for s in range(4)}, steps=3
+    )
+    assert len(found.steps) == 3 and found.slowdown == pytest.approx(1.0)
+    assert list(found.by_mesh["pp"].values()) == pytest.approx([1.0] * 4)
+    assert found.most is None and found.gains == []
+    assert found.steps[0].measured_ms * 1e3 == pytest.approx(7 * 30.0)  # m + p - 1 microbatches
