@@ -192,7 +192,7 @@ def test_a_rank_whose_clock_cannot_be_aligned_leaves_its_steps_undecided(tmp_pat
     path = report_path(write_job(tmp_path, traces, 4))
     assert path.steps == [] and [u.step for u in path.undecided] == [10, 11, 12, 13]
     assert {u.why for u in path.undecided} == {"rank(s) 1: clock not aligned, or no record of the step"}
-    assert "Not followed: step(s) 10, 11, 12, 13 (rank(s) 1: clock not aligned" in (
+    assert "Not replayed: step(s) 10, 11, 12, 13 (rank(s) 1: clock not aligned" in (
         ReportFiles.of(tmp_path).markdown.read_text()
     )
 
