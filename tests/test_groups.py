@@ -240,6 +240,9 @@ def test_a_slow_stage_is_named_as_a_stage_not_a_rank(tmp_path: Path) -> None:
     assert (first["what"], first["coordinate"]) == ("stage like the median stage", "pp 3")
     assert replay["slowdown"] == pytest.approx(1.0)
     assert "Most of it is **stage 3**" in markdown and "1. **Stage 3 like the median stage**" in markdown
+    heat = replay["heat"]  # stage x replica: stage 3 the hot row
+    assert (heat["rows"], heat["columns"], heat["row_labels"]) == ("pp", "dp", [0, 1, 2, 3])
+    assert min(heat["values"][3]) > max(max(row) for row in heat["values"][:3])
     # a late rank is no stage's imbalance
     late = write_job(tmp_path / "late", pipeline_job(8, late=lambda step: {5: 100.0}), 8)
     build_report(late)

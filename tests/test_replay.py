@@ -68,6 +68,17 @@ def test_a_rank_slower_than_its_15_peers_is_what_stragglers_cost() -> None:
         ("the exposed communication hidden", None, pytest.approx(5.0)),
     ]
     assert found.gains[0].share == pytest.approx(7.5 / 47.5)
+    # the heat map, rank x step: rank 7's cell the hot one
+    heat = found.heat
+    assert (heat.rows, heat.columns, heat.column_labels) == ("rank", "step", [0])
+    assert [row[0] for row in heat.values] == pytest.approx([1.0] * 7 + [47.5 / ideal] + [1.0] * 8, abs=1e-4)
+    # the strips: measured, rank 7 works 42.5 µs and the others wait for it; like its peers, it
+    # works 35 and everyone ends at 40
+    strips = {(v.what, v.rank): v for v in found.strips.variants}
+    measured, peers = strips["measured", None], strips["rank like its peers", 7]
+    assert [measured.work_ms[7] * 1e3, measured.work_ms[0] * 1e3] == pytest.approx([42.5, 35.0])
+    assert [e * 1e3 for e in measured.end_ms] == pytest.approx([47.5] * 16)
+    assert peers.work_ms[7] * 1e3 == pytest.approx(35.0) and max(peers.end_ms) * 1e3 == pytest.approx(40.0)
 
 
 def test_a_balanced_step_costs_nothing() -> None:

@@ -325,6 +325,74 @@
     (next || heading).after(box);
   })();
 
+  // ---- the replay: S as a heat map (a hot row: a stage; a hot cell: a rank), and each rank's
+  // step as measured beside the step replayed in the what-if chosen
+  (function replayed() {
+    const replay = DATA.replay;
+    const heading = Array.from(document.querySelectorAll("h2")).find((h) => h.id.startsWith("what-limits-the-step"));
+    if (!replay || !heading) return;
+    const box = element("div", { id: "replay" });
+    const heat = replay.heat;
+    const names = { pp: "stage", dp: "replica", rank: "rank", step: "step" };
+    const spread = Math.max(0.05, ...heat.values.flat().filter((v) => v !== null).map((v) => Math.abs(v - 1)));
+    const table = element("table", { id: "replay-heat", class: "heat" });
+    table.appendChild(element("caption", {}, `S by ${names[heat.rows]} × ${names[heat.columns]}: its ranks as measured, the rest ideal`));
+    const head = table.createTHead().insertRow();
+    head.appendChild(element("th", {}, `${names[heat.rows]} \\ ${names[heat.columns]}`));
+    heat.column_labels.forEach((label) => head.appendChild(element("th", {}, String(label))));
+    const body = table.createTBody();
+    heat.values.forEach((values, row) => {
+      const line = body.insertRow();
+      line.appendChild(element("th", {}, String(heat.row_labels[row])));
+      values.forEach((value, column) => {
+        const cell = line.insertCell();
+        cell.textContent = value === null ? "-" : value.toFixed(2);
+        cell.style.background = `rgb(${colour(value === null ? NaN : value, spread).join(",")})`;
+        cell.title = `${names[heat.rows]} ${heat.row_labels[row]}, ${names[heat.columns]} ${heat.column_labels[column]}: S ${cell.textContent}`;
+      });
+    });
+    box.appendChild(table);
+    const strips = replay.strips;
+    const label = (v) => v.rank !== null ? `rank ${v.rank} like its peers` : v.coordinate !== null ? `stage ${v.coordinate.split(" ").pop()} like the median stage` : v.what;
+    const chooser = element("select", { id: "what-if" });
+    strips.variants.forEach((v, index) => { if (v.what !== "measured") chooser.appendChild(element("option", { value: index }, label(v))); });
+    const pick = element("label", {}, "What if: ");
+    pick.appendChild(chooser);
+    box.appendChild(pick);
+    box.appendChild(element("span", { class: "strips-key" }, " each rank's step from its start: its work (blue) and, after it, the time it waited in all (red), summed, not in their order"));
+    const lanes = element("div", { id: "replay-strips" });
+    box.appendChild(lanes);
+    const measured = strips.variants.find((v) => v.what === "measured");
+    function draw() {
+      const chosen = strips.variants[Number(chooser.value)];
+      const longest = Math.max(...measured.end_ms, ...chosen.end_ms) || 1;
+      lanes.replaceChildren();
+      [["measured", measured], [label(chosen), chosen]].forEach(([name, v]) => {
+        const step = Math.max(...v.end_ms);
+        lanes.appendChild(element("div", { class: "strips-title" }, `${name}: ${step.toFixed(2)} ms a step`));
+        strips.ranks.forEach((rank, row) => {
+          const line = element("div", { class: "path-row", "data-rank": rank });
+          line.appendChild(element("span", { class: "label" }, `rank ${rank}`));
+          const strip = element("div", { class: "path-strip" });
+          const start = strips.start_ms[row], end = v.end_ms[row], work = Math.min(v.work_ms[row], end - start);
+          [["idle", start], ["work", work], ["wait", end - start - work], ["idle", longest - end]].forEach(([kind, ms]) => {
+            const span = element("span", { class: `replay-${kind}` });
+            span.style.flex = `${Math.max(ms, 0) / longest} 0 0`;
+            span.title = `rank ${rank}: ${kind} ${ms.toFixed(2)} ms`;
+            strip.appendChild(span);
+          });
+          line.appendChild(strip);
+          lanes.appendChild(line);
+        });
+      });
+    }
+    chooser.addEventListener("change", draw);
+    if (chooser.options.length) draw();
+    let next = heading.nextElementSibling;
+    while (next && next.tagName !== "P") next = next.nextElementSibling;
+    (next || heading).after(box);
+  })();
+
   // ---- Perfetto: the file chosen here, posted to ui.perfetto.dev once it answers
   const chooser = document.getElementById("perfetto-file");
   if (chooser) chooser.addEventListener("change", async () => {

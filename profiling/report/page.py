@@ -76,6 +76,7 @@ def render_page(
         "segments": [msgspec.to_builtins(s) for s in report.run.segments] if report.run else [],
         "memory_growth": [msgspec.to_builtins(g) for g in report.run.memory_growth] if report.run else [],
         "critical_path": _path_steps(report),
+        "replay": _replay(report),
         "ranks_table": ranks_table,
     }
     title = html.escape(f"Trace report: {report.folder}")
@@ -105,6 +106,14 @@ def _path_steps(report: model.Report) -> list[dict[str, Any]]:
     if path is None:
         return []
     return [msgspec.to_builtins(step) for step in path.steps if step.segments]
+
+
+def _replay(report: model.Report) -> dict[str, Any] | None:
+    """The replay's heat map and each rank's step in each what-if: a map and strips to choose."""
+    replay = report.critical_path.replay if report.critical_path else None
+    if replay is None:
+        return None
+    return {"heat": msgspec.to_builtins(replay.heat), "strips": msgspec.to_builtins(replay.strips)}
 
 
 def _perfetto(report: model.Report) -> str:

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from profiling.analysis.per_trace import FAMILIES
-from profiling.report import plot_gpu, plot_memory, plot_path
+from profiling.report import plot_gpu, plot_memory, plot_path, plot_replay
 from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
 
@@ -43,7 +43,9 @@ def plot_report(report: model.Report, path: Path) -> Any:
     gpu = plot_gpu.has_panels(report)
     critical = report.critical_path if report.critical_path and report.critical_path.steps else None
     hardware = plot_memory.has_row(report)
-    heights = [5.0] * (1 + gpu) + [3.0] * hardware + ([3.0] if critical is not None else [])  # inches a row
+    replay = critical.replay if critical is not None else None
+    heights = [5.0] * (1 + gpu) + [3.0] * hardware  # inches a row
+    heights += [3.0] * (critical is not None) + [3.5] * (replay is not None)
     height = 0.5 + sum(heights)
     fig = Figure(figsize=(13, height))
     grid = fig.subplots(
@@ -73,8 +75,12 @@ def plot_report(report: model.Report, path: Path) -> Any:
         plot_memory.memory_peaks(row[0], report)
         plot_memory.flop_rates(row[1], report)
     if critical is not None:
-        plot_path.strips(grid[-1][0], critical)
-        plot_path.shares(grid[-1][1], critical)
+        row = grid[1 + gpu + hardware]
+        plot_path.strips(row[0], critical)
+        plot_path.shares(row[1], critical)
+    if replay is not None:
+        plot_replay.heat(fig, grid[-1][0], replay)
+        plot_replay.gains(grid[-1][1], replay)
     title = _title(report.straggler)
     fig.suptitle(title, fontsize="medium", y=0.99)
     scale = 5.5 / height  # the title's lines, as a share of the figure's height

@@ -65,6 +65,34 @@ class ReplayMost(Part):
     ]
 
 
+class ReplayHeat(Part):
+    rows: Annotated[str, about("pp (the stages) or rank")]
+    columns: Annotated[str, about("dp (the replicas) or step")]
+    row_labels: Annotated[list[int], about("each row's stage or rank")]
+    column_labels: Annotated[list[int], about("each column's replica or step")]
+    values: Annotated[
+        list[list[NonNegFloat | None]],
+        about(
+            "S of each cell: its ranks as measured, the rest ideal (a stage x replica's, over the "
+            "steps; a rank's in one step); null where no rank is"
+        ),
+    ]
+
+
+class ReplayStrip(Part):
+    what: Annotated[str, about("measured, ideal, or a what-if's what")]
+    rank: Annotated[NonNegInt | None, about("the rank, for a rank like its peers")]
+    coordinate: Annotated[str | None, about("the mesh coordinate, for a stage: pp 3")]
+    end_ms: Annotated[list[float], about("each rank's mean end, from the step's first start")]
+    work_ms: Annotated[list[NonNegFloat], about("each rank's mean work: the rest of its step it waited")]
+
+
+class ReplayStrips(Part):
+    ranks: Annotated[list[NonNegInt], about("the ranks shown: every rank, or at many ranks those apart")]
+    start_ms: Annotated[list[float], about("each rank's mean start, from the step's first start")]
+    variants: Annotated[list[ReplayStrip], about("the measured step, the ideal, and each what-if, replayed")]
+
+
 class Replay(Part):
     slowdown: Annotated[
         NonNegFloat, about("S: the mean step replayed without host gaps over the mean ideal step")
@@ -100,6 +128,11 @@ class Replay(Part):
         dict[str, dict[str, NonNegFloat]],
         about("mesh dimension -> coordinate -> S with its ranks as measured, the rest ideal"),
     ]
+    heat: Annotated[
+        ReplayHeat,
+        about("S by stage x replica where the job has both, else by rank x step: report.png's heat map"),
+    ]
+    strips: Annotated[ReplayStrips, about("each rank's step in each what-if: report.html's strips")]
     what_if: Annotated[
         list[ReplayWhatIf], about("the single what-ifs, each replayed; the largest gain first")
     ]

@@ -211,11 +211,22 @@ def combined(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     return np.where(first == MEASURED, second, np.where(second == MEASURED, first, both))
 
 
-def replay(
-    graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | None = None
-) -> np.ndarray | str:
-    """(V,) each variant's step (µs), from the first rank's start to the last rank's end; a
-    line saying why not where the graph waits on itself (clocks that disagree)."""
+@dataclasses.dataclass(frozen=True)
+class Replayed:
+    """One step replayed in every variant."""
+
+    ends: np.ndarray  # (V, R) each rank's end (µs), from the first rank's start
+    work: np.ndarray  # (V, R) each rank's work (µs): the rest of its step it waited
+
+    @property
+    def lengths(self) -> np.ndarray:
+        """(V,) each variant's step (µs): from the first rank's start to the last rank's end."""
+        return self.ends.max(axis=1)
+
+
+def replay(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | None = None) -> Replayed | str:
+    """The step replayed in each variant; a line saying why not where the graph waits on
+    itself (clocks that disagree)."""
     scale = _scales(graph, variants, stage_of)  # (V, R, K)
     rows, count = len(graph.ranks), len(variants.names)
     t = [np.full(count, graph.starts[row]) for row in range(rows)]
@@ -244,8 +255,9 @@ def replay(
     stuck = [graph.ranks[row] for row in range(rows) if done[row] < len(graph.events[row])]
     if stuck:
         return f"rank(s) {stuck[:8]} wait on each other in a cycle (their clocks disagree)"
-    ends = [t[row] + scale[:, row, :] @ graph.work[row][-1] for row in range(rows)]
-    return np.max(ends, axis=0) - float(np.min(graph.starts))
+    ends = np.stack([t[row] + scale[:, row, :] @ graph.work[row][-1] for row in range(rows)], axis=1)
+    work = np.einsum("vrk,rk->vr", scale, graph.totals)
+    return Replayed(ends=ends - float(np.min(graph.starts)), work=work)
 
 
 def _transfer(graph: StepGraph, variants: Variants, row: int, meeting: int, measured: float) -> np.ndarray:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -47,15 +47,19 @@ from profiling.schema.model_replay import (
     Fidelity,
     Replay,
     ReplayGain,
+    ReplayHeat,
     ReplayMost,
     ReplayStep,
+    ReplayStrip,
+    ReplayStrips,
     ReplayWhatIf,
     UndecidedStep,
 )
-from slurm.layout import PIPELINE
+from slurm.layout import DATA, PIPELINE
 
 MAX_RANKS_APART = 32  # at most this many ranks get a variant of their own (the most off the mean)
 GAINS = 5  # the what-ifs replayed on top of each other
+MAX_CELLS = 64  # the heat map's stage x replica cells, each a variant; beyond, rank x step
 SHARED = 0.5  # a coordinate whose every rank exceeds its peers this much of the most's is named
 SPECIFIC = 1.25  # a rank's or a stage's what-if goes before a job-wide one it nearly matches
 Part = tuple  # ("rank", r), ("mesh", dim, index), ("kind", name), ("peers", r), ("stage", s), ...
@@ -78,14 +82,20 @@ def replayed(
     plans = _plans(ranks, mesh, stage_of, _apart(graphs), kinds)
     parts = [plan.part for plan in plans]
     variants = _stacked(plans)
-    lengths, steps = [], []
+    apart = {part[1] for part in parts if part[0] == "rank"}
+    shown = [row for row, rank in enumerate(ranks) if rank in apart]  # every rank, or those apart
+    stripped = [v for v, part in enumerate(parts) if part[0] in ("measured", "ideal", *_WHAT)]
+    lengths, steps, ends, work, starts = [], [], [], [], []
     for graph in graphs:
         found = replay(graph, variants, stage_of)
         if isinstance(found, str):
             undecided.append(UndecidedStep(step=graph.step, why=found))
             continue
-        lengths.append(found)
+        lengths.append(found.lengths)
         steps.append(graph)
+        ends.append(found.ends[np.ix_(stripped, shown)])
+        work.append(found.work[np.ix_(stripped, shown)])
+        starts.append(graph.starts[shown] - graph.starts.min())
     if not lengths:
         return None
     table = np.stack(lengths)  # (steps, V)
@@ -120,12 +130,19 @@ def replayed(
         by_rank=by_rank,
         by_kind={part[1]: ratio(part) for part in parts if part[0] == "kind"},
         by_mesh=by_mesh,
+        heat=_heat(parts, table, steps),
+        strips=ReplayStrips(
+            ranks=[ranks[row] for row in shown],
+            start_ms=_ms(np.mean(starts, axis=0)),
+            variants=[
+                ReplayStrip(**_identity(parts[v]), end_ms=_ms(end), work_ms=_ms(busy))
+                for v, end, busy in zip(stripped, np.mean(ends, axis=0), np.mean(work, axis=0), strict=True)
+            ],
+        ),
         what_if=sorted(
             (
                 ReplayWhatIf(
-                    what=_WHAT[part[0]],
-                    rank=part[1] if part[0] == "peers" else None,
-                    coordinate=f"{PIPELINE} {part[1]}" if part[0] == "stage" else None,
+                    **_identity(part),
                     step_ms=mean[part] / 1e3,
                     gain_ms=(measured - mean[part]) / 1e3,
                 )
@@ -200,6 +217,13 @@ def _plans(
         work, transfer = measured()
         work[rows[rank]], transfer[rows[rank]] = AT_MOST_TYPICAL, AT_MOST_TYPICAL
         plans.append(Plan(("peers", rank), work, transfer))
+    cell_of = {r: (at[PIPELINE], at[DATA]) for r, at in mesh.items() if PIPELINE in at and DATA in at}
+    cells = sorted(set(cell_of.values()))
+    for cell in cells if len(cells) <= MAX_CELLS else []:  # the heat map's: a stage's ranks of one replica
+        chosen = [rows[r] for r, found in cell_of.items() if r in rows and found == cell]
+        work, transfer = ideal()
+        work[chosen], transfer[chosen] = MEASURED, MEASURED
+        plans.append(Plan(("cell", *cell), work, transfer))
     coordinates = sorted({(dim, index) for where in mesh.values() for dim, index in where.items()})
     for dim, index in coordinates:
         chosen = [rows[r] for r, where in mesh.items() if r in rows and where.get(dim) == index]
@@ -264,19 +288,61 @@ def _gains(
         work, transfer = combined(before.work, plan.work), combined(before.transfer, plan.transfer)
         together.append(Plan(plan.part, work, transfer))
     variants = _stacked(together)
-    lengths = [found for graph in graphs if not isinstance(found := replay(graph, variants, stage_of), str)]
+    lengths = [f.lengths for graph in graphs if not isinstance(f := replay(graph, variants, stage_of), str)]
     steps = [measured, *np.mean(lengths, axis=0).tolist()]
     gains = [
         ReplayGain(
-            what=_WHAT[plan.part[0]],
-            rank=plan.part[1] if plan.part[0] == "peers" else None,
-            coordinate=f"{PIPELINE} {plan.part[1]}" if plan.part[0] == "stage" else None,
+            **_identity(plan.part),
             gain_ms=(steps[k] - steps[k + 1]) / 1e3,
             share=(steps[k] - steps[k + 1]) / measured if measured > 0 else 0.0,
         )
         for k, plan in enumerate(chosen)
     ]
     return [gain for gain in gains if gain.gain_ms * 1e3 > EPSILON_US]  # nothing on top of those before
+
+
+def _heat(parts: list[Part], table: np.ndarray, graphs: Sequence[StepGraph]) -> ReplayHeat:
+    """S by stage x replica where the job has both (each cell's ranks as measured, the rest
+    ideal), else by rank x step (the ranks apart, each step's S)."""
+    ideal = table[:, parts.index(("ideal",))]
+    cells = {part[1:]: column for column, part in enumerate(parts) if part[0] == "cell"}
+    if cells:
+        stages = sorted({stage for stage, _ in cells})
+        replicas = sorted({replica for _, replica in cells})
+        ratio = table.mean(axis=0) / ideal.mean() if ideal.mean() > 0 else np.ones(len(parts))
+        values = [
+            [_rounded(ratio[cells[s, d]]) if (s, d) in cells else None for d in replicas] for s in stages
+        ]
+        return ReplayHeat(
+            rows=PIPELINE, columns=DATA, row_labels=stages, column_labels=replicas, values=values
+        )
+    ranks = {part[1]: column for column, part in enumerate(parts) if part[0] == "rank"}
+    with np.errstate(divide="ignore", invalid="ignore"):
+        per_step = np.where(ideal[:, None] > 0, table / ideal[:, None], 1.0)  # (steps, V)
+    return ReplayHeat(
+        rows="rank",
+        columns="step",
+        row_labels=sorted(ranks),
+        column_labels=[graph.step for graph in graphs],
+        values=[[_rounded(value) for value in per_step[:, ranks[rank]]] for rank in sorted(ranks)],
+    )
+
+
+def _identity(part: Part) -> dict[str, Any]:
+    """A variant's what, rank and coordinate, as the what-ifs name them."""
+    return {
+        "what": _WHAT.get(part[0], part[0]),
+        "rank": part[1] if part[0] == "peers" else None,
+        "coordinate": f"{PIPELINE} {part[1]}" if part[0] == "stage" else None,
+    }
+
+
+def _ms(values: np.ndarray) -> list[float]:
+    return [round(float(value) / 1e3, 4) for value in values]
+
+
+def _rounded(value: float) -> float:
+    return round(float(value), 4)  # a picture's worth, in a report.json of thousands of cells
 
 
 def _most(
