@@ -205,7 +205,9 @@ def test_a_rank_whose_clock_cannot_be_aligned_leaves_its_steps_undecided(tmp_pat
         ("ns_resolution_rank-0.json.gz",),
     ],
 )
-def test_every_step_of_real_gpu_traces_adds_up_to_its_length(names: tuple[str, ...], tmp_path: Path) -> None:
+def test_every_step_of_real_gpu_traces_adds_up_and_replays_to_its_length(
+    names: tuple[str, ...], tmp_path: Path
+) -> None:
     for name in names:
         shutil.copy(GPU_TRACES / name, tmp_path / name)
     path = report_path(tmp_path)
@@ -219,6 +221,11 @@ def test_every_step_of_real_gpu_traces_adds_up_to_its_length(names: tuple[str, .
         assert {s.kind for s in segments} <= {"compute", "communication", "memory", "host", "other"}
     for what in path.what_if:
         assert 0.0 <= what.gain_ms <= path.step_ms and what.assumption
+    # replayed as measured, each step at its measured length (asked: a median error <= 2 %)
+    replay = path.replay
+    assert replay is not None and len(replay.steps) == len(path.steps) and replay.undecided == []
+    assert replay.fidelity.median <= 0.02 and replay.fidelity.worst <= 0.02, replay.fidelity
+    assert replay.ideal_ms > 0 and replay.slowdown >= 0.5
 
 
 def test_lanes_are_kept_beside_the_record_and_a_warm_report_walks_the_same_path(tmp_path: Path) -> None:
@@ -249,12 +256,23 @@ def test_report_png_shows_the_path_of_the_first_steps_and_its_time_by_rank_and_k
         ReportSettings(plot=False, merged_trace=False),
     )
     fig = plot_report(_drawn(report), tmp_path / "report.png")
-    strips, shares = fig.axes[-2:]
-    assert strips.get_title() == "Critical path: what set each step's length"
+    titled = {axes.get_title(): axes for axes in fig.axes}
+    strips = titled["Critical path: what set each step's length"]
+    shares = titled["Critical path by rank and kind"]
     assert [t.get_text() for t in strips.get_yticklabels()] == ["step 10", "step 11", "step 12", "step 13"]
     assert {t.get_text() for t in strips.texts} == {"rank 1", "rank 0"}  # who the path runs through
-    assert shares.get_title() == "Critical path by rank and kind" and len(shares.patches) == 2 * 5
-    assert imread(tmp_path / "report.png").shape[:2] == (1350, 1300)  # 2 rows of 5 in, the path 3 in
+    assert len(shares.patches) == 2 * 5
+    # the replay's row: the heat map of S by rank x step, rank 1's row the hot one, and the gains
+    heat = next(axes for title, axes in titled.items() if title.startswith("What stragglers cost: S = "))
+    cells = heat.get_images()[0].get_array()
+    assert cells.shape == (2, 8) and cells[1].min() > cells[0].max()  # 2 ranks x 8 steps
+    gains = titled["Replayed gains, each on top of those above"]
+    labels = [t.get_text() for t in gains.get_yticklabels()]
+    assert labels[0] == "measured" and labels[1] == "rank 1 like its peers" and labels[-1] == "ideal"
+    assert imread(tmp_path / "report.png").shape[:2] == (
+        1700,
+        1300,
+    )  # 2 rows of 5 in, the path 3, the replay 3.5
 
 
 def test_report_json_lists_the_segments_of_the_first_8_steps_and_every_steps_gains(tmp_path: Path) -> None:

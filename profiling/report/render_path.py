@@ -49,35 +49,43 @@ def what_limits(report: Report) -> list[str]:
 
 
 def _slowdown(replay: Replay, noise_ms: float) -> str:
-    """The first line: S, the host's share apart, and the part that holds the most of it."""
+    """The first line: S, the host's share apart, and the part that holds the most of it. One
+    rank has no peers to straggle behind: its line has the host's share alone."""
     s = replay.slowdown
     measured, ideal = replay.measured_ms, replay.ideal_ms
-    if (s - 1) * ideal > noise_ms:
-        said = (
+    said = []
+    if len(replay.strips.ranks) < 2:
+        pass  # nobody to straggle behind
+    elif (s - 1) * ideal > noise_ms:
+        said.append(
             f"Stragglers cost this job **S = {s:.2f}**: the step is {s - 1:.0%} longer than its ideal "
             f"({measured / replay.host_share:.2f} ms without the host's gaps, against {ideal:.2f})."
         )
     else:
-        said = (
+        said.append(
             f"Stragglers cost this job nothing beyond the step-to-step noise: S = {s:.2f} "
             f"(the ideal step {ideal:.2f} ms, the noise {noise_ms:.2f})."
         )
     if measured - measured / replay.host_share > noise_ms:
-        said += (
-            f" The host's gaps make it {replay.host_share - 1:.0%} longer still "
-            f"({measured:.2f} ms measured: {replay.host_share:.2f}× the step replayed without them)."
+        said.append(
+            f"The host's gaps make the step {replay.host_share - 1:.0%} longer than it replays "
+            f"without them ({measured:.2f} ms measured: {replay.host_share:.2f}×)."
         )
+    return " ".join([*said, *_most(replay, noise_ms)]) or f"The step replays at {measured:.2f} ms."
+
+
+def _most(replay: Replay, noise_ms: float) -> list[str]:
     most = replay.most
-    if most is None or (most.slowdown - 1) * ideal <= noise_ms:
-        return said
+    if most is None or (most.slowdown - 1) * replay.ideal_ms <= noise_ms:
+        return []
     part = f"{_NAMED.get(most.dimension, most.dimension)} {most.index}"
-    said += f" Most of it is **{part}** (S {most.slowdown:.2f} alone)"
+    said = f"Most of it is **{part}** (S {most.slowdown:.2f} alone)"
     if not most.kinds:
-        return said + "."
+        return [said + "."]
     kinds = " and ".join(_KIND_WORDS.get(kind, kind) for kind in most.kinds)
     longer = f"{most.longer_fraction:.0%} " if most.longer_fraction is not None else ""
     others = _OTHERS.get(most.dimension, "the others'")
-    return said + f": its {kinds} run {longer}longer than {others} ({most.longer_ms:.2f} ms a step)."
+    return [said + f": its {kinds} run {longer}longer than {others} ({most.longer_ms:.2f} ms a step)."]
 
 
 _KIND_WORDS = {"host": "host gaps", "compute": "compute of no known phase", "other": "time in no op"}

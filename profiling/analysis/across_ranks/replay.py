@@ -16,8 +16,10 @@ Between two events the rank *works*: the lane's time by kind (forward, backward 
 compute, compute of no known phase, memory, communication outside a meeting, the host's gaps,
 other). A collective begins its transfer when the last member has arrived and ends, for each
 member that blocks in it, its measured transfer later (its end minus that last arrival); a
-receive ends its transfer after the later of its send and itself. A sender does not wait for
-its receiver, and a member whose collective ran hidden under its work is not held by it. Left
+receive ends its transfer after the later of its send and itself. A sender whose trace has no
+end of its own waits for the receive's end where its lane shows no work of its own there
+(gloo's send is a rendezvous: the pipeline's schedule waits on it), else it does not wait; a
+member whose collective ran hidden under its work is not held by it. Left
 out: dependencies between a rank's streams other than its lane's order (an event a stream
 waits on), the launch queue's depth, contention between concurrent transfers, and the previous
 step (each rank starts at its measured start).
@@ -114,8 +116,10 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
                 continue
             points.append((arrival, ARRIVE, index, 0.0, arrival))
             end = meeting.ends.get(rank)
-            if end is None:
-                continue  # a sender: it does not wait for its receiver
+            if end is None:  # a sender: gloo's waits while its receiver takes the data
+                end = max(meeting.ends.values(), default=arrival)
+                if end <= arrival or lane.kind_before(end) in WORK:
+                    continue  # it went on working: sent, or queued
             transfer = max(0.0, end - last[index])
             transfers[index].append(transfer)
             if lane.kind_before(end) not in WORK:  # it waited there

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Mapping, Sequence
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 
@@ -42,16 +42,21 @@ from profiling.analysis.across_ranks.replay import (
     combined,
     replay,
 )
+from profiling.analysis.across_ranks.replay_views import (
+    SPECIFIC_PARTS,
+    WHAT,
+    Part,
+    Strips,
+    heat_map,
+    identity,
+    most,
+)
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from profiling.schema.model_replay import (
     Fidelity,
     Replay,
     ReplayGain,
-    ReplayHeat,
-    ReplayMost,
     ReplayStep,
-    ReplayStrip,
-    ReplayStrips,
     ReplayWhatIf,
     UndecidedStep,
 )
@@ -60,9 +65,7 @@ from slurm.layout import DATA, PIPELINE
 MAX_RANKS_APART = 32  # at most this many ranks get a variant of their own (the most off the mean)
 GAINS = 5  # the what-ifs replayed on top of each other
 MAX_CELLS = 64  # the heat map's stage x replica cells, each a variant; beyond, rank x step
-SHARED = 0.5  # a coordinate whose every rank exceeds its peers this much of the most's is named
 SPECIFIC = 1.25  # a rank's or a stage's what-if goes before a job-wide one it nearly matches
-Part = tuple  # ("rank", r), ("mesh", dim, index), ("kind", name), ("peers", r), ("stage", s), ...
 
 
 def replayed(
@@ -82,10 +85,8 @@ def replayed(
     plans = _plans(ranks, mesh, stage_of, _apart(graphs), kinds)
     parts = [plan.part for plan in plans]
     variants = _stacked(plans)
-    apart = {part[1] for part in parts if part[0] == "rank"}
-    shown = [row for row, rank in enumerate(ranks) if rank in apart]  # every rank, or those apart
-    stripped = [v for v, part in enumerate(parts) if part[0] in ("measured", "ideal", *_WHAT)]
-    lengths, steps, ends, work, starts = [], [], [], [], []
+    strips = Strips(parts, ranks)
+    lengths, steps = [], []
     for graph in graphs:
         found = replay(graph, variants, stage_of)
         if isinstance(found, str):
@@ -93,9 +94,7 @@ def replayed(
             continue
         lengths.append(found.lengths)
         steps.append(graph)
-        ends.append(found.ends[np.ix_(stripped, shown)])
-        work.append(found.work[np.ix_(stripped, shown)])
-        starts.append(graph.starts[shown] - graph.starts.min())
+        strips.add(graph, found)
     if not lengths:
         return None
     table = np.stack(lengths)  # (steps, V)
@@ -115,7 +114,7 @@ def replayed(
         slowdown=ratio(("no_host",)),
         measured_ms=statistics.fmean(g.measured_us for g in steps) / 1e3,
         ideal_ms=ideal / 1e3,
-        most=_most(by_rank, by_mesh, steps, mesh),
+        most=most(by_rank, by_mesh, steps, mesh),
         gains=_gains(plans, mean, steps, stage_of),
         host_share=statistics.fmean(g.measured_us for g in steps) / mean[("no_host",)]
         if mean[("no_host",)] > 0
@@ -130,39 +129,23 @@ def replayed(
         by_rank=by_rank,
         by_kind={part[1]: ratio(part) for part in parts if part[0] == "kind"},
         by_mesh=by_mesh,
-        heat=_heat(parts, table, steps),
-        strips=ReplayStrips(
-            ranks=[ranks[row] for row in shown],
-            start_ms=_ms(np.mean(starts, axis=0)),
-            variants=[
-                ReplayStrip(**_identity(parts[v]), end_ms=_ms(end), work_ms=_ms(busy))
-                for v, end, busy in zip(stripped, np.mean(ends, axis=0), np.mean(work, axis=0), strict=True)
-            ],
-        ),
+        heat=heat_map(parts, table, steps),
+        strips=strips.made(),
         what_if=sorted(
             (
                 ReplayWhatIf(
-                    **_identity(part),
+                    **identity(part),
                     step_ms=mean[part] / 1e3,
                     gain_ms=(measured - mean[part]) / 1e3,
                 )
                 for part in parts
-                if part[0] in _WHAT
+                if part[0] in WHAT
             ),
             key=lambda w: -w.gain_ms,
         ),
         undecided=undecided,
         variants=len(parts),
     )
-
-
-_SPECIFIC = ("peers", "stage")  # the what-ifs of one part, not the whole job's
-_WHAT = {
-    "peers": "rank like its peers",
-    "stage": "stage like the median stage",
-    "hidden": "the exposed communication hidden",
-    "no_host": "no host gaps",
-}
 
 
 def _apart(graphs: Sequence[StepGraph]) -> list[int]:
@@ -274,9 +257,9 @@ def _gains(
     at once, and so on, each replayed; a gain is what its what-if adds to those before it."""
     measured = mean[("measured",)]
     chosen = sorted(  # a stage's what-if before its one rank's, where they are the same
-        (plan for plan in plans if plan.part[0] in _WHAT and measured - mean[plan.part] > EPSILON_US),
+        (plan for plan in plans if plan.part[0] in WHAT and measured - mean[plan.part] > EPSILON_US),
         key=lambda plan: (
-            -round((measured - mean[plan.part]) * (SPECIFIC if plan.part[0] in _SPECIFIC else 1.0), 3),
+            -round((measured - mean[plan.part]) * (SPECIFIC if plan.part[0] in SPECIFIC_PARTS else 1.0), 3),
             plan.part[0] != "stage",
         ),
     )[:GAINS]
@@ -292,105 +275,10 @@ def _gains(
     steps = [measured, *np.mean(lengths, axis=0).tolist()]
     gains = [
         ReplayGain(
-            **_identity(plan.part),
+            **identity(plan.part),
             gain_ms=(steps[k] - steps[k + 1]) / 1e3,
             share=(steps[k] - steps[k + 1]) / measured if measured > 0 else 0.0,
         )
         for k, plan in enumerate(chosen)
     ]
     return [gain for gain in gains if gain.gain_ms * 1e3 > EPSILON_US]  # nothing on top of those before
-
-
-def _heat(parts: list[Part], table: np.ndarray, graphs: Sequence[StepGraph]) -> ReplayHeat:
-    """S by stage x replica where the job has both (each cell's ranks as measured, the rest
-    ideal), else by rank x step (the ranks apart, each step's S)."""
-    ideal = table[:, parts.index(("ideal",))]
-    cells = {part[1:]: column for column, part in enumerate(parts) if part[0] == "cell"}
-    if cells:
-        stages = sorted({stage for stage, _ in cells})
-        replicas = sorted({replica for _, replica in cells})
-        ratio = table.mean(axis=0) / ideal.mean() if ideal.mean() > 0 else np.ones(len(parts))
-        values = [
-            [_rounded(ratio[cells[s, d]]) if (s, d) in cells else None for d in replicas] for s in stages
-        ]
-        return ReplayHeat(
-            rows=PIPELINE, columns=DATA, row_labels=stages, column_labels=replicas, values=values
-        )
-    ranks = {part[1]: column for column, part in enumerate(parts) if part[0] == "rank"}
-    with np.errstate(divide="ignore", invalid="ignore"):
-        per_step = np.where(ideal[:, None] > 0, table / ideal[:, None], 1.0)  # (steps, V)
-    return ReplayHeat(
-        rows="rank",
-        columns="step",
-        row_labels=sorted(ranks),
-        column_labels=[graph.step for graph in graphs],
-        values=[[_rounded(value) for value in per_step[:, ranks[rank]]] for rank in sorted(ranks)],
-    )
-
-
-def _identity(part: Part) -> dict[str, Any]:
-    """A variant's what, rank and coordinate, as the what-ifs name them."""
-    return {
-        "what": _WHAT.get(part[0], part[0]),
-        "rank": part[1] if part[0] == "peers" else None,
-        "coordinate": f"{PIPELINE} {part[1]}" if part[0] == "stage" else None,
-    }
-
-
-def _ms(values: np.ndarray) -> list[float]:
-    return [round(float(value) / 1e3, 4) for value in values]
-
-
-def _rounded(value: float) -> float:
-    return round(float(value), 4)  # a picture's worth, in a report.json of thousands of cells
-
-
-def _most(
-    by_rank: Mapping[int, float],
-    by_mesh: Mapping[str, Mapping[str, float]],
-    graphs: Sequence[StepGraph],
-    mesh: Mapping[int, Mapping[str, int]],
-) -> ReplayMost | None:
-    """The part that holds the most of the slowdown beyond its peers: the rank whose S most
-    exceeds the median rank's; or, where every rank of one of its coordinates does nearly as
-    much (a heavy stage: each of its ranks; a stage of one rank), that coordinate. None where
-    no rank exceeds its peers."""
-    if len(by_rank) < 2:
-        return None
-    middle = float(np.median(list(by_rank.values())))
-    excess = {rank: value - middle for rank, value in by_rank.items()}
-    rank = max(excess, key=lambda r: (excess[r], -r))
-    if excess[rank] <= 0:
-        return None
-    dimension, index, slowdown = "rank", rank, by_rank[rank]
-    for dim in sorted(mesh.get(rank, {}), key=lambda d: (d != PIPELINE, d)):
-        coordinate = mesh[rank][dim]
-        members = [r for r, where in mesh.items() if where.get(dim) == coordinate]
-        if all(excess.get(member, 0.0) >= SHARED * excess[rank] for member in members):
-            dimension, index, slowdown = dim, coordinate, by_mesh[dim][str(coordinate)]
-            break
-    rows = [
-        row
-        for row, r in enumerate(graphs[0].ranks)
-        if (r == index if dimension == "rank" else mesh.get(r, {}).get(dimension) == index)
-    ]
-    others = [row for row in range(len(graphs[0].ranks)) if row not in rows]
-    totals = np.mean([graph.totals for graph in graphs], axis=0)  # (R, K) µs a step
-    mine, theirs = totals[rows].mean(axis=0), totals[others].mean(axis=0)
-    longer = mine - theirs
-    order = [k for k in np.argsort(-longer, kind="stable") if longer[k] > 0]
-    kinds: list[int] = []
-    for k in order[:3]:  # the kinds that hold most of the difference
-        held_most = longer[kinds].sum() >= 0.8 * longer[order].sum()
-        if kinds and (held_most or longer[k] < 0.05 * longer[order[0]]):
-            break
-        kinds.append(int(k))
-    held = float(theirs[kinds].sum()) if kinds else 0.0
-    return ReplayMost(
-        dimension=dimension,
-        index=index,
-        slowdown=slowdown,
-        kinds=[WORK_KINDS[k] for k in kinds],
-        longer_ms=float(longer[kinds].sum()) / 1e3 if kinds else 0.0,
-        longer_fraction=float(longer[kinds].sum()) / held if held > EPSILON_US else None,
-    )
