@@ -87,10 +87,15 @@ def test_a_data_by_pipeline_job_across_two_nodes_names_its_slowed_rank(
     assert stages["verdict"] == "balanced" or stages["text"].startswith(
         "stage imbalance: stage 1 (ranks 2, 3)"
     )
-    # replayed: rank 3 holds the most (its host gaps), not its stage: rank 2 is no late rank
+    # replayed: rank 3 holds the most (its host gaps), not its stage: rank 2 is no late rank.
+    # The first gain is rank 3 like its peers or every host gap gone, which holds its 200 ms too
+    # (and its peers' waits that gloo's lanes leave as host time)
     assert _most(report) == ("rank", 3)
-    gains = report["critical_path"]["replay"]["gains"]
-    assert (gains[0]["what"], gains[0]["rank"]) == ("rank like its peers", 3), gains
+    replay = report["critical_path"]["replay"]
+    assert max(replay["by_rank"], key=replay["by_rank"].get) == "3", replay["by_rank"]
+    first = replay["gains"][0]
+    assert (first["what"], first["rank"]) in {("rank like its peers", 3), ("no host gaps", None)}, first
+    assert first["gain_ms"] >= 150.0, first
 
 
 @pytest.mark.full_cluster
