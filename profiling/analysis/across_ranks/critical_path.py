@@ -73,6 +73,11 @@ class RankStep:
     def lane(self) -> Lane | None:
         return self.source if isinstance(self.source, Lane) else self.source()
 
+    def forget_lane(self) -> None:
+        """Let the lane go once the step is walked and replayed (loaded again if asked): the
+        replay loads every rank's, 4096 of them a step at 4096 ranks."""
+        self.__dict__.pop("lane", None)
+
 
 @dataclasses.dataclass(frozen=True)
 class Meeting:

@@ -63,7 +63,8 @@ def critical_path(
     """
     stage_of = {rank: where[PIPELINE] for rank, where in (mesh or {}).items() if PIPELINE in where}
     remade = [] if remade is None else remade
-    lanes = {rank: _rank_steps(rank, traces, remade) for rank, traces in per_rank.items()}
+    loaded: list[tuple[int, Callable[[], None]]] = []  # (a trace's last step, what lets its lanes go)
+    lanes = {rank: _rank_steps(rank, traces, remade, loaded) for rank, traces in per_rank.items()}
     numbers = sorted({step for found in lanes.values() for step in found})
     if not numbers:
         return None
@@ -95,6 +96,7 @@ def critical_path(
         for segment in walked.segments:
             totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start
         paths.append(walked if len(paths) < SEGMENT_STEPS else dataclasses.replace(walked, segments=[]))
+        _forget(step, ranks, loaded)
     late = straggler if straggler is not None else _leading(paths)
     step_ms = statistics.fmean(p.duration / 1e3 for p in paths) if paths else 0.0
     if noise_ms is None and len(paths) > 1:
@@ -111,13 +113,18 @@ def critical_path(
     )
 
 
-def _rank_steps(rank: int, traces: list[Aligned], remade: list[str]) -> dict[int, RankStep | None]:
+def _rank_steps(
+    rank: int, traces: list[Aligned], remade: list[str], loaded: list[tuple[int, Callable[[], None]]]
+) -> dict[int, RankStep | None]:
     """Each recorded step of the rank on the first rank's clock, its lane loaded only if the
-    walk reaches it; None where its clock is not on the first rank's."""
+    walk or the replay reaches it; None where its clock is not on the first rank's. ``loaded``
+    gains each trace's last step and what lets its lanes go."""
     found: dict[int, RankStep | None] = {}
     for t in traces:
         shift = t.clock.shift_us
         lanes = functools.cache(functools.partial(_lanes_of, t, remade))  # once a trace
+        if t.record.steps:
+            loaded.append((max(step.step for step in t.record.steps), lanes.cache_clear))
         for step in t.record.steps:
             span = (
                 (step.gpu.start_us, step.gpu.duration_us) if step.gpu else (step.start_us, step.duration_us)
@@ -126,6 +133,19 @@ def _rank_steps(rank: int, traces: list[Aligned], remade: list[str]) -> dict[int
             lane = functools.partial(_lane, lanes, step.step, shift)
             found[step.step] = RankStep(rank, start, end, lane) if t.clock.paired else None
     return found
+
+
+def _forget(
+    step: int, ranks: Mapping[int, RankStep | None], loaded: list[tuple[int, Callable[[], None]]]
+) -> None:
+    """The step's lanes let go, and each trace's whose last step it was: at thousands of ranks
+    they are most of the report's memory."""
+    for found in ranks.values():
+        if found is not None:
+            found.forget_lane()
+    for last, clear in loaded:
+        if last <= step:
+            clear()
 
 
 def _lanes_of(trace: Aligned, remade: list[str]) -> tuple[list[StepLane], list[str]]:

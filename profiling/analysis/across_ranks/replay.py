@@ -56,7 +56,7 @@ MEASURED, MEAN, AT_MOST_TYPICAL, STAGE_MEDIAN, ZERO, LOWEST = 0, 1, 2, 3, 4, 5
 ARRIVE, BLOCK = 0, 2  # a rank's events
 _DEFERRED = 1  # a block for a collective that ran hidden, at the rank's next wait (sorted before it)
 _OTHER = WORK_KINDS.index("other")
-_WORKING = [KINDS.index(kind) for kind in WORK]  # a lane's own work: a wait ends there
+_COMPUTING, _MOVING = (KINDS.index(kind) for kind in WORK)  # a lane's own work: a wait ends there
 # a lane's kind -> its column; compute by its phase (the last: -1, no phase known)
 _KIND_COLUMN = np.array([WORK_KINDS.index(kind) if kind in WORK_KINDS else _OTHER for kind in KINDS])
 _PHASE_COLUMN = np.array([WORK_KINDS.index(phase) for phase in PHASES] + [WORK_KINDS.index("compute")])
@@ -99,6 +99,13 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
     # before the collectives its host launched within it)
     meetings = [m for m in meetings if all(a <= ranks[r].end for r, a in m.arrivals.items() if r in ranks)]
     last = [max((m.arrivals[r] for r in m.arrivals if r in ranks), default=0.0) for m in meetings]
+    mine: dict[int, list[int]] = {}  # each rank's meetings: one pass, not ranks x meetings
+    members = [0] * len(meetings)
+    for index, meeting in enumerate(meetings):
+        for member in meeting.arrivals:
+            if member in ranks:
+                mine.setdefault(member, []).append(index)
+                members[index] += 1
     events, work = [], []
     transfers: list[list[float]] = [[] for _ in meetings]
     for rank in order:
@@ -108,12 +115,12 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
             return f"rank {rank} has no lane of this step"
         points: list[tuple[float, int, int, float, float]] = []  # (at, event, meeting, transfer, goes on at)
         # a rank that still launches collectives does not wait yet (gloo runs them on its worker)
-        launches = np.sort([a for m in meetings if (a := m.arrivals.get(rank)) is not None])
+        launches = np.sort([meetings[index].arrivals[rank] for index in mine.get(rank, [])])
+        worked_until = lane.ends[(lane.kinds == _COMPUTING) | (lane.kinds == _MOVING)]  # its work's ends
         deferred: list[tuple[float, int, float]] = []  # hidden collectives: (end, meeting, transfer)
-        for index, meeting in enumerate(meetings):
-            arrival = meeting.arrivals.get(rank)
-            if arrival is None:
-                continue
+        for index in mine.get(rank, []):
+            meeting = meetings[index]
+            arrival = meeting.arrivals[rank]
             points.append((arrival, ARRIVE, index, 0.0, arrival))
             end = meeting.ends.get(rank)
             if end is None:  # a sender: gloo's waits while its receiver takes the data
@@ -124,7 +131,9 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
             transfers[index].append(transfer)
             if lane.kind_before(end) not in WORK:  # it waited there
                 launched = launches[np.searchsorted(launches, end, side="right") - 1]
-                points.append((max(_waits_from(lane, end, arrival), launched), BLOCK, index, transfer, end))
+                points.append(
+                    (max(_waits_from(worked_until, end, arrival), launched), BLOCK, index, transfer, end)
+                )
             elif len(meeting.ends) < len(meeting.arrivals):  # a receive, its data there in time
                 points.append((max(arrival, end), BLOCK, index, transfer, max(arrival, end)))
             else:  # hidden under its work: the rank needs it by its next wait, or its step's end
@@ -145,7 +154,8 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
             cursor = max(goes_on, tos[-1]) if event == BLOCK else tos[-1]  # waited: on from the end
         froms.append(cursor)
         tos.append(max(found.end, cursor))
-        worked = _kind_time(lane, found.start, np.array(tos)) - _kind_time(lane, found.start, np.array(froms))
+        upto = _kind_time(lane, found.start, np.array(tos + froms))
+        worked = upto[: len(tos)] - upto[len(tos) :]
         events.append(
             [
                 (ARRIVE if event == ARRIVE else BLOCK, index, transfer)
@@ -160,21 +170,19 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
         measured_us=max(ranks[r].end for r in order) - min(ranks[r].start for r in order),
         events=events,
         work=work,
-        members=[sum(r in ranks for r in m.arrivals) for m in meetings],
+        members=members,
         kinds=[meeting_kind(m.label) for m in meetings],
         typical_us=[float(np.median(found)) if found else 0.0 for found in transfers],
     )
 
 
-def _waits_from(lane: Lane, end: float, arrival: float) -> float:
+def _waits_from(worked_until: np.ndarray, end: float, arrival: float) -> float:
     """Where the rank began waiting for a meeting that ended at ``end``: after its last work
     (compute, memory) before it, not before its arrival. On a CPU lane a collective run by
     gloo's worker thread leaves the step's thread in no operator while it waits (the host's,
     on the lane): that is waiting here, as it is for the walk."""
-    working = np.isin(lane.kinds, _WORKING)
-    ends = lane.ends[working]
-    index = int(np.searchsorted(ends, end + EPSILON_US, side="right")) - 1
-    return max(float(ends[index]) if index >= 0 else arrival, arrival)
+    index = int(np.searchsorted(worked_until, end + EPSILON_US, side="right")) - 1
+    return max(float(worked_until[index]) if index >= 0 else arrival, arrival)
 
 
 def _kind_time(lane: Lane, start: float, at: np.ndarray) -> np.ndarray:
@@ -184,11 +192,15 @@ def _kind_time(lane: Lane, start: float, at: np.ndarray) -> np.ndarray:
     computing = lane.kinds == KINDS.index("compute")
     columns[computing] = _PHASE_COLUMN[lane.phases[computing].astype(np.int64)]
     durations = np.clip(lane.ends - lane.starts, 0.0, None)
-    before = np.zeros((len(lane) + 1, len(WORK_KINDS)))  # row i: the spans before span i
-    before[np.arange(1, len(lane) + 1), columns] = durations
-    before = np.cumsum(before, axis=0)
     index = np.searchsorted(lane.starts, at, side="right")  # the spans begun by each point
-    found = before[index]
+    # the spans' time by kind between consecutive cut points, then summed up to each point: a
+    # pass over the spans, not a spans x kinds table (thousands of spans a step, ten points)
+    cuts = np.unique(index)
+    between = np.searchsorted(cuts, np.arange(len(lane)), side="right")  # each span's bucket
+    kinds = len(WORK_KINDS)
+    summed = np.bincount(between * kinds + columns, weights=durations, minlength=(len(cuts) + 1) * kinds)
+    before = np.cumsum(summed.reshape(len(cuts) + 1, kinds), axis=0)  # row b: the spans before cuts[b]
+    found = before[np.searchsorted(cuts, index)]
     last = index - 1
     live = np.flatnonzero(last >= 0)
     found[live, columns[last[live]]] -= np.clip(lane.ends[last[live]] - at[live], 0.0, durations[last[live]])
@@ -234,46 +246,70 @@ def replay(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | N
     scale = _scales(graph, variants, stage_of)  # (V, R, K)
     rows, count = len(graph.ranks), len(variants.names)
     t = [np.full(count, graph.starts[row]) for row in range(rows)]
+    # each rank's work before each event in every variant, one product a rank: (events + 1, V)
+    adds = [graph.work[row] @ scale[:, row, :].T for row in range(rows)]
+    transfers = _transfers(graph, variants)
     done, added = [0] * rows, [False] * rows  # events passed; the work before the next one added
     arrived: list[list[np.ndarray]] = [[] for _ in graph.members]
+    latest: dict[int, np.ndarray] = {}  # each full meeting's last arrival, in every variant
     moved = True
     while moved:  # each rank as far as it can go; again while any went on
         moved = False
         for row in range(rows):
-            events, work = graph.events[row], graph.work[row]
+            events = graph.events[row]
             while done[row] < len(events):
-                event, meeting, transfer = events[done[row]]
+                event, meeting, _ = events[done[row]]
                 if not added[row]:
-                    t[row] = t[row] + scale[:, row, :] @ work[done[row]]
+                    t[row] = t[row] + adds[row][done[row]]
                     added[row] = True
                 if event == ARRIVE:
                     arrived[meeting].append(t[row])
                 elif len(arrived[meeting]) < graph.members[meeting]:
                     break  # a member has not arrived yet
                 else:
-                    last = np.max(arrived[meeting], axis=0)
-                    t[row] = np.maximum(t[row], last + _transfer(graph, variants, row, meeting, transfer))
+                    if meeting not in latest:
+                        latest[meeting] = np.max(arrived[meeting], axis=0)
+                    t[row] = np.maximum(t[row], latest[meeting] + transfers[row][done[row]])
                 done[row] += 1
                 added[row] = False
                 moved = True
     stuck = [graph.ranks[row] for row in range(rows) if done[row] < len(graph.events[row])]
     if stuck:
         return f"rank(s) {stuck[:8]} wait on each other in a cycle (their clocks disagree)"
-    ends = np.stack([t[row] + scale[:, row, :] @ graph.work[row][-1] for row in range(rows)], axis=1)
+    ends = np.stack([t[row] + adds[row][-1] for row in range(rows)], axis=1)
     work = np.einsum("vrk,rk->vr", scale, graph.totals)
     return Replayed(ends=ends - float(np.min(graph.starts)), work=work)
 
 
-def _transfer(graph: StepGraph, variants: Variants, row: int, meeting: int, measured: float) -> np.ndarray:
-    kind = graph.kinds[meeting]
-    mode = variants.transfer_kind.get(kind, variants.transfer)[:, row]
-    typical = graph.typical_us[meeting]
-    lowered = min(measured, typical)
-    return np.select(
-        [mode == MEASURED, mode == ZERO, (mode == AT_MOST_TYPICAL) | (mode == LOWEST)],
-        [measured, 0.0, lowered],
-        typical,
-    )
+def _transfers(graph: StepGraph, variants: Variants) -> list[np.ndarray]:
+    """Each rank's transfer at each of its events in every variant, (events, V) a rank, made
+    before the pass: measured x (its mode is MEASURED) + lowered x (AT_MOST_TYPICAL or LOWEST) +
+    typical x (MEAN); ZERO weighs nothing. A meeting kind set apart has its own modes."""
+    kinds = sorted(variants.transfer_kind)
+    modes = np.stack(
+        [variants.transfer, *(variants.transfer_kind[kind] for kind in kinds)]
+    )  # (1 + kinds, V, R)
+    apart = {kind: 1 + index for index, kind in enumerate(kinds)}
+    # (1 + kinds, R, V): a rank's weights in every variant side by side, gathered a row at a time
+    modes = np.ascontiguousarray(modes.transpose(0, 2, 1))
+    measuring = (modes == MEASURED).astype(float)
+    lowering = ((modes == AT_MOST_TYPICAL) | (modes == LOWEST)).astype(float)
+    typical = (modes == MEAN).astype(float)
+    found = []
+    for row, events in enumerate(graph.events):
+        if not events:
+            found.append(np.zeros((0, modes.shape[2])))
+            continue
+        which = np.array([apart.get(graph.kinds[meeting], 0) for _, meeting, _ in events])
+        measured = np.array([transfer for _, _, transfer in events])
+        usual = np.array([graph.typical_us[meeting] for _, meeting, _ in events])
+        lowered = np.minimum(measured, usual)
+        found.append(
+            measuring[which, row] * measured[:, None]
+            + lowering[which, row] * lowered[:, None]
+            + typical[which, row] * usual[:, None]
+        )
+    return found
 
 
 def _median_of_the_others(column: np.ndarray, present: np.ndarray) -> np.ndarray:
