@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling.analysis.across_ranks.replay import StepGraph, step_graph
+from profiling.analysis.across_ranks.replay_graph import StepGraph, step_graph
 from profiling.analysis.across_ranks.replay_steps import replayed
 from profiling.schema.model_path import Replay
 from tests.step_graphs import data_parallel, one_f_one_b

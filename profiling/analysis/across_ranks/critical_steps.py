@@ -18,7 +18,7 @@ from profiling.analysis.across_ranks.critical_path import (
     Undecided,
     step_path,
 )
-from profiling.analysis.across_ranks.replay import StepGraph, step_graph
+from profiling.analysis.across_ranks.replay_graph import StepGraph, step_graph
 from profiling.analysis.across_ranks.replay_steps import replayed
 from profiling.analysis.clocks.rank_clocks import Aligned
 from profiling.analysis.per_trace.lanes import Lane, StepLane

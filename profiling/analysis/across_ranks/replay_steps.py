@@ -30,18 +30,15 @@ import numpy as np
 
 from profiling.analysis.across_ranks.replay import (
     AT_MOST_TYPICAL,
-    COMMUNICATION,
-    HOST,
     MEAN,
     MEASURED,
     STAGE_MEDIAN,
-    WORK_KINDS,
     ZERO,
-    StepGraph,
     Variants,
     combined,
     replay,
 )
+from profiling.analysis.across_ranks.replay_graph import COMMUNICATION, HOST, WORK_KINDS, StepGraph
 from profiling.analysis.across_ranks.replay_views import (
     SPECIFIC_PARTS,
     WHAT,

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.across_ranks.replay import WORK_KINDS, Replayed, StepGraph
+from profiling.analysis.across_ranks.replay import Replayed
+from profiling.analysis.across_ranks.replay_graph import WORK_KINDS, StepGraph
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from profiling.schema.model_replay import ReplayHeat, ReplayMost, ReplayStrip, ReplayStrips
 from slurm.layout import DATA, PIPELINE
