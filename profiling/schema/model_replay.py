@@ -27,21 +27,24 @@ class Fidelity(Part):
     worst: Annotated[NonNegFloat, about("the largest of them")]
 
 
-class ReplayWhatIf(Part):
+class ReplayWhat(Part):
     what: Annotated[
         str,
-        about("rank like its peers, stage like the median stage, the communication hidden, or no host gaps"),
+        about(
+            "rank like its peers, stage like the median stage, the exposed communication hidden, or "
+            "no host gaps (measured or ideal, in strips)"
+        ),
     ]
     rank: Annotated[NonNegInt | None, about("the rank, for a rank like its peers")]
     coordinate: Annotated[str | None, about("the mesh coordinate, for a stage: pp 3")]
+
+
+class ReplayWhatIf(ReplayWhat):
     step_ms: Annotated[NonNegFloat, about("the mean step, replayed so")]
     gain_ms: Annotated[float, about("the mean replayed step as measured minus step_ms")]
 
 
-class ReplayGain(Part):
-    what: Annotated[str, about("as in what_if")]
-    rank: Annotated[NonNegInt | None, about("the rank, for a rank like its peers")]
-    coordinate: Annotated[str | None, about("the mesh coordinate, for a stage: pp 3")]
+class ReplayGain(ReplayWhat):
     gain_ms: Annotated[
         float,
         about(
@@ -79,10 +82,7 @@ class ReplayHeat(Part):
     ]
 
 
-class ReplayStrip(Part):
-    what: Annotated[str, about("measured, ideal, or a what-if's what")]
-    rank: Annotated[NonNegInt | None, about("the rank, for a rank like its peers")]
-    coordinate: Annotated[str | None, about("the mesh coordinate, for a stage: pp 3")]
+class ReplayStrip(ReplayWhat):
     end_ms: Annotated[list[float], about("each rank's mean end, from the step's first start")]
     work_ms: Annotated[list[NonNegFloat], about("each rank's mean work: the rest of its step it waited")]
 
