@@ -6,6 +6,7 @@ first, the last varying fastest, and each rank's coordinates in them. The job's 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 
 from slurm.basics import SettingError
 
@@ -55,3 +56,8 @@ def coordinates(rank: int, dims: Dims) -> dict[str, int]:
     for name, size in reversed(dims):
         rank, found[name] = divmod(rank, size)
     return {name: found[name] for name, _ in dims}
+
+
+def stages_of(mesh: Mapping[int, Mapping[str, int]]) -> dict[int, int]:
+    """Each rank's pipeline stage, for the ranks of ``mesh`` that have one."""
+    return {rank: where[PIPELINE] for rank, where in mesh.items() if PIPELINE in where}

@@ -26,7 +26,7 @@ from profiling.analysis.per_trace.record import load_lanes
 from profiling.analysis.reading.collectives import is_sequenced
 from profiling.analysis.reading.instances import transfer_of
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
-from slurm.layout import PIPELINE
+from slurm.layout import stages_of
 
 Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
@@ -61,7 +61,7 @@ def critical_path(
     attributes the slowdown to each coordinate. Every followed step is also replayed on its
     graph (:mod:`.replay_steps`): ``critical_path.replay``.
     """
-    stage_of = {rank: where[PIPELINE] for rank, where in (mesh or {}).items() if PIPELINE in where}
+    stage_of = stages_of(mesh or {})
     remade = [] if remade is None else remade
     loaded: list[tuple[int, Callable[[], None]]] = []  # (a trace's last step, what lets its lanes go)
     lanes = {rank: _rank_steps(rank, traces, remade, loaded) for rank, traces in per_rank.items()}

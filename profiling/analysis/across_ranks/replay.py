@@ -35,9 +35,8 @@ class Variants:
     """Variants side by side: what each does to each rank's work of each kind, and to each
     rank's transfers (of every meeting kind, or of one kind apart)."""
 
-    names: list[str]
-    work: np.ndarray  # (V, R, WORK_KINDS): MEASURED, MEAN, STAGE_MEDIAN or ZERO
-    transfer: np.ndarray  # (V, R): MEASURED, MEAN (the kind's median) or ZERO
+    work: np.ndarray  # (V, R, WORK_KINDS): any mode
+    transfer: np.ndarray  # (V, R): MEASURED, MEAN (the meeting's median), AT_MOST_TYPICAL, LOWEST or ZERO
     transfer_kind: dict[str, np.ndarray]  # meeting kind -> (V, R), where a variant treats it apart
 
 
@@ -66,7 +65,7 @@ def replay(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | N
     """The step replayed in each variant; a line saying why not where the graph waits on
     itself (clocks that disagree)."""
     scale = _scales(graph, variants, stage_of)  # (V, R, K)
-    rows, count = len(graph.ranks), len(variants.names)
+    rows, count = len(graph.ranks), variants.work.shape[0]
     t = [np.full(count, graph.starts[row]) for row in range(rows)]
     # each rank's work before each event in every variant, one product a rank: (events + 1, V)
     adds = [graph.work[row] @ scale[:, row, :].T for row in range(rows)]

@@ -109,13 +109,15 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
             arrival = meeting.arrivals[rank]
             points.append((arrival, ARRIVE, index, 0.0, arrival))
             end = meeting.ends.get(rank)
-            if end is None:  # a sender: gloo's waits while its receiver takes the data
+            sender = end is None  # gloo's waits while its receiver takes the data
+            if end is None:
                 end = max(meeting.ends.values(), default=arrival)
-                if end <= arrival or lane.kind_before(end) in WORK:
-                    continue  # it went on working: sent, or queued
+            waited = lane.kind_before(end) not in WORK
+            if sender and (end <= arrival or not waited):
+                continue  # it went on working: sent, or queued
             transfer = max(0.0, end - last[index])
             transfers[index].append(transfer)
-            if lane.kind_before(end) not in WORK:  # it waited there
+            if waited:
                 launched = launches[np.searchsorted(launches, end, side="right") - 1]
                 points.append(
                     (max(_waits_from(worked_until, end, arrival), launched), BLOCK, index, transfer, end)

@@ -57,7 +57,7 @@ from profiling.schema.model_replay import (
     ReplayWhatIf,
     UndecidedStep,
 )
-from slurm.layout import DATA, PIPELINE
+from slurm.layout import DATA, PIPELINE, stages_of
 
 MAX_RANKS_APART = 32  # at most this many ranks get a variant of their own (the most off the mean)
 GAINS = 5  # the what-ifs replayed on top of each other
@@ -77,7 +77,7 @@ def replayed(
         return None
     mesh = mesh or {}
     ranks = graphs[0].ranks
-    stage_of = {rank: where[PIPELINE] for rank, where in mesh.items() if PIPELINE in where}
+    stage_of = stages_of(mesh)
     kinds = sorted({kind for graph in graphs for kind in graph.kinds})
     plans = _plans(ranks, mesh, stage_of, _apart(graphs), kinds)
     parts = [plan.part for plan in plans]
@@ -97,6 +97,7 @@ def replayed(
     table = np.stack(lengths)  # (steps, V)
     mean = dict(zip(parts, table.mean(axis=0).tolist(), strict=True))
     ideal, measured = mean[("ideal",)], mean[("measured",)]
+    measured_us = statistics.fmean(g.measured_us for g in steps)
     errors = [abs(row[0] - g.measured_us) / g.measured_us for row, g in zip(table, steps, strict=True)]
 
     def ratio(part: Part) -> float:
@@ -109,13 +110,11 @@ def replayed(
     by_rank = {part[1]: ratio(part) for part in parts if part[0] == "rank"}
     return Replay(
         slowdown=ratio(("no_host",)),
-        measured_ms=statistics.fmean(g.measured_us for g in steps) / 1e3,
+        measured_ms=measured_us / 1e3,
         ideal_ms=ideal / 1e3,
         most=most(by_rank, by_mesh, steps, mesh),
         gains=_gains(plans, mean, steps, stage_of),
-        host_share=statistics.fmean(g.measured_us for g in steps) / mean[("no_host",)]
-        if mean[("no_host",)] > 0
-        else 1.0,
+        host_share=measured_us / mean[("no_host",)] if mean[("no_host",)] > 0 else 1.0,
         steps=[
             ReplayStep(
                 step=g.step, measured_ms=g.measured_us / 1e3, replayed_ms=row[0] / 1e3, ideal_ms=row[2] / 1e3
@@ -190,10 +189,14 @@ def _plans(
     work[:, HOST] = ZERO
     plans.append(Plan(("no_host",), work, transfer))
     plans.append(Plan(("ideal",), *ideal()))
-    for rank in apart:  # one rank as measured, the rest ideal; and the rank like its peers
+
+    def alone(part: Part, chosen: list[int]) -> Plan:  # the chosen rows as measured, the rest ideal
         work, transfer = ideal()
-        work[rows[rank]], transfer[rows[rank]] = MEASURED, MEASURED
-        plans.append(Plan(("rank", rank), work, transfer))
+        work[chosen], transfer[chosen] = MEASURED, MEASURED
+        return Plan(part, work, transfer)
+
+    for rank in apart:  # one rank as measured, the rest ideal; and the rank like its peers
+        plans.append(alone(("rank", rank), [rows[rank]]))
         work, transfer = measured()
         work[rows[rank]], transfer[rows[rank]] = AT_MOST_TYPICAL, AT_MOST_TYPICAL
         plans.append(Plan(("peers", rank), work, transfer))
@@ -201,15 +204,11 @@ def _plans(
     cells = sorted(set(cell_of.values()))
     for cell in cells if len(cells) <= MAX_CELLS else []:  # the heat map's: a stage's ranks of one replica
         chosen = [rows[r] for r, found in cell_of.items() if r in rows and found == cell]
-        work, transfer = ideal()
-        work[chosen], transfer[chosen] = MEASURED, MEASURED
-        plans.append(Plan(("cell", *cell), work, transfer))
+        plans.append(alone(("cell", *cell), chosen))
     coordinates = sorted({(dim, index) for where in mesh.values() for dim, index in where.items()})
     for dim, index in coordinates:
-        chosen = [rows[r] for r, where in mesh.items() if r in rows and where.get(dim) == index]
-        work, transfer = ideal()
-        work[chosen], transfer[chosen] = MEASURED, MEASURED
-        plans.append(Plan(("mesh", dim, index), work, transfer))
+        chosen = [rows[r] for r, at in mesh.items() if r in rows and at.get(dim) == index]
+        plans.append(alone(("mesh", dim, index), chosen))
     for stage in sorted(set(stage_of.values())):
         work, transfer = measured()
         work[[rows[r] for r, s in stage_of.items() if s == stage and r in rows]] = STAGE_MEDIAN
@@ -229,7 +228,6 @@ def _stacked(plans: Sequence[Plan]) -> Variants:
     """The plans side by side."""
     kinds = sorted({plan.measured_kind for plan in plans if plan.measured_kind is not None})
     return Variants(
-        names=[" ".join(map(str, plan.part)) for plan in plans],
         work=np.stack([plan.work for plan in plans]),
         transfer=np.stack([plan.transfer for plan in plans]),
         transfer_kind={
