@@ -3,7 +3,8 @@
 ``slurm-profile`` alone or with options is ``submit.py``; the first word may name another tool:
 ``submit``, ``list`` (``python -m jobs.list``), ``report`` (``python -m profiling.report``),
 ``compare`` (``python -m profiling.compare``), ``capture`` (``python -m jobs.capture``), ``hang``
-(``python -m jobs.hang``), ``archive`` (``python -m profiling.archive``). Each keeps its own ``--help``.
+(``python -m jobs.hang``), ``archive`` (``python -m profiling.archive``), ``history``
+(``python -m jobs.history``). Each keeps its own ``--help``.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ COMMANDS = {
     "capture": "jobs.capture",
     "hang": "jobs.hang",
     "archive": "profiling.archive",
+    "history": "jobs.history",
 }
 
 

@@ -41,6 +41,12 @@ class TaskConfig:
         help="skip the cross-rank report rank 0 writes at the end (meta/report.*)",
         group="profiler",
     )
+    job_comment: bool = setting(
+        True,
+        flag="--no-job-comment",
+        help="leave the SLURM job's Comment alone (default: the report's verdict in one line, at the end)",
+        group="profiler",
+    )
     traces_root: Path = setting(
         Path("traces").absolute(),
         flag="--traces-root",

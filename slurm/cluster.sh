@@ -97,7 +97,8 @@ InactiveLimit=0
 MinJobAge=60
 $(if [ "$accounting" = yes ]; then
     printf '%s\n' JobAcctGatherType=jobacct_gather/linux JobAcctGatherFrequency=30 \
-        AccountingStorageType=accounting_storage/slurmdbd AccountingStorageHost=127.0.0.1
+        AccountingStorageType=accounting_storage/slurmdbd AccountingStorageHost=127.0.0.1 \
+        AccountingStoreFlags=job_comment
 else
     printf '%s\n' JobAcctGatherType=jobacct_gather/none AccountingStorageType=accounting_storage/none
 fi)

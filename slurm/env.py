@@ -28,6 +28,7 @@ from slurm.launchers import Executor, Launcher
 # ``srun`` they describe the tasks actually launched, which is what the ranks must match.
 SLURM_VARS: Mapping[str, tuple[str, ...]] = {
     "job_id": ("SLURM_JOB_ID", "SLURM_JOBID"),
+    "job_name": ("SLURM_JOB_NAME",),
     "array_job_id": ("SLURM_ARRAY_JOB_ID",),
     "array_task_id": ("SLURM_ARRAY_TASK_ID",),
     "rank": ("SLURM_PROCID",),
@@ -96,6 +97,7 @@ class DistributedIdentity:
     hostnames: tuple[str, ...] = ()
     cpus_per_task: int | None = None
     gpus_on_node: int | None = None  # GPUs SLURM gave this node's tasks; None: not under SLURM, or none asked
+    job_name: str | None = None  # SLURM's; None outside SLURM
 
     def __post_init__(self) -> None:
         _check_below("rank", self.rank, "world_size", self.world_size)
@@ -247,6 +249,7 @@ def _from_slurm(env: Mapping[str, str]) -> DistributedIdentity:
         hostnames=hosts,
         cpus_per_task=_optional_int(env, SLURM_VARS["cpus_per_task"]),
         gpus_on_node=_optional_int(env, SLURM_VARS["gpus_on_node"], minimum=0),
+        job_name=_first(env, SLURM_VARS["job_name"]) or None,
     )
 
 

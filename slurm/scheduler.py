@@ -168,6 +168,31 @@ def requeue(job_id: str) -> None:
     subprocess.run(["scontrol", "requeue", job_id], check=True, timeout=TIMEOUT_S)
 
 
+def job_comment(job_id: str) -> str | None:
+    """The job's ``Comment`` ("" where none is set); None where SLURM does not answer or knows
+    no such job."""
+    found = _run(["squeue", "--noheader", "--jobs", job_id, "--format=%k"])
+    if found is None or found.returncode != 0 or not found.stdout.strip():
+        return None
+    text = found.stdout.strip().splitlines()[0].strip()
+    return "" if text == "(null)" else text
+
+
+def set_job_comment(job_id: str, text: str) -> str | None:
+    """Set the job's ``Comment`` (the job's own user may); the error in one line where SLURM
+    refuses or does not answer, else None."""
+    done = _run(["scontrol", "update", f"JobId={job_id}", f"Comment={text}"])
+    if done is None:
+        return "scontrol did not answer"
+    if done.returncode != 0:
+        return (
+            (done.stderr or done.stdout).strip().splitlines()[0]
+            if (done.stderr or done.stdout).strip()
+            else (f"scontrol exited {done.returncode}")
+        )
+    return None
+
+
 def _run(command: list[str]) -> subprocess.CompletedProcess | None:
     try:
         return subprocess.run(command, capture_output=True, text=True, timeout=TIMEOUT_S)

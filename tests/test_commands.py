@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from jobs import capture, cli, console, hang, task
+from jobs import capture, cli, console, hang, history, task
 from jobs import list as job_list
 from profiling import archive, compare, report
 
@@ -16,6 +16,7 @@ COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], list[str]]] = {
     "submit.py": (cli.main, []),
     "python -m jobs.task": (task.main, []),
     "python -m jobs.list": (job_list.main, []),
+    "python -m jobs.history": (history.main, []),
     "python -m jobs.capture": (capture.main, ["4242"]),
     "python -m profiling.report": (report.main, ["traces/4242"]),
     "python -m profiling.compare": (compare.main, ["traces/4242", "traces/4243"]),
@@ -31,6 +32,7 @@ _WALKED = {
     "submit.py": ["--dry-run", "--cluster", "local"],
     "python -m jobs.task": [],  # under a batch step's variables, not a task's: it cannot start
     "python -m jobs.list": ["/nonexistent"],
+    "python -m jobs.history": ["/nonexistent"],
     "python -m jobs.capture": ["4242", "--traces-root", "/nonexistent"],
     "python -m profiling.report": ["/nonexistent/4242"],
     "python -m profiling.compare": ["/nonexistent/1", "/nonexistent/2"],
@@ -63,6 +65,7 @@ def test_a_mistyped_option_is_one_line(prog: str, capsys: pytest.CaptureFixture[
         ("python -m jobs.hang", ["/nonexistent/4242"], "is not a folder"),
         ("python -m jobs.capture", ["4242", "--traces-root", "/nonexistent"], "no folder /nonexistent/4242"),
         ("python -m jobs.list", ["/nonexistent"], "traces root /nonexistent is not a folder"),
+        ("python -m jobs.history", ["/nonexistent"], "traces root /nonexistent is not a folder"),
     ],
 )
 def test_a_wrong_value_is_one_line(
@@ -181,7 +184,7 @@ def test_slurm_profile_names_an_unknown_command(capsys: pytest.CaptureFixture[st
     assert console.main(["bogus"]) == 2
     assert capsys.readouterr().err == (
         "slurm-profile: error: 'bogus' is not a command. HINT: use one of submit, list, report, compare, "
-        "capture, hang, archive, or options alone to submit (slurm-profile --help)\n"
+        "capture, hang, archive, history, or options alone to submit (slurm-profile --help)\n"
     )
     assert _errors(console.main, ["report", "--bogus"], capsys) == (
         "python -m profiling.report: error: unrecognized arguments: --bogus. "

@@ -27,6 +27,7 @@ def test_step_time_summary_without_windows() -> None:
         "steps": 4,
         "mean_s": pytest.approx(0.25),
         "median_s": pytest.approx(0.25),
+        "p90_s": pytest.approx(0.37),  # 0.3 + 0.7 of the way to 0.4: the inclusive 90th percentile
         "min_s": 0.1,
         "max_s": 0.4,
         "first_s": 0.4,

@@ -21,6 +21,7 @@ LAYERS = (
     ("workload",),
     ("profiling.report", "profiling.compare"),
     ("profiling.archive",),
+    ("profiling.history",),
     # analysis, by stage: each takes from the stages before it, in the order the data flows
     ("profiling.analysis.dumps",),
     ("profiling.analysis.run",),

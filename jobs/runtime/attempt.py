@@ -25,6 +25,7 @@ from jobs.runtime.report_step import report_on
 from jobs.spec import TaskConfig
 from profiling.folder.layout import JobFolder
 from slurm.env import DistributedIdentity
+from slurm.launchers import Launcher
 from workload import checkpoint
 from workload.contract import Workload, WorkloadContext, make_workload
 from workload.loop import choose_dtype, run_steps
@@ -68,7 +69,8 @@ def run_task(
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
     if identity.is_main and config.report:  # every rank's step log, and traces if any
-        report_on(run.trace_dir, say)
+        commented = identity.job_id if config.job_comment and identity.launcher == Launcher.SLURM else None
+        report_on(run.trace_dir, say, comment_on=commented)
     return record
 
 

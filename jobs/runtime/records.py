@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import pwd
 import socket
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,8 @@ class Attempt:
             "nodes": identity.num_nodes,
             "master": f"{identity.master_addr}:{identity.master_port}",
             "backend": self.backend,
+            "job_name": identity.job_name,
+            "user": pwd.getpwuid(os.getuid()).pw_name,
         }
 
     def record(self, outcome: str, next_step: int, error: str | None = None) -> dict[str, Any]:

@@ -8,7 +8,10 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from profiling.schema.model import Report
 
 
 def analyse_own_traces(traces: list[Path], *, reader: str, limit_s: float) -> dict[str, Any]:
@@ -41,8 +44,9 @@ def analyse_own_traces(traces: list[Path], *, reader: str, limit_s: float) -> di
     return dict(outcome, records=list(outcome["records"]))
 
 
-def report_on(trace_dir: Path, log: Callable[[str], None]) -> None:
-    """Rank 0, after the job: combine the records into the report, reading what has none."""
+def report_on(trace_dir: Path, log: Callable[[str], None], *, comment_on: str | None = None) -> None:
+    """Rank 0, after the job: combine the records into the report, reading what has none; then,
+    with ``comment_on`` (a SLURM job id), put its verdict in one line into the job's Comment."""
     from profiling.folder.layout import ReportFiles
     from profiling.report import build_report  # numpy, msgspec: only where there is a report to make
 
@@ -65,3 +69,29 @@ def report_on(trace_dir: Path, log: Callable[[str], None]) -> None:
         f"{len(reading.read_here)} read here in {reading.seconds:.1f}s, "
         f"combined in {report.seconds - reading.seconds:.1f}s){verdict}"
     )
+    if comment_on is not None:
+        _comment(comment_on, ReportFiles.of(trace_dir).folder, report, log)
+
+
+def _comment(job_id: str, meta: Path, report: Report, log: Callable[[str], None]) -> None:
+    """The job's Comment: the report's verdict, after a comment of the user's own where both fit."""
+    from profiling.history.comment import comment_line, merged_comment
+    from profiling.history.summary import SUMMARY, read_summary
+    from profiling.schema.files import FileRefused
+    from slurm import scheduler
+
+    try:
+        summary = read_summary(meta / SUMMARY)
+    except (FileNotFoundError, FileRefused):
+        return  # traces of no manifest: no summary, nothing to say
+    line = comment_line(summary, report.baseline)
+    existing = scheduler.job_comment(job_id)
+    if existing is None:
+        log(f"job comment not set: SLURM did not say job {job_id}'s comment")
+        return
+    comment = merged_comment(existing, line)
+    if comment is None:
+        log(f"job comment left as the user set it (no room for: {line})")
+        return
+    refused = scheduler.set_job_comment(job_id, comment)
+    log(f"job comment not set: {refused}" if refused else f"job comment: {comment}")

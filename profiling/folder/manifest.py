@@ -40,6 +40,9 @@ def step_time_summary(
         "steps": len(seconds),
         "mean_s": statistics.fmean(seconds),
         "median_s": statistics.median(seconds),
+        "p90_s": float(statistics.quantiles(seconds, n=10, method="inclusive")[-1])
+        if len(seconds) > 1
+        else seconds[0],
         "min_s": min(seconds),
         "max_s": max(seconds),
         "first_s": seconds[0],

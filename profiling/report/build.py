@@ -22,6 +22,8 @@ from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import read_manifest
 from profiling.folder.report_json import encode_report, write_report_json
 from profiling.folder.traces import TraceSource, find_traces
+from profiling.history.baseline import with_baseline
+from profiling.history.summary import write_summary
 from profiling.ranks import RankSelection
 from profiling.report import plot_path
 from profiling.report.merged_json import write_merged_json
@@ -97,6 +99,7 @@ def build_report(
         warnings=[*report.warnings, *refused, *unread_dumps],
         seconds=round(time.perf_counter() - started, 3),
     )
+    report, summary = with_baseline(report, manifest, JobFolder.of_traces(folder).path.parent)
     encoded = encode_report(report)
     # what was built is held to its model as programs will read it: a float field holding a
     # string, or a field the model lacks, fails here and not in a reader
@@ -106,6 +109,8 @@ def build_report(
     write_text_atomically(files.markdown, markdown)
     if settings.html:
         _page(files, typed, markdown, levels, plotted=pictures is not None)
+    if summary is not None:  # last: a job is in the history once its report is whole
+        write_summary(files.folder, summary)
     return typed
 
 

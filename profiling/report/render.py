@@ -16,6 +16,7 @@ def report_markdown(report: Report) -> str:
     if report.stages is not None and report.stages.verdict == "imbalance":
         lines += [f"**{report.stages.text[0].upper()}{report.stages.text[1:]}.**", ""]
     lines += [f"**Out of memory: {oom.line}.**" for oom in report.oom] + ([""] if report.oom else [])
+    lines += _baseline_lines(report)
     lines += render_path.what_limits(report)
     lines += [f"Warning: {w}." for w in report.warnings] + ([""] if report.warnings else [])
     run = report.run
@@ -222,6 +223,17 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
         )
     lines.append("")
     return lines
+
+
+def _baseline_lines(report: Report) -> list[str]:
+    """Where the job stands against the last jobs of its config (``slurm-profile history``)."""
+    baseline = report.baseline
+    if baseline is None:
+        return []
+    line = f"Against its history: {baseline.line}"
+    if baseline.jobs:
+        line += f"; baseline: job{'s' if len(baseline.jobs) > 1 else ''} {', '.join(baseline.jobs)}"
+    return [f"**{line}.**" if baseline.regression else f"{line}.", ""]
 
 
 def rank_cell(rank: RankReport) -> str:

@@ -25,6 +25,7 @@ class StepTimeSummary(Record):
     steps: NonNegative
     mean_s: float | None = None
     median_s: float | None = None
+    p90_s: float | None = None  # the 90th percentile (a job's history compares it)
     min_s: float | None = None
     max_s: float | None = None
     first_s: float | None = None
@@ -116,6 +117,8 @@ class Manifest(Versioned):
     trace_files: list[str]
     restart_count: NonNegative | None = None
     world_size: NonNegative | None = None
+    job_name: str | None = None  # SLURM's; null outside SLURM
+    user: str | None = None
     hostnames: list[str] = []
     profiled_ranks: list[int] = []
     schedule: Schedule | None = None

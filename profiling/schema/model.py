@@ -15,6 +15,7 @@ import msgspec
 
 from profiling.schema.model_path import CriticalPath
 from profiling.schema.model_ranks import NonNegFloat, NonNegInt, Part, RankReport, about
+from profiling.schema.summary import Baseline
 
 SCHEMA_VERSION = 2  # 2: a run rank none of whose steps has a known time has null scores
 
@@ -317,12 +318,11 @@ class Report(Part, kw_only=True):
     reading: Annotated[Reading, about("how the traces were read, and by whom")]
     archive: Annotated[Archive | None, about("the Perfetto archive; null with --no-merged-trace")] = None
     merged_trace: Annotated[str | None, about("merged_trace.json.gz with --merged-json")] = None
-    merge: Annotated[Merge | None, about("the merged JSON's size and what it left out (--merged-json)")] = (
-        None
-    )
+    merge: Annotated[Merge | None, about("the merged JSON's size, what it left out (--merged-json)")] = None
     alignment_seconds: Annotated[NonNegFloat, about("the time the clocks took to align")] = 0.0
     run: Annotated[Run | None, about("the whole run from every rank's step log; null without")] = None
     run_plot: Annotated[str | None, about("run.png, where drawn")] = None
+    baseline: Annotated[Baseline | None, about("vs the last jobs of its config; null: no manifest")] = None
     drawn: Annotated[
         dict[str, str], about("each picture's file name -> a fingerprint of the data it shows")
     ] = msgspec.field(default_factory=dict)

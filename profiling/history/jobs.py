@@ -1,0 +1,142 @@
+"""The jobs under a traces root, across jobs: each against the last jobs of its config (a
+regression flagged where it is slower beyond its noise), and the nodes named slow again and again.
+
+A job's line is its ``meta/summary.json`` (:mod:`.summary`); the history is those files read
+afresh each time (10 000 jobs in well under the 2 s asked, warm: no index to keep or lose).
+
+- **Baseline**: the median step of the previous :data:`BASELINE_JOBS` jobs of the same config
+  fingerprint, ended before it (PyTorch's benchmark dashboard flags a run below 0.95x its
+  recent baseline).
+- **Regression**: a step beyond the baseline by more than :data:`REGRESSION` (5 %) *and* by
+  more than the job's step-to-step noise.
+- **Slow nodes**: per node, in the last :data:`NODE_JOBS` jobs that ran on it, how many named it
+  slow; at :data:`NODE_REPEATS` or more it is given to ``--exclude``.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import os
+import statistics
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+from profiling.history.summary import SUMMARY, read_summary
+from profiling.schema.files import FileRefused
+from profiling.schema.summary import JobSummary
+
+BASELINE_JOBS = 5
+REGRESSION = 0.05
+NODE_JOBS = 10
+NODE_REPEATS = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Standing:
+    """A job against its baseline."""
+
+    job_id: str
+    baseline_jobs: list[str]  # the jobs of its config before it, the newest first (at most 5)
+    baseline_ms: float | None  # their median step; None: no job of its config before it
+    change: float | None  # its step / the baseline - 1
+    regression: bool
+
+    def line(self, summary: JobSummary) -> str:
+        """``"12 % slower than the last 5 jobs of this config (median 131 ms a step)"``."""
+        if self.baseline_ms is None or self.change is None:
+            return "the first job of this config: no baseline yet"
+        count = len(self.baseline_jobs)
+        jobs = f"the last {count} jobs" if count > 1 else "the last job"
+        against = f"{jobs} of this config (median {self.baseline_ms:.0f} ms a step)"
+        noise = summary.noise_ms or 0.0
+        step = summary.step_median_ms or 0.0
+        if abs(step - self.baseline_ms) <= noise or abs(self.change) < 0.005:
+            return f"as fast as {against}, within its noise"
+        word = "slower" if self.change > 0 else "faster"
+        flag = ": a regression" if self.regression else ""
+        return f"{abs(self.change) * 100:.0f} % {word} than {against}{flag}"
+
+
+@dataclasses.dataclass(frozen=True)
+class SlowNode:
+    node: str
+    named: int  # the jobs that named it slow, of the last ones that ran on it
+    jobs: int  # those last jobs (at most NODE_JOBS)
+
+    @property
+    def excluded(self) -> bool:
+        return self.named >= NODE_REPEATS
+
+
+def read_jobs(root: Path) -> tuple[list[JobSummary], list[str]]:
+    """Every job's line under ``root`` (``root/<job>/meta/summary.json``); and a line for each
+    that does not read (damaged, of a newer toolkit), which is left out."""
+    found, skipped = [], []
+    with os.scandir(root) as entries:
+        folders = sorted(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
+    for folder in folders:
+        path = Path(folder) / "meta" / SUMMARY
+        try:
+            found.append(read_summary(path))
+        except FileNotFoundError:
+            continue  # a job still running, or one reported before summaries were written
+        except FileRefused as refused:
+            skipped.append(f"{refused}: skipped")
+    return found, skipped
+
+
+def newest_first(jobs: Iterable[JobSummary]) -> list[JobSummary]:
+    return sorted(jobs, key=lambda job: (job.ended_at, _numeric(job.job_id)), reverse=True)
+
+
+def standing(job: JobSummary, others: Iterable[JobSummary]) -> Standing:
+    """``job`` against the jobs of its config that ended before it."""
+    before = newest_first(
+        other
+        for other in others
+        if other.fingerprint == job.fingerprint
+        and other.job_id != job.job_id
+        and other.ended_at < job.ended_at
+        and other.step_median_ms is not None
+    )[:BASELINE_JOBS]
+    if not before or job.step_median_ms is None:
+        return Standing(job.job_id, [b.job_id for b in before], None, None, False)
+    baseline = statistics.median(b.step_median_ms for b in before if b.step_median_ms is not None)
+    change = job.step_median_ms / baseline - 1.0 if baseline > 0 else 0.0
+    beyond = job.step_median_ms - baseline
+    regression = change > REGRESSION and beyond > (job.noise_ms or 0.0)
+    return Standing(job.job_id, [b.job_id for b in before], baseline, change, regression)
+
+
+def standings(jobs: Sequence[JobSummary]) -> dict[str, Standing]:
+    """Every job against its baseline, each config's jobs taken in order once (not jobs x jobs)."""
+    by_config: dict[str, list[JobSummary]] = collections.defaultdict(list)
+    for job in jobs:
+        by_config[job.fingerprint].append(job)
+    found = {}
+    for group in by_config.values():
+        ordered = newest_first(group)[::-1]  # the oldest first
+        for index, job in enumerate(ordered):
+            found[job.job_id] = standing(job, ordered[max(0, index - 4 * BASELINE_JOBS) : index])
+    return found
+
+
+def nodes_named_slow(jobs: Sequence[JobSummary]) -> list[SlowNode]:
+    """Each node named slow at least once: in how many of the last jobs that ran on it; the most
+    named first."""
+    ran: dict[str, list[JobSummary]] = collections.defaultdict(list)
+    for job in newest_first(jobs):
+        for node in job.nodes or job.slow_nodes:
+            if len(ran[node]) < NODE_JOBS:
+                ran[node].append(job)
+    found = [
+        SlowNode(node, sum(node in job.slow_nodes for job in last), len(last)) for node, last in ran.items()
+    ]
+    return sorted((n for n in found if n.named), key=lambda n: (-n.named, n.node))
+
+
+def _numeric(job_id: str) -> tuple[int, str]:
+    """A job id's order among ids that end at the same instant: numbers by value."""
+    head = job_id.split("_", 1)[0]
+    return (int(head), job_id) if head.isdigit() else (-1, job_id)
