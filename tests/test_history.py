@@ -79,6 +79,10 @@ def test_a_regression_must_pass_both_five_percent_and_the_noise() -> None:
         "as fast as the last 5 jobs of this config (median 100 ms a step), within its noise"
     )
     assert standing(both, base).regression
+    # runs of the config that differ among themselves: 3 x 1.4826 x their median deviation (2 ms)
+    spread = [_job(i, ms) for i, ms in enumerate([96.0, 100.0, 104.0, 98.0, 102.0], start=1)]
+    assert not standing(_job(10, 108.5), spread).regression  # 8.5 ms: within 8.9
+    assert standing(_job(11, 109.5), spread).regression
     faster = _job(9, 80.0)
     assert (
         standing(faster, base).line(faster)

@@ -269,7 +269,8 @@ def test_hta_loads_the_job_folder_as_is(real_job: Path) -> None:
 def test_report_command_line(real_job: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main([str(real_job), "--out", str(out), "--no-merged-trace", "--no-plot", "--no-html"]) == 0
-    assert sorted(p.name for p in out.iterdir()) == ["clocks.json", "report.json", "report.md"]
+    written = sorted(p.name for p in out.iterdir())
+    assert written == ["clocks.json", "report.json", "report.md", "summary.json"]
 
 
 def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:

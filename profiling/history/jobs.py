@@ -8,7 +8,10 @@ afresh each time (10 000 jobs in well under the 2 s asked, warm: no index to kee
   fingerprint, ended before it (PyTorch's benchmark dashboard flags a run below 0.95x its
   recent baseline).
 - **Regression**: a step beyond the baseline by more than :data:`REGRESSION` (5 %) *and* by
-  more than the job's step-to-step noise.
+  more than the noise: the larger of the job's step-to-step noise and the spread of the
+  baseline's own jobs, 3 robust standard deviations (1.4826 x their median absolute deviation:
+  one earlier regression among them does not widen it). On a shared machine, runs of one
+  config differ by a few per cent while each is steady within itself.
 - **Slow nodes**: per node, in the last :data:`NODE_JOBS` jobs that ran on it, how many named it
   slow; at :data:`NODE_REPEATS` or more it is given to ``--exclude``.
 """
@@ -28,6 +31,7 @@ from profiling.schema.summary import JobSummary
 
 BASELINE_JOBS = 5
 REGRESSION = 0.05
+SPREAD_SIGMAS = 3.0
 NODE_JOBS = 10
 NODE_REPEATS = 3
 
@@ -102,10 +106,12 @@ def standing(job: JobSummary, others: Iterable[JobSummary]) -> Standing:
     )[:BASELINE_JOBS]
     if not before or job.step_median_ms is None:
         return Standing(job.job_id, [b.job_id for b in before], None, None, False)
-    baseline = statistics.median(b.step_median_ms for b in before if b.step_median_ms is not None)
+    steps = [b.step_median_ms for b in before if b.step_median_ms is not None]
+    baseline = statistics.median(steps)
     change = job.step_median_ms / baseline - 1.0 if baseline > 0 else 0.0
-    beyond = job.step_median_ms - baseline
-    regression = change > REGRESSION and beyond > (job.noise_ms or 0.0)
+    spread = SPREAD_SIGMAS * 1.4826 * statistics.median(abs(step - baseline) for step in steps)
+    noise = max(job.noise_ms or 0.0, spread)
+    regression = change > REGRESSION and job.step_median_ms - baseline > noise
     return Standing(job.job_id, [b.job_id for b in before], baseline, change, regression)
 
 
