@@ -32,6 +32,8 @@ import torch.distributed as dist
 
 from jobs.runtime import oom
 from jobs.runtime.group import JobGroup
+from jobs.runtime.live_metrics import Sinks
+from jobs.runtime.metrics_publisher import MetricsPublisher
 from jobs.runtime.output import say
 from jobs.runtime.records import Attempt, gather_and_write_manifest, rank_record, write_running
 from jobs.runtime.report_step import analyse_own_traces, report_on
@@ -50,6 +52,7 @@ from profiling.recording.step_timing import StepTiming
 from profiling.report import hang
 from slurm.basics import SettingError, utc_now
 from slurm.env import DistributedIdentity, from_environment
+from slurm.layout import Dims
 
 _LOG = logging.getLogger(__name__)
 
@@ -80,6 +83,8 @@ class RunSettings:
     report: bool = True  # rank 0 writes the cross-rank report when the run ends
     workload: dict[str, Any] = dataclasses.field(default_factory=lambda: {"name": "your own loop"})
     about: dict[str, Any] = dataclasses.field(default_factory=dict)  # each rank's record adds it
+    metrics: Sinks = Sinks()  # live metrics for Prometheus: none unless asked
+    layout: Dims | None = None  # the job's parallel dimensions, where it has some (the metrics' labels)
 
 
 class ProfiledRun:
@@ -170,6 +175,9 @@ class ProfiledRun:
             cuda=self.cuda,
         )
         self.profiler, self.hooks = self._profiler()
+        self.publisher = MetricsPublisher.start(
+            identity, self.attempt.folder, self.settings.metrics, self.settings.layout
+        )
         self.watchdog = self._watchdog()
         self.profiler.__enter__()
         self.next_step = self.start_step
@@ -241,6 +249,7 @@ class ProfiledRun:
             self.watchdog.__exit__(kind, error, tb)
             self.profiler.__exit__(kind, error, tb)
             self.timing.close(failed=kind is not None)
+            self.publisher.stop()  # after the last rows are on disk: its last push has them
 
     def _on_failure(self, error: Exception) -> None:
         """The run failed: rank 0 lists the attempt so. A rank out of memory writes what it held

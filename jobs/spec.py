@@ -47,6 +47,34 @@ class TaskConfig:
         help="leave the SLURM job's Comment alone (default: the report's verdict in one line, at the end)",
         group="profiler",
     )
+    metrics_push: str | None = setting(
+        None,
+        flag="--metrics-push",
+        help="while the job runs, push each node's ranks' step time, step, memory and straggler score to "
+        "this Prometheus Pushgateway (http://host:9091)",
+        group="output",
+        metavar="URL",
+        check=lambda value: (
+            None if value.startswith(("http://", "https://")) else "must be an http(s):// URL"
+        ),
+    )
+    metrics_textfile: Path | None = setting(
+        None,
+        flag="--metrics-textfile",
+        help="... or write them for node_exporter's textfile collector into DIR on each node (one file a job "
+        "and node, removed at the end)",
+        group="output",
+        metavar="DIR",
+        parse=_absolute_path,
+    )
+    metrics_every_s: float = setting(
+        5.0,
+        flag="--metrics-every",
+        help="how often the metrics are published (each node's publisher reads its ranks' step logs)",
+        group="output",
+        metavar="SECONDS",
+        check=lambda value: None if value >= 1 else "must be at least 1 second",
+    )
     traces_root: Path = setting(
         Path("traces").absolute(),
         flag="--traces-root",

@@ -19,6 +19,7 @@ import torch.distributed as dist
 from jobs.profiled_run import ProfiledRun, RunSettings
 from jobs.runtime.agreed_stop import AgreedStop
 from jobs.runtime.distributed import DistributedContext, distributed, enable_flight_recorder
+from jobs.runtime.live_metrics import Sinks
 from jobs.runtime.output import say
 from jobs.runtime.preemption import Preemption
 from jobs.runtime.report_step import report_on
@@ -96,6 +97,8 @@ def _settings(config: TaskConfig, dtype: tuple[str, str]) -> RunSettings:
         end_stuck_rank=True,  # under submitit's local executor nothing else would end it
         workload={"name": config.workload.workload, **dataclasses.asdict(config.workload)},
         about={"dtype": {"chosen": dtype[0], "why": dtype[1]}},
+        metrics=Sinks(config.metrics_push, config.metrics_textfile, config.metrics_every_s),
+        layout=config.workload.parallel,
     )
 
 

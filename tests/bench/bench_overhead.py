@@ -11,7 +11,10 @@ thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
 - the toolkit's job again with ``--no-profile-memory``: what recording the allocator's events
   costs the recorded steps (target <= 1.10);
 - the plain loop again, inside a ``ProfiledRun`` (the API for a loop of one's own), rank 1
-  profiled, as its user would write it.
+  profiled, as its user would write it;
+- the toolkit's job again with live metrics for Prometheus (``--metrics-textfile``, published
+  every second by the node's publisher process): what they cost the ranks (target: nothing
+  measurable, within the rounds' drift).
 
 Prints the median step time of a non-profiled rank and of the profiled rank outside its
 window over the plain loop's (target <= 1.01; this includes what every rank does for live
@@ -184,10 +187,12 @@ def main() -> None:
     try:
         executor = submitit.LocalExecutor(work / "plain")
         executor.update_parameters(tasks_per_node=args.ranks, nodes=1, timeout_min=60)
-        toolkit, plain, api, no_memory = [], [], [], []
+        toolkit, plain, api, no_memory, metrics = [], [], [], [], []
+        published = ("--metrics-textfile", str(work / "textfiles"), "--metrics-every", "1")
         for _ in range(args.rounds):
             toolkit.append(toolkit_job(work / "traces", args))
             no_memory.append(toolkit_job(work / "traces", args, "--no-profile-memory"))
+            metrics.append(toolkit_job(work / "traces", args, *published))
             job = executor.submit(plain_ddp, args.steps, args.image_size, args.batch_size, args.dtype)
             plain.append(statistics.median(job.results()))
             job = executor.submit(
@@ -232,6 +237,12 @@ def main() -> None:
                 inside / inside_without_memory,
             ),
             ("profiled rank, step after window", after * 1e3, "ms", after / outside),
+            (
+                "with live metrics, rank not profiled",
+                median_of("median_s", 0, metrics) * 1e3,
+                "ms",
+                median_of("median_s", 0, metrics) / not_profiled,
+            ),
             ("trace export (write + rename)", export * 1e3, "ms", None),
             ("trace bytes per recorded step, JSON", plain_bytes / 2**20, "MiB", None),
             ("trace bytes per recorded step, gzip", gz_bytes / 2**20, "MiB", gz_bytes / plain_bytes),
@@ -249,6 +260,14 @@ def main() -> None:
         paired = sorted(a / p for a, p in zip(api, plain, strict=True))
         print(
             f"ProfiledRun, rank not profiled / plain, per round: median x{statistics.median(paired):.3f}, "
+            f"range x{paired[0]:.3f}-x{paired[-1]:.3f}"
+        )
+        paired = sorted(
+            m["ranks"][0]["step_time"]["median_s"] / t["ranks"][0]["step_time"]["median_s"]
+            for m, t in zip(metrics, toolkit, strict=True)
+        )
+        print(
+            f"live metrics / none, rank not profiled, per round: median x{statistics.median(paired):.3f}, "
             f"range x{paired[0]:.3f}-x{paired[-1]:.3f}"
         )
         memory, without = memory_events_cost(args.image_size, args.batch_size)

@@ -14,7 +14,7 @@ import collections
 import concurrent.futures
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -150,9 +150,11 @@ def _median_of(values: np.ndarray) -> float:
     return float(finite[middle : middle + 2].mean())
 
 
-def read_run(trace_folder: Path) -> tuple[RunMap, list[str]] | None:
-    """The job's step logs as one map, and what could not be read (None: the job has none)."""
-    by_rank = sorted(JobFolder.of_traces(trace_folder).step_logs_by_rank().items())
+def read_run(trace_folder: Path, ranks: Collection[int] | None = None) -> tuple[RunMap, list[str]] | None:
+    """The job's step logs as one map, and what could not be read (None: the job has none);
+    ``ranks``: those ranks' alone (a node's, say)."""
+    logs = JobFolder.of_traces(trace_folder).step_logs_by_rank()
+    by_rank = sorted((rank, paths) for rank, paths in logs.items() if ranks is None or rank in ranks)
     rows: list[RankRow] = []
     unreadable: list[str] = []
     matrix = _Matrix(len(by_rank))

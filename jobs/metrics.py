@@ -1,0 +1,76 @@
+"""``python -m jobs.metrics FOLDER --node NODE --job ID --ranks A-B``: one node's publisher of
+live metrics for Prometheus (:mod:`jobs.runtime.live_metrics`), started by the node's first rank
+(:mod:`jobs.runtime.metrics_publisher`) and ended by it with SIGTERM, after which it publishes
+once more and removes its textfile. It also ends where that rank has gone (killed, say).
+
+Every ``--every`` seconds (or twice as long as a reading took, if longer) it reads its ranks'
+step logs and publishes. A sink that fails (a Pushgateway down, a folder not writable) is said
+once, in one line, and tried again each time: the job never waits on it.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from types import FrameType
+
+from jobs.runtime.live_metrics import Sinks, publish, registry_of, remove_textfile
+from profiling.analysis.run.run_logs import read_run
+from slurm.command_line import OneLineParser
+from slurm.layout import coordinates, parse_layout
+
+PUSH_TIMEOUT_S = 5.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = OneLineParser(prog="python -m jobs.metrics", description=__doc__.split("\n\n")[0])
+    parser.add_argument("folder", type=Path, help="the job's folder")
+    parser.add_argument("--node", required=True, help="this node's name (the metrics' node label)")
+    parser.add_argument("--job", required=True, help="the job's id (the slurm_job_id label)")
+    parser.add_argument("--ranks", required=True, metavar="A-B", help="the node's ranks")
+    parser.add_argument("--whole-job", action="store_true", help="read every rank's log: the job's view too")
+    parser.add_argument("--every", type=float, default=5.0, metavar="SECONDS")
+    parser.add_argument("--push", metavar="URL", help="a Prometheus Pushgateway")
+    parser.add_argument("--textfile", type=Path, metavar="DIR", help="node_exporter's textfile folder")
+    parser.add_argument("--layout", help="the job's parallel dimensions, dp=2,pp=2 (the mesh labels)")
+    args = parser.parse_args(argv)
+    first, _, last = args.ranks.partition("-")
+    if not (first.isdigit() and last.isdigit() and int(first) <= int(last)):
+        return parser.fail(f"--ranks {args.ranks} is not A-B. HINT: the node's first and last rank, 0-7")
+    sinks = Sinks(args.push, args.textfile, args.every)
+    own = set(range(int(first), int(last) + 1))
+    dims = parse_layout(args.layout) if args.layout else None
+    stopped = threading.Event()
+
+    def stop(_signal: int, _frame: FrameType | None) -> None:
+        stopped.set()
+
+    signal.signal(signal.SIGTERM, stop)
+    parent, said = os.getppid(), set()
+    while True:
+        started = time.monotonic()
+        found = read_run(args.folder, None if args.whole_job else own)
+        if found is not None:
+            run = found[0]
+            mesh = {rank: coordinates(rank, dims) for rank in run.ranks.tolist()} if dims else {}
+            registry = registry_of(args.job, run, mesh, own, whole_job=args.whole_job)
+            ending = stopped.is_set()
+            last_sinks = Sinks(sinks.push_url, None) if ending else sinks  # the textfile goes at the end
+            for line in publish(registry, last_sinks, args.job, args.node, timeout_s=PUSH_TIMEOUT_S):
+                if line not in said:
+                    said.add(line)
+                    print(f"metrics not published: {line} (the job goes on)", file=sys.stderr, flush=True)
+        if stopped.is_set() or os.getppid() != parent:
+            break
+        stopped.wait(max(args.every, 2 * (time.monotonic() - started)))
+    remove_textfile(sinks, args.job, args.node)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

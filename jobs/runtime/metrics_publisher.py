@@ -1,0 +1,63 @@
+"""Each node's publisher of live metrics (:mod:`jobs.runtime.live_metrics`): started by the
+node's first rank beside the ranks, as a process of its own (its reading of step logs holds no
+rank's GIL), and stopped when that rank's loop ends."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import sys
+
+from jobs.runtime.live_metrics import Sinks, remove_textfile
+from jobs.runtime.output import say
+from profiling.folder.layout import JobFolder
+from slurm.env import DistributedIdentity
+from slurm.layout import Dims, layout_text
+
+STOP_WAIT_S = 15.0  # its last push, bounded by its timeout: then it is killed
+
+
+class MetricsPublisher:
+    """The node's publisher process, or nothing (not asked, or not the node's first rank)."""
+
+    def __init__(self, process: subprocess.Popen | None, sinks: Sinks, job_id: str, node: str) -> None:
+        self._process, self._sinks, self._job_id, self._node = process, sinks, job_id, node
+
+    @classmethod
+    def start(
+        cls, identity: DistributedIdentity, folder: JobFolder, sinks: Sinks, layout: Dims | None
+    ) -> MetricsPublisher:
+        node = identity.node_name or "localhost"
+        if not sinks.any or identity.local_rank != 0:
+            return cls(None, sinks, identity.job_id, node)
+        # the node's ranks: launchers number a node's tasks in a block (srun's default
+        # distribution with --ntasks-per-node, torchrun, submitit's local executor)
+        first = identity.rank - identity.local_rank
+        command = [
+            sys.executable, "-m", "jobs.metrics", str(folder.path), "--node", node, "--job", identity.job_id,
+            "--ranks", f"{first}-{first + identity.local_world_size - 1}", "--every", str(sinks.every_s),
+        ]  # fmt: skip
+        if identity.rank == 0:
+            command.append("--whole-job")
+        if sinks.push_url:
+            command += ["--push", sinks.push_url]
+        if sinks.textfile_dir:
+            command += ["--textfile", str(sinks.textfile_dir)]
+        if layout:
+            command += ["--layout", layout_text(layout)]
+        return cls(subprocess.Popen(command), sinks, identity.job_id, node)
+
+    def stop(self) -> None:
+        """Its last publication, then its end; the node's textfile gone either way."""
+        if self._process is None:
+            return
+        process, self._process = self._process, None
+        if process.poll() is None:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(timeout=STOP_WAIT_S)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(timeout=STOP_WAIT_S)
+                say(f"metrics publisher did not end in {STOP_WAIT_S:g} s: killed")
+        remove_textfile(self._sinks, self._job_id, self._node)
