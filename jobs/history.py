@@ -10,11 +10,10 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import Sequence
-from pathlib import Path
 
 import msgspec
 
-from jobs.options import TRACES_ROOT_ENV, default_traces_root
+from jobs.options import add_traces_root, not_a_traces_root
 from profiling.history.jobs import SlowNode, Standing, newest_first, nodes_named_slow, read_jobs, standings
 from profiling.schema.summary import JobSummary
 from slurm.command_line import OneLineParser
@@ -24,20 +23,11 @@ _SHAPE = ("batch_size", "image_size", "dtype", "parallel")  # what a config's he
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m jobs.history", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "root",
-        nargs="?",
-        type=Path,
-        default=default_traces_root(),
-        help=f"the traces root (default: ${TRACES_ROOT_ENV} or ./traces)",
-    )
+    add_traces_root(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document, for programs")
     args = parser.parse_args(argv)
-    if not args.root.is_dir():
-        return parser.fail(
-            f"traces root {args.root} is not a folder. HINT: pass the traces root the jobs were submitted "
-            f"with, or set {TRACES_ROOT_ENV}"
-        )
+    if (wrong := not_a_traces_root(args.root)) is not None:
+        return parser.fail(wrong)
     jobs, skipped = read_jobs(args.root)
     for line in skipped:
         print(line, file=sys.stderr)

@@ -21,7 +21,7 @@ from typing import Any
 
 from jobs.job_state import NO_RECORD, job_state, launcher_of, read_submitted, size
 from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores, render_ranks
-from jobs.options import TRACES_ROOT_ENV, default_traces_root
+from jobs.options import add_traces_root, not_a_traces_root
 from profiling.analysis.dumps.oom import oom_verdict_lines
 from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import manifest_or_none, read_running
@@ -127,13 +127,7 @@ def render_jobs(jobs: list[dict[str, Any]]) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = OneLineParser(prog="python -m jobs.list", description=__doc__.split("\n\n")[0])
-    parser.add_argument(
-        "root",
-        nargs="?",
-        type=Path,
-        default=default_traces_root(),
-        help=f"the traces root (default: ${TRACES_ROOT_ENV} or ./traces)",
-    )
+    add_traces_root(parser)
     parser.add_argument("--json", action="store_true", help="one JSON list, for scripts")
     parser.add_argument(
         "--ranks",
@@ -154,11 +148,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return parser.fail(f"--last {args.last} applies to a job's ranks. HINT: add --ranks JOB")
     if args.ranks is not None:
         return _ranks(parser, args)
-    if not args.root.is_dir():
-        return parser.fail(
-            f"traces root {args.root} is not a folder. HINT: pass as ROOT the traces root the jobs were "
-            f"submitted with, or set {TRACES_ROOT_ENV}"
-        )
+    if (wrong := not_a_traces_root(args.root)) is not None:
+        return parser.fail(wrong)
     jobs = list_jobs(args.root)
     print(
         json.dumps(jobs, indent=2)

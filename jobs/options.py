@@ -24,6 +24,27 @@ def default_traces_root() -> Path:
     return Path(os.environ.get(TRACES_ROOT_ENV, "traces"))
 
 
+def add_traces_root(parser: OneLineParser) -> None:
+    """The optional ``ROOT`` argument of a command that reads every job under a traces root."""
+    parser.add_argument(
+        "root",
+        nargs="?",
+        type=Path,
+        default=default_traces_root(),
+        help=f"the traces root (default: ${TRACES_ROOT_ENV} or ./traces)",
+    )
+
+
+def not_a_traces_root(root: Path) -> str | None:
+    """What is wrong with ``root`` as a traces root, with the fix; None where it is a folder."""
+    if root.is_dir():
+        return None
+    return (
+        f"traces root {root} is not a folder. HINT: pass as ROOT the traces root the jobs were "
+        f"submitted with, or set {TRACES_ROOT_ENV}"
+    )
+
+
 def task_parser(prog: str = TASK_PROG) -> OneLineParser:
     parser = OneLineParser(prog=prog, description="One task of the profiled ResNet18 DDP job.")
     parser.add_settings(TaskConfig)

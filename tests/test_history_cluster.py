@@ -7,12 +7,15 @@ after the user's own, and sacct has it; ``--no-job-comment`` leaves the Comment 
 from __future__ import annotations
 
 import json
+import os
+import pwd
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from profiling.folder.layout import meta_of
+from profiling.history.summary import read_summary
 from profiling.schema import model
 from tests.common import run_module, run_submit, submitted_job_id, wait_for_a_quiet_machine
 
@@ -64,6 +67,10 @@ def test_slowed_jobs_are_flagged_and_their_node_excluded(slurm_cluster, traces_r
     )
     assert said in markdown, markdown
     assert reports[other].baseline is not None and reports[other].baseline.jobs == []  # not mixed in
+    summary = read_summary(meta_of(traces_root / slowed[0]) / "summary.json")
+    assert (summary.name, summary.user) == ("profile-resnet18", pwd.getpwuid(os.getuid()).pw_name)
+    assert summary.nodes == ["node1", "node2"] and summary.slow_nodes == ["node2"] and not summary.oom
+    assert summary.ranks == 4 and summary.peak_memory_mib > 50  # a process's resident memory, MiB
     # the Comment: the user's own, then ours; sacct keeps it (this cluster stores comments)
     comment = _comment(slowed[0])
     assert comment.startswith("ablation 3 | slurm-profile: step ") and "slow node2" in comment, comment

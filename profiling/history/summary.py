@@ -97,9 +97,13 @@ def _noise_ms(report: model.Report, median: float | None) -> float | None:
 
 
 def _peak_memory_mib(report: model.Report, manifest: Manifest) -> float | None:
-    """The most any rank held: the device's peak allocated where the traces say, else the
-    processes' peak resident memory."""
-    device = [r.memory.peak_allocated_bytes / 2**20 for r in report.ranks if r.memory is not None]
+    """The most any rank held: the GPU's peak allocated where the traces say, else the
+    processes' peak resident memory (a CPU trace's allocator events count tensors alone)."""
+    device = [
+        r.memory.peak_allocated_bytes / 2**20
+        for r in report.ranks
+        if r.memory is not None and r.memory.device.startswith("cuda")
+    ]
     if device:
         return max(device)
     resident = [record.peak_rss_mib for record in manifest.ranks]

@@ -46,7 +46,10 @@ class JobSummary(Versioned, kw_only=True):
     ] = msgspec.field(default_factory=list)
     slowdown: Annotated[NonNegFloat | None, about("S, from the replay (critical_path.replay)")] = None
     mfu: Annotated[NonNegFloat | None, about("the ranks' median model FLOPs utilisation")] = None
-    peak_memory_mib: Annotated[NonNegFloat | None, about("the largest peak memory of any rank (MiB)")] = None
+    peak_memory_mib: Annotated[
+        NonNegFloat | None,
+        about("the most any rank held (MiB): its GPU's peak allocated, else its process's peak resident"),
+    ] = None
     oom: Annotated[bool, about("a rank ran out of memory")] = False
 
 
