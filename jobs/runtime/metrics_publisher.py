@@ -1,9 +1,11 @@
 """Each node's publisher of live metrics (:mod:`jobs.runtime.live_metrics`): started by the
-node's first rank beside the ranks, as a process of its own (its reading of step logs holds no
-rank's GIL), and stopped when that rank's loop ends."""
+node's first rank beside the ranks, as a process of its own at the lowest priority (its reading
+of step logs holds no rank's GIL, and takes the CPU the ranks leave), and stopped when that
+rank's loop ends."""
 
 from __future__ import annotations
 
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,7 +35,9 @@ class MetricsPublisher:
         # the node's ranks: launchers number a node's tasks in a block (srun's default
         # distribution with --ntasks-per-node, torchrun, submitit's local executor)
         first = identity.rank - identity.local_rank
+        # at the lowest priority: on a node whose cores the ranks keep busy, it takes what they leave
         command = [
+            *(["nice", "-n", "19"] if shutil.which("nice") else []),
             sys.executable, "-m", "jobs.metrics", str(folder.path), "--node", node, "--job", identity.job_id,
             "--ranks", f"{first}-{first + identity.local_world_size - 1}", "--every", str(sinks.every_s),
         ]  # fmt: skip

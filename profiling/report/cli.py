@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
 from profiling.analysis.per_trace import ReportError, load_fresh
@@ -22,11 +20,6 @@ from slurm.resources import SlurmResources
 from slurm.settings import from_namespace
 
 PROG = "python -m profiling.report"
-# The report makes millions of small containers (a step's graph at thousands of ranks) that
-# reference counting frees; at the default first threshold (700) the cycle collector's passes
-# over the records and lanes held meanwhile took 10 % of a 4096-rank report (2026-12-04). While
-# the command runs, it collects less often, as mypy's command line does.
-_COLLECT_EVERY = (200_000, 30, 30)
 
 
 def build_parser() -> OneLineParser:
@@ -70,22 +63,6 @@ def _read_on_the_cluster(args: argparse.Namespace, settings: ReportSettings) -> 
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    with _collecting_less():
-        return _main(argv)
-
-
-@contextlib.contextmanager
-def _collecting_less() -> Iterator[None]:
-    """The cycle collector's thresholds raised while the report runs, then as they were."""
-    before = gc.get_threshold()
-    gc.set_threshold(*_COLLECT_EVERY)
-    try:
-        yield
-    finally:
-        gc.set_threshold(*before)
-
-
-def _main(argv: Sequence[str] | None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -149,14 +149,17 @@ def _details(summary: str, inner: str) -> str:
     return f"<details><summary>{html.escape(summary)}</summary>{inner}</details>"
 
 
-_SCRIPT_DATA = str.maketrans({"<": "\\u003c", ">": "\\u003e", "&": "\\u0026"})
+_SCRIPT_DATA = ((b"<", b"\\u003c"), (b">", b"\\u003e"), (b"&", b"\\u0026"))
 
 
 def _script_json(data: dict[str, Any]) -> str:
     """``data`` as JSON that is script data whatever its strings hold: ``<``, ``>`` and ``&`` as
     JSON escapes (``</script>`` would end the block, ``<!--<script>`` would put the HTML
     tokenizer in its escaped state and swallow page.js). NaN is null (JSON has none)."""
-    return msgspec.json.encode(data).decode().translate(_SCRIPT_DATA)
+    encoded = msgspec.json.encode(data)
+    for character, escaped in _SCRIPT_DATA:  # bytes.replace: str.translate took 0.34 s for 8 ranks' data
+        encoded = encoded.replace(character, escaped)
+    return encoded.decode()
 
 
 def _asset(name: str) -> str:
