@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 
@@ -29,7 +30,7 @@ class MetricsPublisher:
     def start(
         cls, identity: DistributedIdentity, folder: JobFolder, sinks: Sinks, layout: Dims | None
     ) -> MetricsPublisher:
-        node = identity.node_name or "localhost"
+        node = identity.node_name or socket.gethostname()
         if not sinks.any or identity.local_rank != 0:
             return cls(None, sinks, identity.job_id, node)
         # the node's ranks: launchers number a node's tasks in a block (srun's default
