@@ -90,9 +90,11 @@ def test_a_data_by_pipeline_job_across_two_nodes_names_its_slowed_rank(
         "stage imbalance: stage 1 (ranks 2, 3)"
     )
     # replayed: rank 3 holds the most (its host gaps), not its stage: rank 2 is no late rank.
-    # The first gain is rank 3 like its peers or every host gap gone, which holds its 200 ms too
-    # (and its peers' waits that gloo's lanes leave as host time)
-    assert _most(report) == ("rank", 3)
+    # Or its replica, dp 1 (ranks 1 and 3): rank 1 waits for rank 3's sends, and on a CPU lane
+    # a wait gloo leaves outside any operator is host time, so both share the excess (CI saw
+    # it once). The first gain is rank 3 like its peers or every host gap gone, which holds
+    # its 200 ms too
+    assert _most(report) in {("rank", 3), ("dp", 1)}, report["critical_path"]["replay"]["most"]
     replay = report["critical_path"]["replay"]
     assert max(replay["by_rank"], key=replay["by_rank"].get) == "3", replay["by_rank"]
     first = replay["gains"][0]

@@ -33,7 +33,7 @@ NODE2_SLOWED = ["--inject-slowdown=2:40", "--inject-slowdown=3:40"]  # node2's r
 
 
 def _job(traces_root: Path, *args: str) -> str:
-    wait_for_a_quiet_machine()
+    wait_for_a_quiet_machine(window_s=0.5)  # half a second of look: nine jobs in a row
     result = run_submit("--traces-root", str(traces_root), *JOB, *args, timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
     return submitted_job_id(result.stdout)
