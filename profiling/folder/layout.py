@@ -13,6 +13,7 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   ├── submitted.json          .submitted: its size, from the moment it was submitted
         │   ├── running.json            .running: while the job runs, its size and rank 0's process
         │   ├── report.json, .md, .png  ReportFiles.of(.path): the cross-rank report
+        │   ├── summary.json            the job's line in its history (profiling.history.summary)
         │   ├── merged_trace.tar        ReportFiles.archive: ranks' traces as one Perfetto timeline
         │   ├── merged_trace.json.gz    ReportFiles.merged: the same, re-encoded (--merged-json)
         │   ├── analysis/               analysis_record(t), lanes_record(t): what the report keeps of a trace
