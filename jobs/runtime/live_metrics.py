@@ -83,31 +83,29 @@ def registry_of(
     recent = run_map.tail(run, RECENT_STEPS)
     ms = {s.rank: s.median_ms for s in run_map.scores(recent, intervals=1)}
     latest = run.memory.peak[:, -1] if run.memory is not None and run.memory.peak.size else None
-    for row, rank in enumerate(run.ranks.tolist()):
+    ranks = run.ranks.tolist()
+    labels_of = [
+        [job_id, str(rank), run.nodes[row], *(str(mesh.get(rank, {}).get(dim, "")) for dim in dims)]
+        for row, rank in enumerate(ranks)
+    ]
+    for row, rank in enumerate(ranks):
         if rank not in own:
             continue
-        labels = [job_id, str(rank), run.nodes[row], *(str(mesh.get(rank, {}).get(dim, "")) for dim in dims)]
+        labels = labels_of[row]
         step.labels(*labels).set(int(run.last_step[row]))
         if np.isfinite(ms.get(rank, np.nan)):
             seconds.labels(*labels).set(ms[rank] / 1e3)
         if latest is not None and np.isfinite(latest[row]):
             memory.labels(*labels).set(float(latest[row]) * 2**20)
     if whole_job:
-        ranks = run.ranks.tolist()
         values = np.array([ms.get(rank, np.nan) for rank in ranks], dtype=np.float64)
         others = others_median(values[:, None])[:, 0]  # each rank's: the median of the others'
         score = gauge("straggler_score", "the rank's recent CPU time per step over the other ranks' median")
         job_step = gauge("job_step_seconds", "the median rank's recent CPU time per step", ["slurm_job_id"])
         if np.isfinite(values).any():
             job_step.labels(job_id).set(float(np.nanmedian(values)) / 1e3)
-        for row, rank in enumerate(ranks):
+        for row, labels in enumerate(labels_of):
             if np.isfinite(values[row]) and np.isfinite(others[row]) and others[row] > 0:
-                labels = [
-                    job_id,
-                    str(rank),
-                    run.nodes[row],
-                    *(str(mesh.get(rank, {}).get(dim, "")) for dim in dims),
-                ]
                 score.labels(*labels).set(float(values[row] / others[row]))
     return registry
 
