@@ -109,28 +109,18 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
         if lane is None:
             return f"rank {rank} has no lane of this step"
         points: list[tuple[float, int, int, float, float]] = []  # (at, event, meeting, transfer, goes on at)
-        # a rank that still launches collectives does not wait yet (gloo runs them on its worker)
-        launches = np.sort([meetings[index].arrivals[rank] for index in mine.get(rank, [])])
-        worked_until = lane.ends[(lane.kinds == _COMPUTING) | (lane.kinds == _MOVING)]  # its work's ends
         deferred: list[tuple[float, int, float]] = []  # hidden collectives: (end, meeting, transfer)
-        for index in mine.get(rank, []):
+        for index, arrival, end, sender, waited, waits_from in _meetings_of(
+            lane, rank, meetings, mine.get(rank, [])
+        ):
             meeting = meetings[index]
-            arrival = meeting.arrivals[rank]
             points.append((arrival, ARRIVE, index, 0.0, arrival))
-            end = meeting.ends.get(rank)
-            sender = end is None  # gloo's waits while its receiver takes the data
-            if end is None:
-                end = max(meeting.ends.values(), default=arrival)
-            waited = lane.kind_before(end) not in WORK
             if sender and (end <= arrival or not waited):
                 continue  # it went on working: sent, or queued
             transfer = max(0.0, end - last[index])
             transfers[index].append(transfer)
             if waited:
-                launched = launches[np.searchsorted(launches, end, side="right") - 1]
-                points.append(
-                    (max(_waits_from(worked_until, end, arrival), launched), BLOCK, index, transfer, end)
-                )
+                points.append((waits_from, BLOCK, index, transfer, end))
             elif len(meeting.ends) < len(meeting.arrivals):  # a receive, its data there in time
                 points.append((max(arrival, end), BLOCK, index, transfer, max(arrival, end)))
             else:  # hidden under its work: the rank needs it by its next wait, or its step's end
@@ -178,13 +168,47 @@ def _worked(found: RankStep, lane: Lane, points: list[tuple[float, int, int, flo
     return np.clip(upto[: len(tos)] - upto[len(tos) :], 0.0, None)
 
 
-def _waits_from(worked_until: np.ndarray, end: float, arrival: float) -> float:
-    """Where the rank began waiting for a meeting that ended at ``end``: after its last work
-    (compute, memory) before it, not before its arrival. On a CPU lane a collective run by
-    gloo's worker thread leaves the step's thread in no operator while it waits (the host's,
-    on the lane): that is waiting here, as it is for the walk."""
-    index = int(np.searchsorted(worked_until, end + EPSILON_US, side="right")) - 1
-    return max(float(worked_until[index]) if index >= 0 else arrival, arrival)
+def _meetings_of(
+    lane: Lane, rank: int, everyone: Sequence[Meeting], indices: Sequence[int]
+) -> list[tuple[int, float, float, bool, bool, float]]:
+    """Per meeting of the rank (``indices`` in ``everyone``): (its index, the rank's arrival, the
+    end it waited for, whether the rank only sent, whether its lane shows no work of its own just
+    before that end, where it began waiting). A sender waits for the meeting's end. The wait
+    begins after the rank's last work (compute, memory) before that end, not before its arrival
+    or its last launch of a collective before it (gloo runs collectives on its worker thread).
+    On a CPU lane such a collective leaves the step's thread in no operator while it waits (the
+    host's, on the lane): that is waiting here, as it is for the walk. Arrays over the rank's
+    meetings: a dense step has hundreds."""
+    if not indices:
+        return []
+    meetings = [everyone[index] for index in indices]
+    arrivals = np.array([meeting.arrivals[rank] for meeting in meetings])
+    own = [meeting.ends.get(rank) for meeting in meetings]
+    ends = np.array(
+        [
+            end if end is not None else max(meeting.ends.values(), default=arrival)
+            for end, meeting, arrival in zip(own, meetings, arrivals.tolist(), strict=True)
+        ]
+    )
+    kinds = lane.kinds_before(ends)
+    waited = (kinds != _COMPUTING) & (kinds != _MOVING)
+    launches = np.sort(arrivals)  # a rank that still launches collectives does not wait yet
+    launched = launches[launches.searchsorted(ends, side="right") - 1]
+    worked_until = lane.ends[(lane.kinds == _COMPUTING) | (lane.kinds == _MOVING)]  # its work's ends
+    last_work = worked_until.searchsorted(ends + EPSILON_US, side="right") - 1
+    worked = worked_until[np.maximum(last_work, 0)] if len(worked_until) else arrivals
+    waits_from = np.maximum(np.maximum(np.where(last_work >= 0, worked, arrivals), arrivals), launched)
+    return list(
+        zip(
+            indices,
+            arrivals.tolist(),
+            ends.tolist(),
+            [end is None for end in own],
+            waited.tolist(),
+            waits_from.tolist(),
+            strict=True,
+        )
+    )
 
 
 def _kind_time(lane: Lane, start: float, at: np.ndarray) -> np.ndarray:

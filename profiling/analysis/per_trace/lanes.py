@@ -70,6 +70,15 @@ class Lane:
             return KINDS[self.kinds[index]]
         return None
 
+    def kinds_before(self, at: np.ndarray) -> np.ndarray:
+        """:meth:`kind_before` at each of ``at``, as indices in KINDS; -1 for none."""
+        if not len(self):
+            return np.full(len(at), -1, dtype=np.int8)
+        index = self.ends.searchsorted(at - EPSILON_US, side="left")
+        inside = np.minimum(index, len(self) - 1)
+        shown = (index < len(self)) & (self.starts[inside] < at)
+        return np.where(shown, self.kinds[inside], -1)
+
 
 class StepLane(msgspec.Struct, array_like=True, frozen=True):
     """One step's lane: spans sorted and disjoint, as the bytes of parallel arrays (a dense
