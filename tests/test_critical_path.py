@@ -8,6 +8,7 @@ import json
 import shutil
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -249,14 +250,15 @@ def test_report_png_shows_the_path_of_the_first_steps_and_its_time_by_rank_and_k
     from matplotlib.image import imread
 
     from profiling.report.build import _drawn
-    from profiling.report.plot import plot_report
+    from profiling.report.plot import draw_ranks, plot_report
 
     report = build_report(
         write_job(tmp_path, cpu_job(8, lambda step: {1: 30.0}), 8),
         ReportSettings(plot=False, merged_trace=False),
     )
-    fig = plot_report(_drawn(report), tmp_path / "report.png")
-    titled = {axes.get_title(): axes for axes in fig.axes}
+    ranks, path = plot_report(_drawn(report), tmp_path / "report.png")
+    assert ranks.axes[0].get_title() == "Mean step breakdown per rank"  # the ranks' rows above the path's
+    titled = {axes.get_title(): axes for axes in path.axes}
     strips = titled["Critical path: what set each step's length"]
     shares = titled["Critical path by rank and kind"]
     assert [t.get_text() for t in strips.get_yticklabels()] == ["step 10", "step 11", "step 12", "step 13"]
@@ -273,6 +275,10 @@ def test_report_png_shows_the_path_of_the_first_steps_and_its_time_by_rank_and_k
         1700,
         1300,
     )  # 2 rows of 5 in, the path 3, the replay 3.5
+    # the ranks' rows drawn ahead, before the path was found (as a cold report does): the same picture
+    ahead = draw_ranks(msgspec.structs.replace(_drawn(report), critical_path=None))
+    plot_report(_drawn(report), tmp_path / "ahead.png", ahead)
+    assert (imread(tmp_path / "ahead.png") == imread(tmp_path / "report.png")).all()
 
 
 def test_report_json_lists_the_segments_of_the_first_8_steps_and_every_steps_gains(tmp_path: Path) -> None:

@@ -103,7 +103,7 @@ def test_the_picture_at_any_number_of_ranks(ranks: int, tmp_path: Path) -> None:
     from profiling.report.plot import BARS_UP_TO
 
     path = tmp_path / f"report-{ranks}.png"
-    fig = plot_report(synthetic_report(ranks), path)
+    (fig,) = plot_report(synthetic_report(ranks), path)  # no critical path: the ranks' rows alone
     assert imread(path).shape[:2] == (550, 1300)  # the figure as drawn, 13 x 5.5 in at 100 dpi
     left, right = fig.axes[:2]
     assert "rank 7" in fig._suptitle.get_text()
@@ -130,7 +130,7 @@ def test_gpu_panels_kernel_families_and_bus_bandwidth(ranks: int, tmp_path: Path
     from profiling.report.plot import BARS_UP_TO
 
     path = tmp_path / "report.png"
-    fig = plot_report(with_gpu_figures(synthetic_report(ranks)), path)
+    (fig,) = plot_report(with_gpu_figures(synthetic_report(ranks)), path)
     assert imread(path).shape[:2] == (1050, 1300)
     titles = [a.get_title() for a in fig.axes]
     assert "Collectives: bus bandwidth (nccl-tests)" in titles
@@ -210,7 +210,7 @@ def test_a_cpu_job_with_collectives_draws_no_empty_kernel_panel_and_one_step_is_
     report = with_gpu_figures(synthetic_report(2, steps=1))
     for rank in report.ranks:
         rank.kernels = None  # a CPU job: collectives, and no kernel to draw
-    fig = plot_report(report, tmp_path / "report.png")
+    (fig,) = plot_report(report, tmp_path / "report.png")
     titles = [a.get_title() for a in fig.axes]
     assert not any("kernel family" in title for title in titles), titles
     assert "Collectives: bus bandwidth (nccl-tests)" in titles

@@ -8,7 +8,7 @@ import contextlib
 import gc
 import time
 from collections.abc import Iterator, Sequence
-from concurrent.futures import Future
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -32,7 +32,7 @@ from profiling.report.merged_json import write_merged_json
 from profiling.report.page import write_page
 from profiling.report.page_data import ranks_table, run_levels
 from profiling.report.pictures import Pictures, read_drawn
-from profiling.report.plot import plot_report, plot_run
+from profiling.report.plot import draw_ranks, plot_report, plot_run
 from profiling.report.plot import prepare as prepare_plot
 from profiling.report.read import read_records
 from profiling.report.render import report_markdown
@@ -88,8 +88,8 @@ def _build_report(folder: Path, settings: ReportSettings, progress: TextIO | Non
     files = ReportFiles(settings.out) if settings.out else ReportFiles.of(folder)
     # the plot's process is forked first, while this one is small: forked later, it would count
     # (and copy, as either writes) what this one holds by then: 370 MB of step logs at 4096 ranks
-    plot = settings.plot
-    with Workers(settings.jobs) as workers, Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
+    plot, workers = settings.plot, Workers(settings.jobs)
+    with Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
         pictures = Pictures(plotter, read_drawn(files.json)) if plot else None
         if pictures and sum(source.path.stat().st_size for source in sources) < _READ_WHILE_IMPORTING:
             pictures.warm()  # little to read: matplotlib's import overlaps it, not what follows
@@ -100,19 +100,38 @@ def _build_report(folder: Path, settings: ReportSettings, progress: TextIO | Non
         files.folder.mkdir(parents=True, exist_ok=True)
         # the run needs only the step logs: its map is drawn while the traces are read
         manifest, refused = _manifest(folder)
-        section, run_plotted, levels = (
-            _run_report(folder, run, manifest, pictures, files, settings) if run else (None,) * 3
+        section, levels = (
+            _run_report(folder, run, manifest, pictures, files, settings) if run else (None, None)
         )
         del run  # the map and its ratios: 400 MB at 4096 ranks, not needed past this point
-        if sources:
-            nodes = manifest.nodes_by_rank if manifest else {}
-            report = _traces_report(
-                folder, sources, has_run, nodes, files, workers, pictures, started, settings, progress
-            )
-        else:
-            report = _empty_report(folder)
-        if run_plotted is not None:
-            run_plotted.result()
+        with workers:  # ended before the report is written: their heaps still hold what they read
+            if sources:
+                nodes = manifest.nodes_by_rank if manifest else {}
+                report = _traces_report(
+                    folder, sources, has_run, nodes, files, workers, pictures, started, settings, progress
+                )
+            else:
+                report = _empty_report(folder)
+        # report.md and report.html are made while report.png is drawn (the page takes it last)
+        return _write_report(
+            folder, report, section, levels, manifest, refused, files, pictures, started, settings
+        )
+
+
+def _write_report(
+    folder: Path,
+    report: model.Report,
+    section: model.Run | None,
+    levels: dict[str, Any] | None,
+    manifest: Manifest | None,
+    refused: list[str],
+    files: ReportFiles,
+    pictures: Pictures | None,
+    started: float,
+    settings: ReportSettings,
+) -> model.Report:
+    """The report's files; report.json last but the job's summary, once its pictures are on disk:
+    a picture whose drawing failed is not taken for current by the next report."""
     oom, unread_dumps = out_of_memory(JobFolder.of_traces(folder))
     report = msgspec.structs.replace(
         report,
@@ -128,23 +147,30 @@ def _build_report(folder: Path, settings: ReportSettings, progress: TextIO | Non
     # what was built is held to its model as programs will read it: a float field holding a
     # string, or a field the model lacks, fails here and not in a reader
     typed = model.checked(encoded)
-    write_report_json(files.json, encoded)
     markdown = report_markdown(typed)
     write_text_atomically(files.markdown, markdown)
     if settings.html:
-        _page(files, typed, markdown, levels, plotted=pictures is not None)
+        _page(files, typed, markdown, levels, pictures)
+    if pictures is not None:
+        pictures.wait()
+    write_report_json(files.json, encoded)
     if summary is not None:  # last: a job is in the history once its report is whole
         write_summary(files.folder, summary)
     return typed
 
 
 def _page(
-    files: ReportFiles, report: model.Report, markdown: str, levels: dict[str, Any] | None, *, plotted: bool
+    files: ReportFiles,
+    report: model.Report,
+    markdown: str,
+    levels: dict[str, Any] | None,
+    pictures: Pictures | None,
 ) -> None:
     """report.html, with the pictures this report drew (an older report's may lie beside it)."""
     shown = ((files.plot, bool(report.ranks)), (files.run_plot, report.run is not None))
-    drawn = {path.name: path for path, drawn_now in shown if drawn_now and plotted}
-    write_page(files.page, report, markdown, drawn, levels, ranks_table(report))
+    drawn = [path for path, drawn_now in shown if drawn_now] if pictures else []
+    inline = pictures.inline(drawn) if pictures else {}
+    write_page(files.page, report, markdown, inline, levels, ranks_table(report))
 
 
 def _run_report(
@@ -154,14 +180,15 @@ def _run_report(
     pictures: Pictures | None,
     files: ReportFiles,
     settings: ReportSettings,
-) -> tuple[model.Run | None, Future | None, dict[str, Any] | None]:
-    """``report.json``'s ``run``, run.png being drawn, and the map's levels for report.html (a
-    few MB, where the map is hundreds)."""
+) -> tuple[model.Run | None, dict[str, Any] | None]:
+    """``report.json``'s ``run`` (run.png drawn meanwhile), and the map's levels for report.html
+    (a few MB, where the map is hundreds)."""
     section = run_section(folder, *run, manifest)
     view = RunView(run[0], section, run_mesh(settings.layout, manifest))
-    drawing = pictures.draw(plot_run, view.picture, files.run_plot) if pictures else None
+    if pictures:
+        pictures.draw(plot_run, view.picture, files.run_plot)
     # the page's levels made while run.png is drawn
-    return section, drawing, run_levels(view) if settings.html else None
+    return section, run_levels(view) if settings.html else None
 
 
 def _traces_report(
@@ -195,9 +222,10 @@ def _traces_report(
         warnings=read.skipped,
         peak_tflops=settings.peak_tflops,
         layout=settings.layout,
+        meanwhile=partial(pictures.ahead, draw_ranks, path=files.plot) if pictures else None,
     )
-    # drawn while this process packs the archive
-    plotted = pictures.draw(plot_report, _drawn(report), files.plot) if pictures else None
+    if pictures:  # drawn while this process packs the archive and writes the report
+        pictures.draw(plot_report, _drawn(report), files.plot)
     packed = (
         write_archive(
             folder,
@@ -215,8 +243,6 @@ def _traces_report(
         if merged_json
         else None
     )
-    if plotted is not None:
-        plotted.result()
     return msgspec.structs.replace(
         report,
         archive=packed,

@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import html
 import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ def write_page(
     path: Path,
     report: model.Report,
     markdown: str,
-    pictures: dict[str, Path],
+    pictures: Mapping[str, Path],
     run_levels: dict[str, Any] | None,
     ranks_table: dict[str, Any],
 ) -> bool:
@@ -53,7 +54,7 @@ def write_page(
 def render_page(
     report: model.Report,
     markdown: str,
-    pictures: dict[str, Path],
+    pictures: Mapping[str, Path],
     run_levels: dict[str, Any] | None,
     ranks_table: dict[str, Any],
 ) -> str:
@@ -66,11 +67,6 @@ def render_page(
         return f"<figure>{_img(pictures.get(src), alt)}</figure>"
 
     body = markdown_html(markdown, image)
-    first_section = body.find("<h2")
-    top = pictures.get("report.png")
-    if top is not None:  # report.png: under the verdicts, before the first section
-        at = first_section if first_section >= 0 else len(body)
-        body = body[:at] + f"<figure>{_img(top, 'per rank')}</figure>\n" + body[at:]
     data = {
         "run": run_levels,
         "segments": [msgspec.to_builtins(s) for s in report.run.segments] if report.run else [],
@@ -79,6 +75,12 @@ def render_page(
         "replay": _replay(report),
         "ranks_table": ranks_table,
     }
+    script_data = _script_json(data)
+    top = pictures.get("report.png")  # last: it may be being drawn
+    if top is not None:  # report.png: under the verdicts, before the first section
+        first_section = body.find("<h2")
+        at = first_section if first_section >= 0 else len(body)
+        body = body[:at] + f"<figure>{_img(top, 'per rank')}</figure>\n" + body[at:]
     title = html.escape(f"Trace report: {report.folder}")
     return "\n".join(
         [
@@ -92,7 +94,7 @@ def render_page(
             f'<main id="report">{body}',
             _perfetto(report),
             "</main>",
-            f'<script type="application/json" id="page-data">{_script_json(data)}</script>',
+            f'<script type="application/json" id="page-data">{script_data}</script>',
             f"<script>{_asset('page.js')}</script>",
             "</body></html>",
             "",

@@ -9,7 +9,7 @@ made, and how its traces were read are not drawn and do not count.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
@@ -51,6 +51,8 @@ class Pictures:
     def __init__(self, plotter: Ahead, previous: dict[str, str]) -> None:
         self._plotter, self._previous = plotter, previous
         self.drawn: dict[str, str] = {}
+        self._drawing: dict[str, Future] = {}
+        self._first: dict[str, Future] = {}  # a picture's first part, drawn ahead
 
     def warm(self) -> None:
         """Ready the plot's process for pictures to come: where none was drawn before (a cold
@@ -58,17 +60,55 @@ class Pictures:
         if not self._previous:
             self._plotter.warm()
 
-    def draw(self, function: Callable[[Any, Path], Any], data: Any, path: Path) -> Future | None:
-        """``function(data, path)`` in the plot's process; None where ``path`` is current."""
+    def ahead(self, function: Callable[[Any], Any], data: Any, path: Path) -> None:
+        """``function(data)``, a first part of ``path``'s picture, begun in the plot's process
+        before the rest of its data is known, where the report is cold (a warm one likely draws
+        nothing); its result is the last argument of the picture's :meth:`draw`."""
+        if not self._previous:
+            self._first[path.name] = self._plotter.submit(function, data)
+
+    def draw(self, function: Callable[..., Any], data: Any, path: Path) -> None:
+        """``function(data, path)`` in the plot's process (and the first part's result, where
+        one was drawn :meth:`ahead`), unless ``path`` is current; it is waited for by
+        :meth:`wait` (the report goes on meanwhile)."""
         shown = msgspec.structs.replace(data, **_NOT_DRAWN) if isinstance(data, model.Report) else data
         key = fingerprint(shown)
         self.drawn[path.name] = key
-        if self._previous.get(path.name) == key and path.exists():
-            return None
-        return self._plotter.submit(_draw, function, data, path)
+        first = self._first.pop(path.name, None)
+        if self._previous.get(path.name) != key or not path.exists():
+            begun = () if first is None else (first.result(),)
+            self._drawing[path.name] = self._plotter.submit(_draw, function, data, path, *begun)
+
+    def wait(self, name: str | None = None) -> None:
+        """Until the picture ``name`` (None: every picture) is on disk; a drawing's error is
+        raised here."""
+        for drawn, drawing in self._drawing.items():
+            if name is None or drawn == name:
+                drawing.result()
+
+    def inline(self, paths: Iterable[Path]) -> Mapping[str, Path]:
+        """``paths`` by name, each given once its drawing is done: report.html is made while
+        report.png is drawn, and takes the picture last."""
+        return _WhenDrawn(self, {path.name: path for path in paths})
 
 
-def _draw(function: Callable[[Any, Path], Any], data: Any, path: Path) -> None:
-    """``function(data, path)``, its result dropped here: a Figure sent back to the report's
-    process took 0.3 s to pickle, for nothing (the picture is on disk)."""
-    function(data, path)
+class _WhenDrawn(Mapping[str, Path]):
+    def __init__(self, pictures: Pictures, paths: dict[str, Path]) -> None:
+        self._pictures, self._paths = pictures, paths
+
+    def __getitem__(self, name: str) -> Path:
+        path = self._paths[name]
+        self._pictures.wait(name)
+        return path
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._paths)
+
+    def __len__(self) -> int:
+        return len(self._paths)
+
+
+def _draw(function: Callable[..., Any], data: Any, path: Path, *begun: Any) -> None:
+    """``function(data, path, *begun)``, its result dropped here: a Figure sent back to the
+    report's process took 0.3 s to pickle, for nothing (the picture is on disk)."""
+    function(data, path, *begun)

@@ -24,6 +24,10 @@ if TYPE_CHECKING:  # the plot's process imports no more than it draws with
     from profiling.analysis.run import RunPicture, RunPictureMemory
 
 BARS_UP_TO = 32
+_DPI = 100
+_LEFT = 0.08  # of the width: room for the path's "step N" labels, the same for every row
+_BOTTOM_IN = 0.88  # inches under a figure's last row: its ticks and axis label
+_TOP_IN = 0.45  # inches over the path's first row: its titles
 _TITLE_WIDTH = 130
 _OUTLIERS = 3  # rows named in a heat map's margin, the furthest from the median first
 _OUTLIER_AT = 0.1  # ... if 10 % or more away from it
@@ -31,26 +35,37 @@ _OUTLIER_AT = 0.1  # ... if 10 % or more away from it
 
 def prepare() -> None:
     """Import what drawing needs (0.7 s here), so that a process can do it ahead of the report."""
+    import matplotlib.backends.backend_agg  # noqa: F401
     import matplotlib.figure  # noqa: F401
 
 
-def plot_report(report: model.Report, path: Path) -> Any:
-    """Draw report.png; returns the Figure drawn (what the tests look at)."""
-    # matplotlib's Figure without pyplot: no global state, and less to import
-    from matplotlib.figure import Figure
+def plot_report(report: model.Report, path: Path, ranks_drawn: np.ndarray | None = None) -> list[Any]:
+    """Draw report.png: the ranks' rows above the critical path's, two figures stacked. The
+    ranks' rows need no path: ``ranks_drawn`` are their pixels, drawn by :func:`draw_ranks`
+    while the path was found (else they are drawn here). Returns the Figures drawn here, top
+    first (what the tests look at)."""
+    figures = [] if ranks_drawn is not None else [ranks_figure(report)]
+    below = path_figure(report)
+    figures += [below] if below is not None else []
+    drawn = [] if ranks_drawn is None else [ranks_drawn]
+    _write_png(np.concatenate(drawn + [_pixels(fig) for fig in figures]), path)
+    return figures
 
+
+def draw_ranks(report: model.Report) -> np.ndarray:
+    """report.png's rows of ranks, as pixels (its critical path is not needed)."""
+    return _pixels(ranks_figure(report))
+
+
+def ranks_figure(report: model.Report) -> Any:
+    """Each rank's step breakdown and step times; the GPU's kernels and collectives; memory
+    and FLOPs: a row each, under the verdict."""
     ranks = report.ranks
     gpu = plot_gpu.has_panels(report)
-    critical = report.critical_path if report.critical_path and report.critical_path.steps else None
     hardware = plot_memory.has_row(report)
-    replay = critical.replay if critical is not None else None
     heights = [5.0] * (1 + gpu) + [3.0] * hardware  # inches a row
-    heights += [3.0] * (critical is not None) + [3.5] * (replay is not None)
-    height = 0.5 + sum(heights)
-    fig = Figure(figsize=(13, height))
-    grid = fig.subplots(
-        len(heights), 2, gridspec_kw={"wspace": 0.4, "hspace": 0.45, "height_ratios": heights}, squeeze=False
-    )
+    title = _title(report.straggler)
+    fig, grid = _figure(heights, 0.5)
     (left, right) = grid[0]
     if len(ranks) <= BARS_UP_TO:
         _bars(left, ranks)
@@ -71,27 +86,61 @@ def plot_report(report: model.Report, path: Path) -> Any:
             kernels.set(title="GPU time per step by kernel family: rank × family", ylabel="rank")
         plot_gpu.bandwidth(collectives, report)
     if hardware:
-        row = grid[1 + gpu]
-        plot_memory.memory_peaks(row[0], report)
-        plot_memory.flop_rates(row[1], report)
-    if critical is not None:
-        row = grid[1 + gpu + hardware]
-        plot_path.strips(row[0], critical)
-        plot_path.shares(row[1], critical)
-    if replay is not None:
-        plot_replay.heat(fig, grid[-1][0], replay)
-        plot_replay.gains(grid[-1][1], replay)
-    title = _title(report.straggler)
+        plot_memory.memory_peaks(grid[1 + gpu][0], report)
+        plot_memory.flop_rates(grid[1 + gpu][1], report)
     fig.suptitle(title, fontsize="medium", y=0.99)
-    scale = 5.5 / height  # the title's lines, as a share of the figure's height
-    top = 1 - (0.07 + 0.035 * title.count("\n")) * scale
-    bottom = 0.16 * scale
-    right = (
-        0.9 if len(ranks) <= BARS_UP_TO or gpu or critical else 0.95
-    )  # room for the legends beside the panels
-    fig.subplots_adjust(left=0.08 if critical else 0.06, right=right, bottom=bottom, top=top)
-    fig.savefig(path, dpi=100)
+    inches = fig.get_figheight()
+    top = (0.07 + 0.035 * title.count("\n")) * 5.5  # the title's lines
+    # room for the legends beside the panels
+    right = 0.9 if len(ranks) <= BARS_UP_TO or gpu else 0.95
+    fig.subplots_adjust(left=_LEFT, right=right, bottom=_BOTTOM_IN / inches, top=1 - top / inches)
     return fig
+
+
+def path_figure(report: model.Report) -> Any | None:
+    """The critical path of the first steps and its time by rank and kind; the replay's heat
+    map and gains: a row each (None without a path)."""
+    critical = report.critical_path if report.critical_path and report.critical_path.steps else None
+    if critical is None:
+        return None
+    replay = critical.replay
+    heights = [3.0] + [3.5] * (replay is not None)
+    fig, grid = _figure(heights, 0.0)
+    plot_path.strips(grid[0][0], critical)
+    plot_path.shares(grid[0][1], critical)
+    if replay is not None:
+        plot_replay.heat(fig, grid[1][0], replay)
+        plot_replay.gains(grid[1][1], replay)
+    inches = fig.get_figheight()
+    fig.subplots_adjust(left=_LEFT, right=0.9, bottom=_BOTTOM_IN / inches, top=1 - _TOP_IN / inches)
+    return fig
+
+
+def _figure(heights: list[float], margin: float) -> tuple[Any, np.ndarray]:
+    """A figure 13 in wide of rows ``heights`` in high, plus ``margin``, two panels a row."""
+    # matplotlib's Figure without pyplot: no global state, and less to import
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(13, margin + sum(heights)), dpi=_DPI)
+    grid = fig.subplots(
+        len(heights), 2, gridspec_kw={"wspace": 0.4, "hspace": 0.45, "height_ratios": heights}, squeeze=False
+    )
+    return fig, grid
+
+
+def _pixels(fig: Any) -> np.ndarray:
+    """The figure drawn: (height, width, RGBA) bytes."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())
+
+
+def _write_png(pixels: np.ndarray, path: Path) -> None:
+    from matplotlib.image import imsave
+
+    imsave(path, pixels, format="png", dpi=_DPI)
 
 
 def _title(verdict: model.Straggler | None) -> str:

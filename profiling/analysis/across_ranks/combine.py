@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import bisect
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import msgspec
@@ -40,9 +40,12 @@ def summarise(
     warnings: Sequence[str] = (),
     peak_tflops: float | None = None,
     layout: Dims | None = None,
+    meanwhile: Callable[[model.Report], object] | None = None,
 ) -> model.Report:
     """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
-    ``warnings``: the reading's, put first; ``layout``: ``--layout``, where given."""
+    ``warnings``: the reading's, put first; ``layout``: ``--layout``, where given;
+    ``meanwhile``: called with the report before its critical path, the slowest part, is found
+    (report.png's rows of ranks are drawn meanwhile)."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     anchor_steps = _anchor_steps(per_rank)
     members = _members(per_rank)
@@ -69,6 +72,31 @@ def summarise(
         clock_uncertainty_us={r.rank: r.clock.uncertainty_us or 0.0 for r in ranks},
         names={rank: named(rank, where) for rank, where in mesh.items() if where},
     )
+    said = [*warnings, *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings)]
+    report = model.Report(
+        folder=str(folder),
+        generated_at=utc_now(),
+        ranks=ranks,
+        straggler=straggler,
+        step_time_spread_ms=model.Spread(
+            min=min(means),
+            median=statistics.median(means),
+            max=max(means),
+            max_minus_min=max(means) - min(means),
+        ),
+        critical_path=None,
+        communication_wait_ms={r.rank: r.breakdown_ms["communication"] for r in ranks},
+        kernels_across=gpu_sections.kernels_across(ranks),
+        collectives_across=gpu_sections.collectives_across(ranks, link_gbps),
+        link_gbps=link_gbps,
+        peak_tflops=peak_tflops,
+        layout=found_layout,
+        stages=stage_balance(ranks, mesh),
+        warnings=[*said, *layout_said],
+        reading=reading,
+    )
+    if meanwhile is not None:
+        meanwhile(report)
     remade: list[str] = []  # lanes files made again from their traces, as the path reached them
     path = critical_path(
         per_rank,
@@ -80,33 +108,7 @@ def summarise(
         members=members,
         mesh=mesh,
     )
-    return model.Report(
-        folder=str(folder),
-        generated_at=utc_now(),
-        ranks=ranks,
-        straggler=straggler,
-        step_time_spread_ms=model.Spread(
-            min=min(means),
-            median=statistics.median(means),
-            max=max(means),
-            max_minus_min=max(means) - min(means),
-        ),
-        critical_path=path,
-        communication_wait_ms={r.rank: r.breakdown_ms["communication"] for r in ranks},
-        kernels_across=gpu_sections.kernels_across(ranks),
-        collectives_across=gpu_sections.collectives_across(ranks, link_gbps),
-        link_gbps=link_gbps,
-        peak_tflops=peak_tflops,
-        layout=found_layout,
-        stages=stage_balance(ranks, mesh),
-        warnings=[
-            *warnings,
-            *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings),
-            *remade,
-            *layout_said,
-        ],
-        reading=reading,
-    )
+    return msgspec.structs.replace(report, critical_path=path, warnings=[*said, *remade, *layout_said])
 
 
 def _spans(traces: list[Aligned]) -> dict[Key, tuple[float, float]] | None:
