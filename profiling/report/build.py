@@ -104,7 +104,7 @@ def _build_report(folder: Path, settings: ReportSettings, progress: TextIO | Non
             _run_report(folder, run, manifest, pictures, files, settings) if run else (None, None)
         )
         del run  # the map and its ratios: 400 MB at 4096 ranks, not needed past this point
-        with workers:  # ended before the report is written: their heaps still hold what they read
+        with workers:
             if sources:
                 nodes = manifest.nodes_by_rank if manifest else {}
                 report = _traces_report(
@@ -204,6 +204,7 @@ def _traces_report(
     progress: TextIO | None,
 ) -> model.Report:
     read = read_records(sources, workers, progress)
+    workers.close()  # their heaps hold what they read: 100 MB for the dense folder's two
     if pictures:  # a core is free from here: this process aligns the clocks alone
         pictures.warm()
     if not read.traces and not has_run:

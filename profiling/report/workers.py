@@ -29,8 +29,13 @@ class Workers:
         return self
 
     def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """End the processes (their heaps hold what they read); a later :meth:`map` starts others."""
         if self._pool is not None:
             self._pool.shutdown(cancel_futures=True)
+            self._pool = None
 
     def _started(self) -> ProcessPoolExecutor | None:
         if self._pool is None and self.jobs > 1:
