@@ -5,6 +5,9 @@ lines would be a smear, so the same figures become heat maps, rank × part of th
 rank × step, each cell against the median rank (a slow rank is a stripe, a slow step a column),
 so that outliers stand out whatever the count. The verdict is the title, wrapped, never cut;
 legends sit outside the data.
+
+The picture is two figures stacked, each drawn to pixels: the ranks' rows (they need no critical
+path, so a cold report draws them while it finds the path) and the path's rows.
 """
 
 from __future__ import annotations
