@@ -90,6 +90,21 @@ def test_a_regression_must_pass_both_five_percent_and_the_noise() -> None:
     )
 
 
+def test_a_config_s_first_jobs_are_compared_but_never_flagged() -> None:
+    # One earlier job gives no spread to judge against: a second balanced run on a shared
+    # machine may well be 30 % slower than the first
+    jobs = [_job(1, 100.0), _job(2, 130.0)]
+    second = standing(jobs[1], jobs[:1])
+    assert not second.regression and second.change == pytest.approx(0.3)
+    assert second.line(jobs[1]) == (
+        "30 % slower than the last job of this config (median 100 ms a step), "
+        "too few to judge a regression (5 needed)"
+    )
+    four = [_job(i, 100.0) for i in range(1, 5)]
+    assert not standing(_job(5, 150.0), four).regression
+    assert standing(_job(6, 150.0), [*four, _job(5, 100.0)]).regression
+
+
 def test_only_jobs_of_the_same_config_and_earlier_make_the_baseline() -> None:
     other = dict(CONFIG, batch_size=64)
     jobs = [_job(i, 100.0) for i in range(1, 4)] + [_job(i, 400.0, config=other) for i in range(4, 9)]
@@ -123,14 +138,18 @@ def test_a_node_named_slow_in_three_of_its_last_jobs_is_excluded(tmp_path: Path,
 
 def test_json_groups_by_config_with_each_standing(tmp_path: Path, capsys) -> None:
     other = dict(CONFIG, dtype="bf16")
-    root = _root(tmp_path, [_job(1, 100.0), _job(2, 130.0), _job(3, 50.0, config=other)])
+    base = [_job(i, 100.0) for i in range(1, 6)]
+    root = _root(tmp_path, [*base, _job(6, 130.0), _job(7, 50.0, config=other)])
     assert history.main([str(root), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
     configs = {c["fingerprint"]: [job["job_id"] for job in c["jobs"]] for c in document["configs"]}
-    assert configs == {config_fingerprint(CONFIG): ["2", "1"], config_fingerprint(other): ["3"]}
-    second = next(job for c in document["configs"] for job in c["jobs"] if job["job_id"] == "2")
-    assert second["standing"]["regression"] is True
-    assert second["standing"]["baseline_ms"] == 100.0 and document["exclude"] == []
+    assert configs == {
+        config_fingerprint(CONFIG): ["6", "5", "4", "3", "2", "1"],
+        config_fingerprint(other): ["7"],
+    }
+    sixth = next(job for c in document["configs"] for job in c["jobs"] if job["job_id"] == "6")
+    assert sixth["standing"]["regression"] is True
+    assert sixth["standing"]["baseline_ms"] == 100.0 and document["exclude"] == []
 
 
 def test_a_damaged_or_newer_summary_is_named_in_one_line_and_skipped(tmp_path: Path, capsys) -> None:

@@ -11,7 +11,11 @@ afresh each time (10 000 jobs in well under the 2 s asked, warm: no index to kee
   more than the noise: the larger of the job's step-to-step noise and the spread of the
   baseline's own jobs, 3 robust standard deviations (1.4826 x their median absolute deviation:
   one earlier regression among them does not widen it). On a shared machine, runs of one
-  config differ by a few per cent while each is steady within itself.
+  config differ by a few per cent while each is steady within itself. Judged only against a
+  full baseline (:data:`BASELINE_JOBS` jobs): the median deviation of fewer is no estimate of
+  that spread (of 1 job it is 0; of 3, the smaller of two gaps), so a config's first jobs are
+  compared, never flagged (the test cluster's second balanced run was once 13 % slower than its
+  first).
 - **Slow nodes**: per node, in the last :data:`NODE_JOBS` jobs that ran on it, how many named it
   slow; at :data:`NODE_REPEATS` or more it is given to ``--exclude``.
 """
@@ -59,6 +63,8 @@ class Standing:
             return f"as fast as {against}, within its noise"
         word = "slower" if self.change > 0 else "faster"
         flag = ": a regression" if self.regression else ""
+        if count < BASELINE_JOBS:
+            flag = f", too few to judge a regression ({BASELINE_JOBS} needed)"
         return f"{abs(self.change) * 100:.0f} % {word} than {against}{flag}"
 
 
@@ -111,7 +117,7 @@ def standing(job: JobSummary, others: Iterable[JobSummary]) -> Standing:
     change = job.step_median_ms / baseline - 1.0 if baseline > 0 else 0.0
     spread = SPREAD_SIGMAS * 1.4826 * statistics.median(abs(step - baseline) for step in steps)
     noise = max(job.noise_ms or 0.0, spread)
-    regression = change > REGRESSION and job.step_median_ms - baseline > noise
+    regression = len(steps) >= BASELINE_JOBS and change > REGRESSION and job.step_median_ms - baseline > noise
     return Standing(job.job_id, [b.job_id for b in before], baseline, change, regression)
 
 

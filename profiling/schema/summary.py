@@ -59,6 +59,8 @@ class Baseline(Part):
         NonNegFloat | None, about("their median step; null: no job of this config before it")
     ]
     change: Annotated[float | None, about("this job's step / median_ms - 1 (0.12: 12 % slower)")]
-    regression: Annotated[bool, about("slower by more than 5 % and by more than its noise")]
+    regression: Annotated[
+        bool, about("slower by more than 5 % and by more than its noise, against a full baseline of 5 jobs")
+    ]
     fingerprint: Annotated[str, about("the config's fingerprint (meta/summary.json)")]
     line: Annotated[str, about("what report.md says of it")]
