@@ -8,9 +8,11 @@ batch script runs ``python -m jobs.task [options]`` under ``srun`` instead. Both
 
 from __future__ import annotations
 
+import logging
+import os
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from submitit.helpers import Checkpointable, DelayedSubmission
 
@@ -69,5 +71,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
+def leave(status: int) -> NoReturn:
+    """End the task's process with ``status``, its output flushed, without the interpreter's
+    finalization. A DDP model keeps its gloo group alive past ``destroy_process_group`` (its
+    ``pt_gloo_runloop`` threads and rank 0's store thread still run after the model is gone),
+    and at finalization those threads race the teardown: SIGABRT, "terminate called without an
+    active exception" (pytorch#179291), which srun would report instead of the status. CI saw it
+    once, after the one-line error of a traces root the nodes do not share."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    os._exit(status)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    leave(main())

@@ -147,3 +147,19 @@ def test_a_traces_root_the_nodes_do_not_share_stops_every_rank_with_one_line(tmp
         assert process.returncode == 2, stdout + stderr
         assert stderr.strip().splitlines() == [expected]
     assert not list(roots[0].glob("999999/rank*.json"))  # stopped before training
+
+
+def test_the_task_leaves_with_its_status_and_its_output_flushed() -> None:
+    # without the interpreter's finalization (a DDP model's gloo threads outlive the group), yet
+    # nothing printed or logged is lost
+    program = (
+        "import logging, sys; from jobs.task import leave; "
+        "logging.basicConfig(stream=sys.stderr); print('said', end=''); "
+        "logging.getLogger('x').warning('logged'); sys.stderr.write('written'); leave(3)"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode == 3
+    assert result.stdout == "said" and "WARNING:x:logged" in result.stderr
+    assert result.stderr.endswith("written")
