@@ -80,19 +80,24 @@ def one_f_one_b(
 
 
 def data_parallel(
-    forward: Sequence[float], backward: Sequence[float], transfer: float, optimizer: float, host: float = 0.0
+    forward: Sequence[float],
+    backward: Sequence[float],
+    transfer: float,
+    optimizer: float,
+    host: float | Sequence[float] = 0.0,
 ) -> tuple[dict[int, RankStep], list[Meeting]]:
     """A rank per entry of ``forward``: its forward and backward (µs), then an all-reduce of
     every rank (``transfer`` µs after the last arrives; each waits in it), then its optimizer;
-    ``host``: a gap of the host's before each rank's forward."""
-    done = [host + f + b for f, b in zip(forward, backward, strict=True)]
+    ``host``: a gap of the host's before each rank's forward (or each rank's own)."""
+    hosts = [host] * len(forward) if isinstance(host, float | int) else list(host)
+    done = [h + f + b for h, f, b in zip(hosts, forward, backward, strict=True)]
     end = max(done) + transfer
     ranks = {}
-    for rank, f in enumerate(forward):
+    for rank, (h, f) in enumerate(zip(hosts, forward, strict=True)):
         spans = [
-            (0.0, host, "host", "Python", -1),
-            (host, host + f, "compute", "forward", PHASES.index("forward")),
-            (host + f, done[rank], "compute", "backward", PHASES.index("backward")),
+            (0.0, h, "host", "Python", -1),
+            (h, h + f, "compute", "forward", PHASES.index("forward")),
+            (h + f, done[rank], "compute", "backward", PHASES.index("backward")),
             (done[rank], end, "communication", "allreduce", -1),
             (end, end + optimizer, "compute", "optimizer", PHASES.index("optimizer")),
         ]

@@ -96,6 +96,20 @@ def test_a_balanced_step_costs_nothing() -> None:
     ]
 
 
+def test_one_rank_s_host_gaps_are_that_rank_s_never_its_stage_s() -> None:
+    """Stages of 2 ranks (pp 0: ranks 0, 1; pp 1: ranks 2, 3), every rank's layers alike, rank 3
+    with 50 µs more host before its forward than the others. Moving layers would not shorten
+    it: the stage like the median stage gains nothing; rank 3 like its peers gains the 50 µs,
+    and is the first gain (CI once saw a 2 x 2 job's stage take a slowed rank's host gaps)."""
+    built = data_parallel([10.0] * 4, [20.0] * 4, transfer=5.0, optimizer=5.0, host=[2.0, 2.0, 2.0, 52.0])
+    found = replay_of(built, {r: {"pp": r // 2, "dp": r % 2} for r in range(4)})
+    assert found.steps[0].measured_ms * 1e3 == pytest.approx(92.0)
+    assert what_if(found, "stage like the median stage", coordinate="pp 1") == pytest.approx(0.0)
+    assert what_if(found, "rank like its peers", 3) == pytest.approx(50.0)
+    assert (found.gains[0].what, found.gains[0].rank) == ("rank like its peers", 3)
+    assert found.gains[0].gain_ms * 1e3 == pytest.approx(50.0)
+
+
 @pytest.mark.parametrize("microbatches", [4, 8])
 def test_a_pipelines_last_stage_25_percent_slower_is_its_slowdown(microbatches: int) -> None:
     """4 stages, 1F1B, forward 10 µs and backward 20 a microbatch, the last stage's 12.5 and 25.

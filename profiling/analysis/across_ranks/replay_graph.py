@@ -38,6 +38,8 @@ from profiling.analysis.per_trace.lanes import EPSILON_US, KINDS, PHASES, Lane
 WORK_KINDS = ("forward", "backward", "optimizer", "compute", "memory", "communication", "host", "other")
 HOST = WORK_KINDS.index("host")
 COMMUNICATION = WORK_KINDS.index("communication")
+# the work a stage's layers make (compute by phase, their copies): what moving layers changes
+LAYERS = [WORK_KINDS.index(kind) for kind in ("forward", "backward", "optimizer", "compute", "memory")]
 ARRIVE, BLOCK = 0, 2  # a rank's events
 # a block for a collective that ran hidden, at the rank's next wait: sorted after the arrivals
 # and before the waits of one instant, then a block like them

@@ -14,8 +14,10 @@ As the OSDI 2025 what-if analysis defines them:
   that part's measured durations (a rank's or a coordinate's host gaps included) and the rest
   ideal, ÷ the ideal step;
 - **what-ifs**, each on the measured step: a rank like its peers (its durations lowered to
-  the median of the other ranks' where above), a stage like the median stage (lowered to the
-  median of the other stages' means), the exposed communication hidden, no host gaps;
+  the median of the other ranks' where above), a stage like the median stage (its layers' work,
+  compute by phase and memory, lowered to the median of the other stages' means: a user moves
+  layers, never one rank's host gaps or a transfer), the exposed communication hidden, no host
+  gaps;
 - **gains that add up**: the largest what-ifs replayed on top of each other, the largest first
   (a rank's or a stage's before a job-wide one it nearly matches), each gain what it adds.
 """
@@ -38,7 +40,7 @@ from profiling.analysis.across_ranks.replay import (
     combined,
     replay,
 )
-from profiling.analysis.across_ranks.replay_graph import COMMUNICATION, HOST, WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.replay_graph import COMMUNICATION, HOST, LAYERS, WORK_KINDS, StepGraph
 from profiling.analysis.across_ranks.replay_views import (
     SPECIFIC_PARTS,
     WHAT,
@@ -209,9 +211,11 @@ def _plans(
     for dim, index in coordinates:
         chosen = [rows[r] for r, at in mesh.items() if r in rows and at.get(dim) == index]
         plans.append(alone(("mesh", dim, index), chosen))
-    for stage in sorted(set(stage_of.values())):
+    for stage in sorted(set(stage_of.values())):  # the layers' work alone: what moving layers changes
         work, transfer = measured()
-        work[[rows[r] for r, s in stage_of.items() if s == stage and r in rows]] = STAGE_MEDIAN
+        work[np.ix_([rows[r] for r, s in stage_of.items() if s == stage and r in rows], LAYERS)] = (
+            STAGE_MEDIAN
+        )
         plans.append(Plan(("stage", stage), work, transfer))
     for column, name in enumerate(WORK_KINDS):  # one kind as measured on every rank
         work, transfer = ideal()
