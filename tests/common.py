@@ -63,6 +63,15 @@ def run_module(module: str, *args: str, timeout: float = 200) -> subprocess.Comp
     )
 
 
+def run_python(
+    code: str, *, env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess:
+    """``python -c CODE`` in the repository, in a fresh interpreter (``env``: the whole environment)."""
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=timeout, env=env
+    )
+
+
 def submitted_job_id(stdout: str) -> str:
     match = _SUBMITTED.search(stdout)
     assert match, f"no job id in output:\n{stdout}"

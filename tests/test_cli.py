@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -12,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from jobs.cli import build_parser
-from tests.common import REPO, run_submit
+from tests.common import REPO, run_python, run_submit
 
 
 @pytest.mark.parametrize(
@@ -154,14 +153,7 @@ def test_traces_root_from_environment(tmp_path: Path) -> None:
         "from jobs.cli import build_parser, job_spec_from_args;"
         "print(job_spec_from_args(build_parser().parse_args(['--cluster','local'])).task.traces_root)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=30,
-        env={**os.environ, "TRACES_ROOT": str(tmp_path / "shared")},
-    )
+    out = run_python(code, env={**os.environ, "TRACES_ROOT": str(tmp_path / "shared")})
     assert out.stdout.strip() == str(tmp_path / "shared")
     spec = job_spec_from_args(build_parser().parse_args(["--cluster", "local", "--traces-root", "rel"]))
     assert spec.task.traces_root == Path("rel").absolute()
@@ -173,9 +165,7 @@ def test_submit_path_does_not_import_torch() -> None:
         "assert not any(m == 'torch' or m.startswith('torch.') for m in sys.modules), 'torch imported';"
         "assert 'torchvision' not in sys.modules"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
+    result = run_python(code)
     assert result.returncode == 0, result.stderr
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.common import REPO, TINY_JOB
+from tests.common import REPO, TINY_JOB, run_python
 
 
 def fake_slurm_env(rank: int, port: int, **overrides: str) -> dict[str, str]:
@@ -157,9 +157,7 @@ def test_the_task_leaves_with_its_status_and_its_output_flushed() -> None:
         "logging.basicConfig(stream=sys.stderr); print('said', end=''); "
         "logging.getLogger('x').warning('logged'); sys.stderr.write('written'); leave(3)"
     )
-    result = subprocess.run(
-        [sys.executable, "-c", program], cwd=REPO, capture_output=True, text=True, timeout=60
-    )
+    result = run_python(program)
     assert result.returncode == 3
     assert result.stdout == "said" and "WARNING:x:logged" in result.stderr
     assert result.stderr.endswith("written")

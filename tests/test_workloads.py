@@ -28,6 +28,7 @@ from tests.common import (
     load_trace,
     profiler_steps,
     run_module,
+    run_python,
     run_submit,
     submitted_job_id,
 )
@@ -215,9 +216,7 @@ def test_the_api_refuses_a_job_without_its_process_group(tmp_path: Path) -> None
     )
     env = {**os.environ, "RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
            "MASTER_PORT": "29999", "LOCAL_WORLD_SIZE": "2"}  # fmt: skip
-    result = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=60, env=env
-    )
+    result = run_python(code, env=env)
     assert result.returncode != 0
     assert (
         "the environment says 2 ranks (torchrun), but this process has joined no process group"
