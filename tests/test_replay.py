@@ -110,6 +110,16 @@ def test_one_rank_s_host_gaps_are_that_rank_s_never_its_stage_s() -> None:
     assert found.gains[0].gain_ms * 1e3 == pytest.approx(50.0)
 
 
+def test_a_rank_with_host_gaps_its_peers_lack_is_lowered_to_none() -> None:
+    """A GPU rank whose device waits 50 µs for its host, among peers whose devices never wait:
+    like its peers, it waits for nothing (its peers' host gaps are 0, not absent)."""
+    built = data_parallel([10.0] * 4, [20.0] * 4, transfer=5.0, optimizer=5.0, host=[0.0, 0.0, 0.0, 50.0])
+    found = replay_of(built)
+    assert what_if(found, "rank like its peers", 3) == pytest.approx(50.0)
+    assert what_if(found, "rank like its peers", 0) == pytest.approx(0.0)
+    assert (found.gains[0].what, found.gains[0].rank) == ("rank like its peers", 3)
+
+
 @pytest.mark.parametrize("microbatches", [4, 8])
 def test_a_pipelines_last_stage_25_percent_slower_is_its_slowdown(microbatches: int) -> None:
     """4 stages, 1F1B, forward 10 µs and backward 20 a microbatch, the last stage's 12.5 and 25.

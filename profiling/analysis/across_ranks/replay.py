@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from profiling.analysis.across_ranks.replay_graph import ARRIVE, StepGraph
+from profiling.analysis.across_ranks.replay_graph import ARRIVE, HOST, StepGraph
 from profiling.analysis.per_trace.lanes import EPSILON_US
 
 # what a variant does to a duration (the module's docstring says how)
@@ -162,7 +162,13 @@ def _scales(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | 
     has = totals > EPSILON_US
     counts = has.sum(axis=0)
     mean = np.where(counts > 0, totals.sum(axis=0) / np.maximum(counts, 1), 0.0)
-    peers = np.stack([_median_of_the_others(totals[:, k], has[:, k]) for k in range(totals.shape[1])], axis=1)
+    # a rank's peers are the ranks with work of that kind (a stage's own kind of work is not lowered
+    # to nothing), but every rank has a host: none of its gaps is 0 of it, not an absence
+    among = has.copy()
+    among[:, HOST] = True
+    peers = np.stack(
+        [_median_of_the_others(totals[:, k], among[:, k]) for k in range(totals.shape[1])], axis=1
+    )
     with np.errstate(divide="ignore", invalid="ignore"):
         to_mean = np.where(has, mean / totals, 1.0)
         to_typical = np.minimum(np.where(has, peers / totals, 1.0), 1.0)
