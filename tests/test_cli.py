@@ -153,7 +153,7 @@ def test_traces_root_from_environment(tmp_path: Path) -> None:
         "from jobs.cli import build_parser, job_spec_from_args;"
         "print(job_spec_from_args(build_parser().parse_args(['--cluster','local'])).task.traces_root)"
     )
-    out = run_python(code, env={**os.environ, "TRACES_ROOT": str(tmp_path / "shared")})
+    out = run_python(code, env={**os.environ, "TRACES_ROOT": str(tmp_path / "shared")}, timeout=30)
     assert out.stdout.strip() == str(tmp_path / "shared")
     spec = job_spec_from_args(build_parser().parse_args(["--cluster", "local", "--traces-root", "rel"]))
     assert spec.task.traces_root == Path("rel").absolute()

@@ -62,9 +62,10 @@ class Standing:
         if abs(step - self.baseline_ms) <= noise or abs(self.change) < 0.005:
             return f"as fast as {against}, within its noise"
         word = "slower" if self.change > 0 else "faster"
-        flag = ": a regression" if self.regression else ""
         if count < BASELINE_JOBS:
             flag = f", too few to judge a regression ({BASELINE_JOBS} needed)"
+        else:
+            flag = ": a regression" if self.regression else ""
         return f"{abs(self.change) * 100:.0f} % {word} than {against}{flag}"
 
 
