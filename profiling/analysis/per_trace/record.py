@@ -46,8 +46,8 @@ from slurm.basics import atomic_path
 # have left out of the columns, said in its warnings; records and lanes carry their checksum;
 # the process groups its distributedInfo lists; 10: each collective's group and peer, numbered
 # collectives of groups and transfers (gloo's, by the toolkit's labels); 11: the whole job's group
-# not kept
-ANALYSIS_VERSION = 11
+# not kept; 12: NCCL sends' and receives' peers (Src Rank, Dst Rank)
+ANALYSIS_VERSION = 12
 
 
 class ReportError(ValueError):

@@ -31,6 +31,7 @@ from profiling.analysis.reading.collectives import (
 )
 from profiling.folder.group_label import parse_group_label
 
+MAX_RANK = 1 << 31  # ranks are 32-bit signed in torch.distributed
 _P2P = "p2p "  # a transfer's key: ["seq", "p2p <sender>><receiver>", n]
 _MAX_WORKERS = 24  # gloo worker threads shared out among groups by search: more is no job's
 
@@ -99,6 +100,8 @@ def _kernel_instances(
         if identity is None:
             identity = identities[c.name, c.args] = (*kernel_identity(c), *_kernel_group(c, by_name))
         key, label, symmetric, group, peer = identity
+        if peer is not None and not _valid_peer(peer, rank, group):
+            peer = None  # out of range, in no group of its, or the rank itself: no tie by peer
         if peer is not None and rank is not None:
             sends = (
                 True if c.arg("Dst Rank") is not None else False if c.arg("Src Rank") is not None else None
@@ -125,11 +128,14 @@ def _kernel_group(
     if group is None:
         group = by_name.get(str(kernel.arg("Process Group Name")))
     peer = kernel.arg("Dst Rank") if kernel.arg("Dst Rank") is not None else kernel.arg("Src Rank")
-    try:
-        peer = int(peer) if peer is not None else None
-    except (TypeError, ValueError):
-        peer = None
-    return group, peer
+    # a rank as the trace writes it: an int (JSON's 3, not 3.5, "3" or true)
+    return group, peer if isinstance(peer, int) and not isinstance(peer, bool) else None
+
+
+def _valid_peer(peer: int, rank: int | None, group: tuple[int, ...] | None) -> bool:
+    """A send's or receive's peer that can be: a rank of its group (where the trace names it), a
+    rank of 31 bits, not the rank itself."""
+    return 0 <= peer < MAX_RANK and peer != rank and (group is None or peer in group)
 
 
 def _transfer_key(

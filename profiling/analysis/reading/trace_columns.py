@@ -33,6 +33,8 @@ COLLECTIVE_ARGS = (
     "dtype",  # with the element counts: the message's bytes (profiling.analysis.per_trace.bandwidth)
     "Group size",
     "Process Group Ranks",
+    "Src Rank",  # a receive's peer; a send's, below: what ties a receive to its send
+    "Dst Rank",
 )
 # An event's bytes in the merged trace besides its name, category and args: the keys, ph, pid,
 # tid, ts and dur compactly encoded (``{"ph":"X","cat":"","name":"","pid":0,"tid":281473065648800,
