@@ -177,7 +177,9 @@ def test_a_pipeline_of_four_stages_is_aligned_through_its_groups_and_sends(tmp_p
     # most of it is rank 5's (not its stage's: rank 4, its peer there, is on time)
     replay = path["replay"]
     assert replay["fidelity"] == {"median": 0.0, "worst": 0.0} and len(replay["steps"]) == 8
-    assert replay["slowdown"] == pytest.approx(1.0) and replay["host_share"] > 1.2
+    # one model for S and its parts: rank 5's host gaps are its own work, in S and in its part
+    assert replay["slowdown"] > 1.05 and replay["host_share"] > 1.2
+    assert max(replay["by_rank"].values()) <= 1.1 * replay["slowdown"]
     most = replay["most"]
     assert (most["dimension"], most["index"], most["kinds"]) == ("rank", 5, ["host"])
     assert replay["by_rank"]["5"] == max(replay["by_rank"].values())
@@ -239,7 +241,8 @@ def test_a_slow_stage_is_named_as_a_stage_not_a_rank(tmp_path: Path) -> None:
     assert most["longer_fraction"] == pytest.approx(2.0)
     first = replay["gains"][0]
     assert (first["what"], first["coordinate"]) == ("stage like the median stage", "pp 3")
-    assert replay["slowdown"] == pytest.approx(1.0)
+    # (each rank's host gaps at their mean in the ideal: the stages' differ by a few µs)
+    assert replay["slowdown"] == pytest.approx(1.0, abs=0.03)
     assert "Most of it is **stage 3**" in markdown and "1. **Stage 3 like the median stage**" in markdown
     heat = replay["heat"]  # stage x replica: stage 3 the hot row
     assert (heat["rows"], heat["columns"], heat["row_labels"]) == ("pp", "dp", [0, 1, 2, 3])

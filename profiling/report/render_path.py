@@ -59,17 +59,18 @@ def _slowdown(replay: Replay, noise_ms: float) -> str:
     elif (s - 1) * ideal > noise_ms:
         said.append(
             f"Stragglers cost this job **S = {s:.2f}**: the step is {s - 1:.0%} longer than its ideal "
-            f"({measured / replay.host_share:.2f} ms without the host's gaps, against {ideal:.2f})."
+            f"({s * ideal:.2f} ms a step, every rank's work as measured, against {ideal:.2f})."
         )
     else:
         said.append(
             f"Stragglers cost this job nothing beyond the step-to-step noise: S = {s:.2f} "
             f"(the ideal step {ideal:.2f} ms, the noise {noise_ms:.2f})."
         )
-    if measured - measured / replay.host_share > noise_ms:
+    base = s * ideal
+    if base - base / replay.host_share > noise_ms:
         said.append(
             f"The host's gaps make the step {replay.host_share - 1:.0%} longer than it replays "
-            f"without them ({measured:.2f} ms measured: {replay.host_share:.2f}×)."
+            f"without them ({base:.2f} ms: {replay.host_share:.2f}×)."
         )
     return " ".join([*said, *_most(replay, noise_ms)]) or f"The step replays at {measured:.2f} ms."
 

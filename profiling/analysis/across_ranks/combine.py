@@ -21,13 +21,15 @@ from profiling.analysis.across_ranks.critical_steps import critical_path
 from profiling.analysis.across_ranks.layout import Dims, job_layout, named
 from profiling.analysis.across_ranks.stages import stage_balance
 from profiling.analysis.across_ranks.straggler import find_straggler
+from profiling.analysis.across_ranks.verdict import follows_replay, stages_follow_replay
 from profiling.analysis.across_ranks.waiting import WaitSplit, split_waiting
 from profiling.analysis.clocks.alignment import Alignment
 from profiling.analysis.clocks.rank_clocks import Aligned
 from profiling.analysis.per_trace.efficiency import rank_flops, rank_memory
 from profiling.analysis.reading.collectives import is_sequenced
-from profiling.schema import model, model_ranks
+from profiling.schema import model, model_path, model_ranks
 from slurm.basics import utc_now
+from slurm.layout import stages_of
 
 Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 
@@ -71,6 +73,7 @@ def summarise(
         compute_ms={r.rank: r.compute_ms for r in ranks},
         clock_uncertainty_us={r.rank: r.clock.uncertainty_us or 0.0 for r in ranks},
         names={rank: named(rank, where) for rank, where in mesh.items() if where},
+        stage_of=stages_of(mesh),
     )
     said = [*warnings, *(f"rank {r.rank}: {w}" for r in ranks for w in r.warnings)]
     report = model.Report(
@@ -108,7 +111,24 @@ def summarise(
         members=members,
         mesh=mesh,
     )
-    return msgspec.structs.replace(report, critical_path=path, warnings=[*said, *remade, *layout_said])
+    return _with_path(report, path, mesh, [*said, *remade, *layout_said])
+
+
+def _with_path(
+    report: model.Report,
+    path: model_path.CriticalPath | None,
+    mesh: dict[int, dict[str, int]],
+    warnings: list[str],
+) -> model.Report:
+    """The report with its critical path, its verdicts made to follow the replay."""
+    replay, straggler = path.replay if path is not None else None, report.straggler
+    return msgspec.structs.replace(
+        report,
+        critical_path=path,
+        straggler=follows_replay(straggler, replay, lambda rank: named(rank, mesh.get(rank))),
+        stages=stages_follow_replay(report.stages, replay, straggler.step_noise_ms if straggler else None),
+        warnings=warnings,
+    )
 
 
 def _spans(traces: list[Aligned]) -> dict[Key, tuple[float, float]] | None:

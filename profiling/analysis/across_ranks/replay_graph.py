@@ -45,7 +45,13 @@ ARRIVE, BLOCK = 0, 2  # a rank's events
 # and before the waits of one instant, then a block like them
 _DEFERRED = 1
 _OTHER = WORK_KINDS.index("other")
+# time in no work: on a GPU lane, the GPU idle with work queued (waiting on another stream or an
+# event the trace does not show); no rank's work, in no variant but the replay as measured
+DELAY = _OTHER
 _COMPUTING, _MOVING = (KINDS.index(kind) for kind in WORK)  # a lane's own work: a wait ends there
+# work that resumes this soon after a hole, before a meeting ends, waited for it (two streams'
+# recorded ends disagree by this much)
+RESUMED_US = 100.0
 
 
 def _column(kind: str, phase: str | None) -> int:
@@ -192,11 +198,21 @@ def _meetings_of(
             for end, meeting, arrival in zip(own, meetings, arrivals.tolist(), strict=True)
         ]
     )
+    working = (lane.kinds == _COMPUTING) | (lane.kinds == _MOVING)
+    worked_from, worked_until = lane.starts[working], lane.ends[working]  # its own work's spans
     kinds = lane.kinds_before(ends)
     waited = (kinds != _COMPUTING) & (kinds != _MOVING)
-    launches = np.sort(arrivals)  # a rank that still launches collectives does not wait yet
-    launched = launches[launches.searchsorted(ends, side="right") - 1]
-    worked_until = lane.ends[(lane.kinds == _COMPUTING) | (lane.kinds == _MOVING)]  # its work's ends
+    # work that began a moment before the meeting ended, after a hole, began when it ended: the
+    # recorded ends of two streams disagree by microseconds (a compute kernel 8 µs before the
+    # receive it waits for ends), and read as 'working' the rank's whole wait became its work
+    current = worked_from.searchsorted(ends, side="right") - 1
+    at = np.maximum(current, 0)
+    hole = np.where(current > 0, worked_from[at] - worked_until[np.maximum(current - 1, 0)], np.inf)
+    waited |= (current >= 0) & (ends - worked_from[at] <= RESUMED_US) & (hole > RESUMED_US)
+    # a rank that still launches collectives does not wait yet; but a collective begun as this
+    # one ended was held back by it (the grad norm's all-reduce by the last reduce-scatter)
+    launches = np.sort(arrivals)
+    launched = launches[np.maximum(launches.searchsorted(ends - RESUMED_US, side="right") - 1, 0)]
     last_work = worked_until.searchsorted(ends + EPSILON_US, side="right") - 1
     worked = worked_until[np.maximum(last_work, 0)] if len(worked_until) else arrivals
     waits_from = np.maximum(np.maximum(np.where(last_work >= 0, worked, arrivals), arrivals), launched)

@@ -40,7 +40,14 @@ from profiling.analysis.across_ranks.replay import (
     combined,
     replay,
 )
-from profiling.analysis.across_ranks.replay_graph import COMMUNICATION, HOST, LAYERS, WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.replay_graph import (
+    COMMUNICATION,
+    DELAY,
+    HOST,
+    LAYERS,
+    WORK_KINDS,
+    StepGraph,
+)
 from profiling.analysis.across_ranks.replay_views import (
     SPECIFIC_PARTS,
     WHAT,
@@ -65,6 +72,7 @@ MAX_RANKS_APART = 32  # at most this many ranks get a variant of their own (the 
 GAINS = 5  # the what-ifs replayed on top of each other
 MAX_CELLS = 64  # the heat map's stage x replica cells, each a variant; beyond, rank x step
 SPECIFIC = 1.25  # a rank's or a stage's what-if goes before a job-wide one it nearly matches
+SAME = 0.8  # a rank's what-if that gains this much of its stage's goes before it
 
 
 def replayed(
@@ -98,7 +106,7 @@ def replayed(
         return None
     table = np.stack(lengths)  # (steps, V)
     mean = dict(zip(parts, table.mean(axis=0).tolist(), strict=True))
-    ideal, measured = mean[("ideal",)], mean[("measured",)]
+    ideal, measured = mean[("ideal",)], mean[("base",)]
     measured_us = statistics.fmean(g.measured_us for g in steps)
     errors = [abs(row[0] - g.measured_us) / g.measured_us for row, g in zip(table, steps, strict=True)]
 
@@ -111,12 +119,12 @@ def replayed(
             by_mesh.setdefault(part[1], {})[str(part[2])] = ratio(part)
     by_rank = {part[1]: ratio(part) for part in parts if part[0] == "rank"}
     return Replay(
-        slowdown=ratio(("no_host",)),
+        slowdown=ratio(("base",)),
         measured_ms=measured_us / 1e3,
         ideal_ms=ideal / 1e3,
         most=most(by_rank, by_mesh, steps, mesh),
         gains=_gains(plans, mean, steps, stage_of),
-        host_share=measured_us / mean[("no_host",)] if mean[("no_host",)] > 0 else 1.0,
+        host_share=measured / mean[("no_host",)] if mean[("no_host",)] > 0 else 1.0,
         steps=[
             ReplayStep(
                 step=g.step, measured_ms=g.measured_us / 1e3, replayed_ms=row[0] / 1e3, ideal_ms=row[2] / 1e3
@@ -178,29 +186,37 @@ def _plans(
     rows = {rank: row for row, rank in enumerate(ranks)}
     shape = (len(ranks), len(WORK_KINDS))
 
+    # One model for S and every part: a rank's own work (compute by phase, memory, its host's
+    # gaps) as measured or ideal; the GPU's unexplained idle (waiting on what the trace does not
+    # show) is no one's work, left out of all but the replay as measured (its fidelity)
     def ideal() -> tuple[np.ndarray, np.ndarray]:
         work = np.full(shape, MEAN)
-        work[:, HOST] = ZERO
+        work[:, DELAY] = ZERO
         return work, np.full(len(ranks), MEAN)
 
     def measured() -> tuple[np.ndarray, np.ndarray]:
-        return np.full(shape, MEASURED), np.full(len(ranks), MEASURED)
+        work = np.full(shape, MEASURED)
+        work[:, DELAY] = ZERO
+        return work, np.full(len(ranks), MEASURED)
 
-    plans = [Plan(("measured",), *measured())]
+    plans = [Plan(("measured",), np.full(shape, MEASURED), np.full(len(ranks), MEASURED))]
+    plans.append(Plan(("base",), *measured()))
+    plans.append(Plan(("ideal",), *ideal()))
     work, transfer = measured()
     work[:, HOST] = ZERO
     plans.append(Plan(("no_host",), work, transfer))
-    plans.append(Plan(("ideal",), *ideal()))
 
     def alone(part: Part, chosen: list[int]) -> Plan:  # the chosen rows as measured, the rest ideal
         work, transfer = ideal()
         work[chosen], transfer[chosen] = MEASURED, MEASURED
+        work[:, DELAY] = ZERO
         return Plan(part, work, transfer)
 
     for rank in apart:  # one rank as measured, the rest ideal; and the rank like its peers
         plans.append(alone(("rank", rank), [rows[rank]]))
         work, transfer = measured()
         work[rows[rank]], transfer[rows[rank]] = AT_MOST_TYPICAL, AT_MOST_TYPICAL
+        work[:, DELAY] = ZERO
         plans.append(Plan(("peers", rank), work, transfer))
     cell_of = {r: (at[PIPELINE], at[DATA]) for r, at in mesh.items() if PIPELINE in at and DATA in at}
     cells = sorted(set(cell_of.values()))
@@ -218,6 +234,8 @@ def _plans(
         )
         plans.append(Plan(("stage", stage), work, transfer))
     for column, name in enumerate(WORK_KINDS):  # one kind as measured on every rank
+        if column == DELAY:
+            continue
         work, transfer = ideal()
         work[:, column] = MEASURED
         plans.append(Plan(("kind", name), work, transfer))
@@ -254,14 +272,15 @@ def _gains(
 ) -> list[ReplayGain]:
     """The largest what-ifs, each on top of those before it: the first alone, then the first two
     at once, and so on, each replayed; a gain is what its what-if adds to those before it."""
-    measured = mean[("measured",)]
+    measured = mean[("base",)]
     chosen = sorted(  # a stage's what-if before its one rank's, where they are the same
         (plan for plan in plans if plan.part[0] in WHAT and measured - mean[plan.part] > EPSILON_US),
         key=lambda plan: (
             -round((measured - mean[plan.part]) * (SPECIFIC if plan.part[0] in SPECIFIC_PARTS else 1.0), 3),
             plan.part[0] != "stage",
         ),
-    )[:GAINS]
+    )
+    chosen = _rank_before_its_stage(chosen, mean, measured, stage_of)[:GAINS]
     if not chosen:
         return []
     together = [chosen[0]]
@@ -281,3 +300,27 @@ def _gains(
         for k, plan in enumerate(chosen)
     ]
     return [gain for gain in gains if gain.gain_ms * 1e3 > EPSILON_US]  # nothing on top of those before
+
+
+def _rank_before_its_stage(
+    chosen: list[Plan], mean: Mapping[Part, float], measured: float, stage_of: Mapping[int, int]
+) -> list[Plan]:
+    """A rank's what-if before its stage's where it alone gains nearly as much (a stage slow
+    because of one of its ranks is that rank's, not its layers'); a stage whose every rank is
+    slow keeps its place, as none of them alone gains much."""
+    ordered = list(chosen)
+    for plan in chosen:
+        if plan.part[0] != "stage" or sum(s == plan.part[1] for s in stage_of.values()) < 2:
+            continue  # a stage of one rank is that rank: its layers' what-if goes first
+        gain = measured - mean[plan.part]
+        ranks = [
+            other
+            for other in ordered
+            if other.part[0] == "peers"
+            and stage_of.get(other.part[1]) == plan.part[1]
+            and measured - mean[other.part] >= SAME * gain
+        ]
+        if ranks:
+            ordered.remove(ranks[0])
+            ordered.insert(ordered.index(plan), ranks[0])
+    return ordered

@@ -9,10 +9,10 @@ from typing import Any
 import numpy as np
 
 from profiling.analysis.across_ranks.replay import Replayed
-from profiling.analysis.across_ranks.replay_graph import WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.replay_graph import DELAY, WORK_KINDS, StepGraph
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from profiling.schema.model_replay import ReplayHeat, ReplayMost, ReplayStrip, ReplayStrips
-from slurm.layout import DATA, PIPELINE
+from slurm.layout import DATA, PIPELINE, stages_of
 
 Part = tuple  # ("rank", r), ("mesh", dim, index), ("kind", name), ("peers", r), ("stage", s), ...
 SHARED = 0.5  # a coordinate whose every rank exceeds its peers this much of the most's is named
@@ -129,10 +129,18 @@ def most(
         for row, r in enumerate(graphs[0].ranks)
         if (r == index if dimension == "rank" else mesh.get(r, {}).get(dimension) == index)
     ]
-    others = [row for row in range(len(graphs[0].ranks)) if row not in rows]
+    stage_of = stages_of(mesh)
+    others = [
+        row
+        for row, r in enumerate(graphs[0].ranks)
+        if row not in rows
+        # a rank against its peers of the same stage, in a pipeline: each stage has its own layers
+        and (dimension != "rank" or stage_of.get(r) == stage_of.get(index))
+    ] or [row for row in range(len(graphs[0].ranks)) if row not in rows]
     totals = np.mean([graph.totals for graph in graphs], axis=0)  # (R, K) µs a step
     mine, theirs = totals[rows].mean(axis=0), totals[others].mean(axis=0)
     longer = mine - theirs
+    longer[DELAY] = 0.0  # waiting is no kind of work
     order = [k for k in np.argsort(-longer, kind="stable") if longer[k] > 0]
     kinds: list[int] = []
     for k in order[:3]:  # the kinds that hold most of the difference

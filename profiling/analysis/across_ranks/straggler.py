@@ -58,6 +58,7 @@ def find_straggler(
     clock_uncertainty_us: Mapping[int, float] | None = None,
     names: Mapping[int, str] | None = None,
     members: Mapping[Hashable, frozenset[int]] | None = None,
+    stage_of: Mapping[int, int] | None = None,
 ) -> Straggler | None:
     """The verdict over ranks (None for a single rank); inputs are keyed by rank.
 
@@ -67,14 +68,24 @@ def find_straggler(
     rank's clock is known (0 where not given); ``names``: how the text names a rank, where not
     ``rank N`` ("rank 13 (dp 1, pp 3, tp 1)", in a job with a layout); ``members``: the ranks
     of each collective's group, where it is not every rank's (a job of data, pipeline and tensor
-    parallel groups): there a rank is last among its group's members.
+    parallel groups): there a rank is last among its group's members. ``stage_of``: each rank's
+    pipeline stage, in a job with a pipeline: a rank is compared with its peers of the same stage
+    alone (at a collective that spans stages, a later stage always arrives later).
     """
     if len(arrivals) < 2:
         return None
+    if len(set((stage_of or {}).values())) > 1:
+        members = {key: group for key, group in (members or {}).items() if _one_stage(group, stage_of or {})}
+        anchor_steps = {key: step for key, step in anchor_steps.items() if key in members}
     verdict = _verdict(
         arrivals, anchor_steps, step_ms, compute_ms, clock_uncertainty_us or {}, names or {}, members or {}
     )
     return msgspec.convert(verdict, Straggler, strict=False)  # str keys of ranks as ints
+
+
+def _one_stage(group: frozenset[int], stage_of: Mapping[int, int]) -> bool:
+    """Whether a collective's group lies within one pipeline stage."""
+    return len({stage_of.get(rank) for rank in group}) == 1
 
 
 def _verdict(
