@@ -104,3 +104,59 @@ def data_parallel(
         ranks[rank] = RankStep(rank, 0.0, end + optimizer, lane_of([s for s in spans if s[1] > s[0]]))
     meeting = Meeting("allreduce #0", dict(enumerate(done)), dict.fromkeys(range(len(done)), end))
     return ranks, [meeting]
+
+
+def gpu_pipelines(
+    stages: int,
+    replicas: int,
+    microbatches: int,
+    forward: Sequence[float],
+    backward: Sequence[float],
+    optimizer: float = 10.0,
+    late_end: float = 0.05,
+) -> tuple[dict[int, RankStep], list[Meeting], float]:
+    """``replicas`` 1F1B pipelines of ``stages`` (rank = replica + replicas x stage, as Megatron
+    numbers them) on GPU lanes, each rank's forward and backward µs its own (``forward[rank]``),
+    then each stage's all-reduce among its replicas (no transfer time) and the optimizer. A rank
+    waiting for its input shows its receive's kernel (communication) on its lane, and each
+    receive's end is recorded ``late_end`` µs after the compute it gates began, as two streams'
+    recorded ends disagree. Returns the ranks' steps, the meetings and the step's length: an
+    event simulation of its own, the replay's answer worked out another way."""
+    ranks: dict[int, RankStep] = {}
+    meetings: list[Meeting] = []
+    ends: dict[int, float] = {}
+    spans: dict[int, list[tuple[float, float, str, str, int]]] = {}
+    for replica in range(replicas):
+        rank_of = [replica + replicas * s for s in range(stages)]
+        built, transfers = one_f_one_b(
+            stages, microbatches, [forward[r] for r in rank_of], [backward[r] for r in rank_of]
+        )
+        for s, rank in enumerate(rank_of):
+            lane = built[s].lane
+            assert lane is not None
+            spans[rank] = list(zip(lane.starts.tolist(), lane.ends.tolist(), [KINDS[k] for k in lane.kinds],
+                                   lane.text, lane.phases.tolist(), strict=True))  # fmt: skip
+            ends[rank] = built[s].end
+        for meeting in transfers:
+            ((receiver, end),) = meeting.ends.items()
+            meetings.append(
+                Meeting(
+                    meeting.label.replace("to ", f"to {replica}:"),
+                    {rank_of[s]: at for s, at in meeting.arrivals.items()},
+                    {rank_of[receiver]: end + late_end},
+                )
+            )
+    step = 0.0
+    for s in range(stages):
+        members = [replica + replicas * s for replica in range(replicas)]
+        reduced = max(ends[r] for r in members)
+        meetings.append(
+            Meeting(f"allreduce stage {s}", {r: ends[r] for r in members}, dict.fromkeys(members, reduced))
+        )
+        for r in members:
+            if reduced > ends[r]:
+                spans[r].append((ends[r], reduced, "communication", "allreduce", -1))
+            spans[r].append((reduced, reduced + optimizer, "compute", "optimizer", PHASES.index("optimizer")))
+            ranks[r] = RankStep(r, 0.0, reduced + optimizer, lane_of(spans[r]))
+            step = max(step, reduced + optimizer)
+    return ranks, sorted(meetings, key=lambda m: min(m.ends.values())), step

@@ -10,7 +10,7 @@ import pytest
 from profiling.analysis.across_ranks.replay_graph import StepGraph, step_graph
 from profiling.analysis.across_ranks.replay_steps import replayed
 from profiling.schema.model_path import Replay
-from tests.step_graphs import data_parallel, one_f_one_b
+from tests.step_graphs import data_parallel, gpu_pipelines, one_f_one_b
 
 
 def replay_of(built: tuple, mesh: dict | None = None, steps: int = 1) -> Replay:
@@ -164,3 +164,51 @@ def test_a_balanced_pipeline_has_no_slowdown_only_its_bubble() -> None:
     assert list(found.by_mesh["pp"].values()) == pytest.approx([1.0] * 4)
     assert found.most is None and found.gains == []
     assert found.steps[0].measured_ms * 1e3 == pytest.approx(7 * 30.0)  # m + p - 1 microbatches
+
+
+def _pipelines(forward: list[float], backward: list[float]) -> tuple[dict, list, float]:
+    return gpu_pipelines(4, 2, 6, forward, backward)
+
+
+def test_a_slowed_worker_of_a_gpu_pipeline_is_its_slowdown_waiting_never_work() -> None:
+    """Two 1F1B pipelines of 4 stages on GPU lanes (ranks replica + 2 x stage), 6 microbatches;
+    rank 0 (stage 0 of replica 0) forward and backward 60 % slower. Every rank downstream of it
+    waits in its receives, each receive recorded to end a moment after the compute it gates
+    began (the lane reads 'compute' just before it): that wait is never work. The answers come
+    from the builder's own simulation: the step, the ideal (every rank at the mean) and rank 0
+    alone as measured."""
+    forward, backward = [100.0] * 8, [200.0] * 8
+    forward[0], backward[0] = 160.0, 320.0
+    ranks, meetings, step = _pipelines(forward, backward)
+    mean_f, mean_b = sum(forward) / 8, sum(backward) / 8
+    ideal = _pipelines([mean_f] * 8, [mean_b] * 8)[2]
+    alone = _pipelines([forward[0]] + [mean_f] * 7, [backward[0]] + [mean_b] * 7)[2]
+    mesh = {r: {"pp": r // 2, "dp": r % 2} for r in range(8)}
+    found = replay_of((ranks, meetings), mesh)
+    assert found.steps[0].measured_ms * 1e3 == pytest.approx(step)
+    assert found.steps[0].ideal_ms * 1e3 == pytest.approx(ideal, rel=1e-3)
+    assert found.slowdown == pytest.approx(step / ideal, rel=1e-3)
+    assert found.by_rank[0] == pytest.approx(alone / ideal, rel=1e-3)
+    # the ranks downstream of it waited, and their waits are not their work: alone, each is ideal
+    assert max(v for r, v in found.by_rank.items() if r != 0) == pytest.approx(1.0, abs=2e-3)
+    assert max(found.by_rank.values()) <= 1.1 * found.slowdown
+    most = found.most
+    assert most is not None and (most.dimension, most.index) == ("rank", 0), most
+    assert (found.gains[0].what, found.gains[0].rank) == ("rank like its peers", 0)
+
+
+def test_a_long_last_stage_of_gpu_pipelines_is_a_stage_finding() -> None:
+    """The same pipelines with the last stage (ranks 6, 7) 50 % longer: a stage imbalance, no rank."""
+    forward, backward = [100.0] * 8, [200.0] * 8
+    for r in (6, 7):
+        forward[r], backward[r] = 150.0, 300.0
+    ranks, meetings, step = _pipelines(forward, backward)
+    mean_f, mean_b = sum(forward) / 8, sum(backward) / 8
+    ideal = _pipelines([mean_f] * 8, [mean_b] * 8)[2]
+    stage = _pipelines([mean_f] * 6 + forward[6:], [mean_b] * 6 + backward[6:])[2]
+    found = replay_of((ranks, meetings), {r: {"pp": r // 2, "dp": r % 2} for r in range(8)})
+    assert found.slowdown == pytest.approx(step / ideal, rel=1e-3)
+    assert found.by_mesh["pp"]["3"] == pytest.approx(stage / ideal, rel=1e-3)
+    most = found.most
+    assert most is not None and (most.dimension, most.index) == ("pp", 3), most
+    assert (found.gains[0].what, found.gains[0].coordinate) == ("stage like the median stage", "pp 3")

@@ -103,6 +103,11 @@ class ReportFiles:
         return self.folder / "merged_trace.json.gz"
 
     @property
+    def ideal_trace(self) -> Path:
+        """Each rank's step replayed as measured and ideal, side by side (Perfetto opens it)."""
+        return self.folder / "ideal_trace.json.gz"
+
+    @property
     def archive(self) -> Path:
         """Several ranks' traces as one Perfetto timeline (:mod:`profiling.archive`)."""
         return self.folder / "merged_trace.tar"

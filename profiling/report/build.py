@@ -6,6 +6,8 @@ from __future__ import annotations
 import collections
 import contextlib
 import gc
+import gzip
+import json
 import time
 from collections.abc import Iterator, Sequence
 from functools import partial
@@ -14,7 +16,7 @@ from typing import Any, TextIO
 
 import msgspec
 
-from profiling.analysis.across_ranks import summarise
+from profiling.analysis.across_ranks import decided_with_logs, summarise
 from profiling.analysis.clocks import kept_alignment
 from profiling.analysis.dumps import out_of_memory
 from profiling.analysis.per_trace import ReportError, TraceRecord
@@ -41,7 +43,7 @@ from profiling.report.workers import Ahead, Workers
 from profiling.schema import model
 from profiling.schema.files import FileRefused
 from profiling.schema.manifest import Manifest
-from slurm.basics import utc_now, write_text_atomically
+from slurm.basics import atomic_path, utc_now, write_text_atomically
 
 _COLLECT_EVERY = (200_000, 30, 30)
 # Below this many bytes of traces, the plot's process imports matplotlib (a second) while they are
@@ -118,6 +120,12 @@ def _build_report(folder: Path, settings: ReportSettings, progress: TextIO | Non
         )
 
 
+def _write_gzip_json(path: Path, document: dict[str, Any]) -> None:
+    """``document`` as gzipped JSON, whole or not at all."""
+    with atomic_path(path, durable=False) as temp:
+        temp.write_bytes(gzip.compress(json.dumps(document, separators=(",", ":")).encode(), compresslevel=6))
+
+
 def _write_report(
     folder: Path,
     report: model.Report,
@@ -136,6 +144,7 @@ def _write_report(
     report = msgspec.structs.replace(
         report,
         oom=oom,
+        straggler=decided_with_logs(report, section),
         run=section,
         run_plot=files.run_plot.name if pictures and section else None,
         drawn=pictures.drawn if pictures else {},
@@ -224,6 +233,7 @@ def _traces_report(
         peak_tflops=settings.peak_tflops,
         layout=settings.layout,
         meanwhile=partial(pictures.ahead, draw_ranks, path=files.plot) if pictures else None,
+        ideal_sink=partial(_write_gzip_json, files.ideal_trace),
     )
     if pictures:  # drawn while this process packs the archive and writes the report
         pictures.draw(plot_report, _drawn(report), files.plot)

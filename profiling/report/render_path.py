@@ -40,7 +40,9 @@ def what_limits(report: Report) -> list[str]:
         f"Every step is replayed on its cross-rank graph with the durations changed, as the OSDI 2025 "
         f"what-if analysis does (report.json's `critical_path.replay`; docs/report.md says which edges "
         f"the graph has). Replayed as measured, the {len(replay.steps)} step(s) come out within "
-        f"{replay.fidelity.median:.1%} of their measured length (median; worst {replay.fidelity.worst:.1%}).",
+        f"{replay.fidelity.median:.1%} of their measured length (median; worst {replay.fidelity.worst:.1%}), "
+        f"each wait from the graph, never from the recorded idle.",
+        *_uncertain(replay),
         *_bubble(path, noise),
         *_undecided(replay.undecided),
         "",
@@ -136,6 +138,22 @@ def _bubble(path: CriticalPath, noise_ms: float) -> list[str]:
         "it (report.png's bubble segments). Next: more microbatches (the bubble is p - 1 of m + p - 1 "
         "microbatches' time), an interleaved schedule (`ScheduleInterleaved1F1B`) or a zero-bubble "
         "one (`ScheduleZBVZeroBubble`).",
+    ]
+
+
+def _uncertain(replay: Replay) -> list[str]:
+    """The steps the graph replays off their measured length: what it leaves out held them."""
+    off = [step for step in replay.steps if not step.certain]
+    if not off:
+        return []
+    listed = ", ".join(f"{step.step} ({step.error:.0%})" for step in off[:8])
+    more = f" and {len(off) - 8} more" if len(off) > 8 else ""
+    return [
+        "",
+        f"**Less certain:** {len(off)} of {len(replay.steps)} step(s) replay more than "
+        f"{replay.fidelity.threshold:.0%} off their measured length: {listed}{more}. Something the traces do "
+        "not show held them (a dependency between streams without its event, the launch queue, contention); "
+        "the what-ifs rest on those steps too.",
     ]
 
 

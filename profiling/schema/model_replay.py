@@ -18,13 +18,27 @@ class ReplayStep(Part):
     measured_ms: Annotated[
         NonNegFloat, about("from the first rank's start to the last rank's end, as measured")
     ]
-    replayed_ms: Annotated[NonNegFloat, about("the same, replayed with every duration as measured")]
-    ideal_ms: Annotated[NonNegFloat, about("replayed ideal: every op at its kind's mean, no host gaps")]
+    replayed_ms: Annotated[
+        NonNegFloat,
+        about(
+            "the same, replayed with every rank's work as measured and every wait from the graph "
+            "(never from the recorded idle)"
+        ),
+    ]
+    ideal_ms: Annotated[
+        NonNegFloat, about("replayed ideal: each kind of work (the host's gaps too) at its ranks' mean")
+    ]
+    error: Annotated[NonNegFloat, about("|replayed - measured| / measured")] = 0.0
+    certain: Annotated[
+        bool, about("false where the error exceeds fidelity.threshold: the step's what-ifs are less certain")
+    ] = True
 
 
 class Fidelity(Part):
     median: Annotated[NonNegFloat, about("the median over the steps of |replayed - measured| / measured")]
     worst: Annotated[NonNegFloat, about("the largest of them")]
+    threshold: Annotated[NonNegFloat, about("a step replayed further off than this is less certain")] = 0.05
+    uncertain: Annotated[list[int], about("the steps replayed further off than the threshold")] = []
 
 
 class ReplayWhat(Part):
@@ -95,10 +109,14 @@ class ReplayStrips(Part):
 
 class Replay(Part):
     slowdown: Annotated[
-        NonNegFloat, about("S: the mean step replayed without host gaps over the mean ideal step")
+        NonNegFloat,
+        about(
+            "S: the mean step replayed with every rank's work as measured (its host's gaps included; "
+            "the GPU's unexplained idle, waiting, left out) over the mean ideal step"
+        ),
     ]
     host_share: Annotated[
-        NonNegFloat, about("the mean measured step over the mean step replayed without host gaps")
+        NonNegFloat, about("the mean step replayed as for S over the same replayed without host gaps")
     ]
     measured_ms: Annotated[NonNegFloat, about("the mean measured step")]
     ideal_ms: Annotated[NonNegFloat, about("the mean ideal step")]

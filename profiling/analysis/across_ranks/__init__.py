@@ -8,6 +8,7 @@ __all__, __getattr__ = public_names(
     __name__,
     {
         "summarise": "combine",
+        "decided_with_logs": "verdict",
         "parse_layout": "layout",
         "LayoutError": "layout",
         "mean": "combine",

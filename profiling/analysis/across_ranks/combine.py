@@ -13,6 +13,7 @@ import bisect
 import statistics
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -43,11 +44,12 @@ def summarise(
     peak_tflops: float | None = None,
     layout: Dims | None = None,
     meanwhile: Callable[[model.Report], object] | None = None,
+    ideal_sink: Callable[[dict[str, Any]], object] | None = None,
 ) -> model.Report:
     """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
     ``warnings``: the reading's, put first; ``layout``: ``--layout``, where given;
     ``meanwhile``: called with the report before its critical path, the slowest part, is found
-    (report.png's rows of ranks are drawn meanwhile)."""
+    (report.png's rows of ranks are drawn meanwhile); ``ideal_sink``: given the ideal trace."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     anchor_steps = _anchor_steps(per_rank)
     members = _members(per_rank)
@@ -110,6 +112,7 @@ def summarise(
         remade=remade,
         members=members,
         mesh=mesh,
+        ideal_sink=ideal_sink,
     )
     return _with_path(report, path, mesh, [*said, *remade, *layout_said])
 

@@ -86,6 +86,9 @@ class Meeting:
     label: str
     arrivals: Mapping[int, float]
     ends: Mapping[int, float]
+    # a transfer whose sender waits for the receive (gloo's send, a rendezvous the pipeline's
+    # schedule waits on); an NCCL send's kernel holds no compute on its GPU
+    rendezvous: bool = True
 
 
 class Segment(NamedTuple):

@@ -9,6 +9,7 @@ import dataclasses
 import functools
 import statistics
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from profiling.analysis.across_ranks.critical_path import (
     WHAT_IF,
@@ -44,6 +45,7 @@ def critical_path(
     remade: list[str] | None = None,
     members: Mapping[Key, frozenset[int]] | None = None,
     mesh: Mapping[int, Mapping[str, int]] | None = None,
+    ideal_sink: Callable[[dict[str, Any]], object] | None = None,
 ) -> CriticalPath | None:
     """The path of every step a rank recorded; None where no trace has lanes (none recorded).
 
@@ -59,7 +61,8 @@ def critical_path(
     each receive with its send. ``mesh``: each rank's coordinates, where the job has a layout:
     a pipeline's bubble is told apart (:func:`~.critical_path.step_path`), and the replay
     attributes the slowdown to each coordinate. Every followed step is also replayed on its
-    graph (:mod:`.replay_steps`): ``critical_path.replay``.
+    graph (:mod:`.replay_steps`): ``critical_path.replay``; ``ideal_sink`` is given its first
+    step's ideal trace.
     """
     stage_of = stages_of(mesh or {})
     remade = [] if remade is None else remade
@@ -69,6 +72,7 @@ def critical_path(
     if not numbers:
         return None
     labels = _labels(per_rank)
+    on_gpu = frozenset(r for r, traces in per_rank.items() if any(t.record.device == "gpu" for t in traces))
     paths: list[StepPath] = []
     undecided: list[UndecidedStep] = []
     # the path's time by (rank, kind), then op: summed as each step is walked, its segments kept
@@ -80,7 +84,7 @@ def critical_path(
     for step in numbers:
         ranks = {rank: found.get(step) for rank, found in lanes.items()}
         meetings = (
-            _group_meetings(step, ranks, spans, anchor_steps, labels, members)
+            _group_meetings(step, ranks, spans, anchor_steps, labels, members, on_gpu)
             if grouped
             else _meetings(step, ranks, spans, anchor_steps, labels)
         )
@@ -109,7 +113,7 @@ def critical_path(
         undecided=undecided,
         step_ms=step_ms,
         noise_ms=noise_ms,
-        replay=replayed(graphs, [*undecided, *not_replayed], mesh),
+        replay=replayed(graphs, [*undecided, *not_replayed], mesh, ideal_sink),
     )
 
 
@@ -203,6 +207,7 @@ def _group_meetings(
     anchor_steps: Mapping[Key, int],
     labels: Mapping[Key, str],
     members: Mapping[Key, frozenset[int]] | None,
+    on_gpu: frozenset[int] = frozenset(),
 ) -> list[Meeting]:
     """The collectives of ``step`` that every member of their group reached, among its members,
     and its transfers: a receive cannot end before its send began, so it meets the sender at
@@ -221,9 +226,8 @@ def _group_meetings(
             sender, receiver = transfer
             if key in found.get(sender, {}) and key in found.get(receiver, {}):
                 arrivals = {sender: found[sender][key][0], receiver: found[receiver][key][0]}
-                meetings.append(
-                    Meeting(labels.get(key, "transfer"), arrivals, {receiver: found[receiver][key][1]})
-                )
+                ends = {receiver: found[receiver][key][1]}
+                meetings.append(Meeting(labels.get(key, "transfer"), arrivals, ends, sender not in on_gpu))
             continue
         group = (members or {}).get(key)
         expected = list(ranks) if group is None else [rank for rank in sorted(group) if rank in ranks]

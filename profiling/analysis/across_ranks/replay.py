@@ -54,6 +54,10 @@ class Replayed:
 
     ends: np.ndarray  # (V, R) each rank's end (µs), from the first rank's start
     work: np.ndarray  # (V, R) each rank's work (µs): the rest of its step it waited
+    # where asked (``timed``): per rank, (events, V) when it reached each event, its work before
+    # it done, and when it went on from it; on the common clock
+    reached: list[np.ndarray] | None = None
+    left: list[np.ndarray] | None = None
 
     @property
     def lengths(self) -> np.ndarray:
@@ -61,16 +65,21 @@ class Replayed:
         return self.ends.max(axis=1)
 
 
-def replay(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | None = None) -> Replayed | str:
+def replay(
+    graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | None = None, *, timed: bool = False
+) -> Replayed | str:
     """The step replayed in each variant; a line saying why not where the graph waits on
-    itself (clocks that disagree)."""
-    scale = _scales(graph, variants, stage_of)  # (V, R, K)
+    itself (clocks that disagree). ``timed``: keep when each rank reached and left each event
+    (the ideal trace's; a few variants)."""
+    scale = scales(graph, variants, stage_of)  # (V, R, K)
     rows, count = len(graph.ranks), variants.work.shape[0]
     t = [np.full(count, graph.starts[row]) for row in range(rows)]
     # each rank's work before each event in every variant, one product a rank: (events + 1, V)
     adds = [graph.work[row] @ scale[:, row, :].T for row in range(rows)]
     transfers = _transfers(graph, variants)
     done, added = [0] * rows, [False] * rows  # events passed; the work before the next one added
+    reached: list[list[np.ndarray]] = [[] for _ in range(rows)]
+    left: list[list[np.ndarray]] = [[] for _ in range(rows)]
     arrived: list[list[np.ndarray]] = [[] for _ in graph.members]
     latest: dict[int, np.ndarray] = {}  # each full meeting's last arrival, in every variant
     moved = True
@@ -83,6 +92,8 @@ def replay(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | N
                 if not added[row]:
                     t[row] = t[row] + adds[row][done[row]]
                     added[row] = True
+                    if timed:
+                        reached[row].append(t[row])
                 if event == ARRIVE:
                     arrived[meeting].append(t[row])
                 elif len(arrived[meeting]) < graph.members[meeting]:
@@ -91,6 +102,8 @@ def replay(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | N
                     if meeting not in latest:
                         latest[meeting] = np.max(arrived[meeting], axis=0)
                     t[row] = np.maximum(t[row], latest[meeting] + transfers[row][done[row]])
+                if timed:
+                    left[row].append(t[row])
                 done[row] += 1
                 added[row] = False
                 moved = True
@@ -99,7 +112,15 @@ def replay(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | N
         return f"rank(s) {stuck[:8]} wait on each other in a cycle (their clocks disagree)"
     ends = np.stack([t[row] + adds[row][-1] for row in range(rows)], axis=1)
     work = np.einsum("vrk,rk->vr", scale, graph.totals)
-    return Replayed(ends=ends - float(np.min(graph.starts)), work=work)
+    if not timed:
+        return Replayed(ends=ends - float(np.min(graph.starts)), work=work)
+    stacked = [np.array(found).reshape(len(found), count) for found in reached]
+    return Replayed(
+        ends=ends - float(np.min(graph.starts)),
+        work=work,
+        reached=stacked,
+        left=[np.array(found).reshape(len(found), count) for found in left],
+    )
 
 
 def _transfers(graph: StepGraph, variants: Variants) -> list[np.ndarray]:
@@ -156,7 +177,7 @@ def _median_of_the_others(column: np.ndarray, present: np.ndarray) -> np.ndarray
     return found
 
 
-def _scales(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | None) -> np.ndarray:
+def scales(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | None) -> np.ndarray:
     """(V, R, K): what each variant multiplies each rank's work of each kind by."""
     totals = graph.totals
     has = totals > EPSILON_US

@@ -52,6 +52,7 @@ _COMPUTING, _MOVING = (KINDS.index(kind) for kind in WORK)  # a lane's own work:
 # work that resumes this soon after a hole, before a meeting ends, waited for it (two streams'
 # recorded ends disagree by this much)
 RESUMED_US = 100.0
+RESUMED_SHARE = 0.1  # ... and within this share of the hole: a wait, not work begun meanwhile
 
 
 def _column(kind: str, phase: str | None) -> int:
@@ -123,7 +124,7 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
         ):
             meeting = meetings[index]
             points.append((arrival, ARRIVE, index, 0.0, arrival))
-            if sender and (end <= arrival or not waited):
+            if sender and (end <= arrival or not waited or not meeting.rendezvous):
                 continue  # it went on working: sent, or queued
             transfer = max(0.0, end - last[index])
             transfers[index].append(transfer)
@@ -156,9 +157,26 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
         work=work,
         members=members,
         kinds=[meeting_kind(m.label) for m in meetings],
-        # a meeting has a few members: statistics' median, not numpy's, a twentieth the time
-        typical_us=[statistics.median(found) if found else 0.0 for found in transfers],
+        typical_us=_typical(meetings, transfers),
     )
+
+
+def _typical(meetings: Sequence[Meeting], transfers: list[list[float]]) -> list[float]:
+    """Each meeting's ideal transfer: a collective's, its members' median (a median over a kind
+    would mix a 1 KB all-reduce with a 100 MB one, and traces name no size for most); a send's
+    and receive's, which has one, the median of its kind's in the step (a pipeline's stages pass
+    activations of one size): one slow transfer is not ideal."""
+    # a meeting has a few members: statistics' median, not numpy's, a twentieth the time
+    found = [statistics.median(mine) if mine else 0.0 for mine in transfers]
+    single: dict[str, list[float]] = {}
+    for meeting, mine in zip(meetings, transfers, strict=True):
+        if len(mine) == 1 and len(meeting.ends) < len(meeting.arrivals):
+            single.setdefault(meeting_kind(meeting.label), []).append(mine[0])
+    medians = {kind: statistics.median(values) for kind, values in single.items()}
+    for index, (meeting, mine) in enumerate(zip(meetings, transfers, strict=True)):
+        if len(mine) == 1 and len(meeting.ends) < len(meeting.arrivals):
+            found[index] = medians[meeting_kind(meeting.label)]
+    return found
 
 
 def _worked(found: RankStep, lane: Lane, points: list[tuple[float, int, int, float, float]]) -> np.ndarray:
@@ -208,7 +226,7 @@ def _meetings_of(
     current = worked_from.searchsorted(ends, side="right") - 1
     at = np.maximum(current, 0)
     hole = np.where(current > 0, worked_from[at] - worked_until[np.maximum(current - 1, 0)], np.inf)
-    waited |= (current >= 0) & (ends - worked_from[at] <= RESUMED_US) & (hole > RESUMED_US)
+    waited |= (current >= 0) & (ends - worked_from[at] <= np.minimum(RESUMED_US, RESUMED_SHARE * hole))
     # a rank that still launches collectives does not wait yet; but a collective begun as this
     # one ended was held back by it (the grad norm's all-reduce by the last reduce-scatter)
     launches = np.sort(arrivals)

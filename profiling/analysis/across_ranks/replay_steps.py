@@ -25,21 +25,21 @@ As the OSDI 2025 what-if analysis defines them:
 from __future__ import annotations
 
 import statistics
-from collections.abc import Mapping, Sequence
-from typing import NamedTuple
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
+from profiling.analysis.across_ranks.ideal_trace import ideal_trace
 from profiling.analysis.across_ranks.replay import (
     AT_MOST_TYPICAL,
     MEAN,
     MEASURED,
     STAGE_MEDIAN,
     ZERO,
-    Variants,
-    combined,
     replay,
 )
+from profiling.analysis.across_ranks.replay_gains import Plan, added_gains, stacked
 from profiling.analysis.across_ranks.replay_graph import (
     COMMUNICATION,
     DELAY,
@@ -49,7 +49,6 @@ from profiling.analysis.across_ranks.replay_graph import (
     StepGraph,
 )
 from profiling.analysis.across_ranks.replay_views import (
-    SPECIFIC_PARTS,
     WHAT,
     Part,
     Strips,
@@ -57,11 +56,9 @@ from profiling.analysis.across_ranks.replay_views import (
     identity,
     most,
 )
-from profiling.analysis.per_trace.lanes import EPSILON_US
 from profiling.schema.model_replay import (
     Fidelity,
     Replay,
-    ReplayGain,
     ReplayStep,
     ReplayWhatIf,
     UndecidedStep,
@@ -69,20 +66,19 @@ from profiling.schema.model_replay import (
 from slurm.layout import DATA, PIPELINE, stages_of
 
 MAX_RANKS_APART = 32  # at most this many ranks get a variant of their own (the most off the mean)
-GAINS = 5  # the what-ifs replayed on top of each other
 MAX_CELLS = 64  # the heat map's stage x replica cells, each a variant; beyond, rank x step
-SPECIFIC = 1.25  # a rank's or a stage's what-if goes before a job-wide one it nearly matches
-SAME = 0.8  # a rank's what-if that gains this much of its stage's goes before it
+UNCERTAIN = 0.05  # a step replayed further off its measured length than this is less certain
 
 
 def replayed(
     graphs: Sequence[StepGraph],
     undecided: list[UndecidedStep],
     mesh: Mapping[int, Mapping[str, int]] | None = None,
+    ideal_sink: Callable[[dict[str, Any]], object] | None = None,
 ) -> Replay | None:
     """The replay of ``graphs`` (one a followed step, the same ranks in each); None without any.
     ``undecided``: the steps that could not be replayed, and why (those replay cannot are
-    added)."""
+    added). ``ideal_sink``: given the first replayed step's ideal trace (:mod:`.ideal_trace`)."""
     if not graphs:
         return None
     mesh = mesh or {}
@@ -91,7 +87,7 @@ def replayed(
     kinds = sorted({kind for graph in graphs for kind in graph.kinds})
     plans = _plans(ranks, mesh, stage_of, _apart(graphs), kinds)
     parts = [plan.part for plan in plans]
-    variants = _stacked(plans)
+    variants = stacked(plans)
     strips = Strips(parts, ranks)
     lengths, steps = [], []
     for graph in graphs:
@@ -104,11 +100,14 @@ def replayed(
         strips.add(graph, found)
     if not lengths:
         return None
+    if ideal_sink is not None:
+        _ideal_trace(steps[0], plans, stage_of, ideal_sink)
     table = np.stack(lengths)  # (steps, V)
     mean = dict(zip(parts, table.mean(axis=0).tolist(), strict=True))
     ideal, measured = mean[("ideal",)], mean[("base",)]
     measured_us = statistics.fmean(g.measured_us for g in steps)
-    errors = [abs(row[0] - g.measured_us) / g.measured_us for row, g in zip(table, steps, strict=True)]
+    # fidelity from the replay whose waits all come from the graph: the recorded idle left out
+    errors = [abs(row[1] - g.measured_us) / g.measured_us for row, g in zip(table, steps, strict=True)]
 
     def ratio(part: Part) -> float:
         return mean[part] / ideal if ideal > 0 else 1.0
@@ -123,15 +122,10 @@ def replayed(
         measured_ms=measured_us / 1e3,
         ideal_ms=ideal / 1e3,
         most=most(by_rank, by_mesh, steps, mesh),
-        gains=_gains(plans, mean, steps, stage_of),
+        gains=added_gains(plans, mean, steps, stage_of),
         host_share=measured / mean[("no_host",)] if mean[("no_host",)] > 0 else 1.0,
-        steps=[
-            ReplayStep(
-                step=g.step, measured_ms=g.measured_us / 1e3, replayed_ms=row[0] / 1e3, ideal_ms=row[2] / 1e3
-            )
-            for row, g in zip(table, steps, strict=True)
-        ],
-        fidelity=Fidelity(median=float(np.median(errors)), worst=float(np.max(errors))),
+        steps=_steps(table, steps, errors),
+        fidelity=_fidelity(steps, errors),
         by_rank=by_rank,
         by_kind={part[1]: ratio(part) for part in parts if part[0] == "kind"},
         by_mesh=by_mesh,
@@ -154,6 +148,43 @@ def replayed(
     )
 
 
+def _ideal_trace(
+    graph: StepGraph,
+    plans: Sequence[Plan],
+    stage_of: Mapping[int, int],
+    sink: Callable[[dict[str, Any]], object],
+) -> None:
+    """The step replayed as measured (every wait from the graph) and ideal, as a trace, to ``sink``."""
+    shown = [plan.part[1] for plan in plans if plan.part[0] == "rank"]
+    trace = ideal_trace(graph, stacked(plans[1:3]), ["replayed as measured", "ideal"], stage_of, shown)
+    if trace is not None:
+        sink(trace)
+
+
+def _fidelity(graphs: Sequence[StepGraph], errors: list[float]) -> Fidelity:
+    return Fidelity(
+        median=float(np.median(errors)),
+        worst=float(np.max(errors)),
+        threshold=UNCERTAIN,
+        uncertain=[g.step for g, error in zip(graphs, errors, strict=True) if error > UNCERTAIN],
+    )
+
+
+def _steps(table: np.ndarray, graphs: Sequence[StepGraph], errors: list[float]) -> list[ReplayStep]:
+    """Each step as measured, replayed (every wait from the graph) and ideal, with its error."""
+    return [
+        ReplayStep(
+            step=g.step,
+            measured_ms=g.measured_us / 1e3,
+            replayed_ms=row[1] / 1e3,
+            ideal_ms=row[2] / 1e3,
+            error=error,
+            certain=error <= UNCERTAIN,
+        )
+        for row, g, error in zip(table, graphs, errors, strict=True)
+    ]
+
+
 def _apart(graphs: Sequence[StepGraph]) -> list[int]:
     """The ranks that get variants of their own: every rank, or at many ranks those whose work
     is the furthest from the mean (a slow rank, a rank of a heavy stage)."""
@@ -163,16 +194,6 @@ def _apart(graphs: Sequence[StepGraph]) -> list[int]:
     totals = np.mean([g.totals.sum(axis=1) for g in graphs], axis=0)
     furthest = np.argsort(-np.abs(totals - totals.mean()), kind="stable")[:MAX_RANKS_APART]
     return sorted(ranks[row] for row in furthest)
-
-
-class Plan(NamedTuple):
-    """One variant: a part's modes for each rank's work of each kind (R, K) and for each rank's
-    transfers (R,); a meeting kind whose transfers it has as measured, apart from the others."""
-
-    part: Part
-    work: np.ndarray
-    transfer: np.ndarray
-    measured_kind: str | None = None
 
 
 def _plans(
@@ -244,83 +265,3 @@ def _plans(
     work[:, COMMUNICATION], transfer[:] = ZERO, ZERO
     plans.append(Plan(("hidden",), work, transfer))
     return plans
-
-
-def _stacked(plans: Sequence[Plan]) -> Variants:
-    """The plans side by side."""
-    kinds = sorted({plan.measured_kind for plan in plans if plan.measured_kind is not None})
-    return Variants(
-        work=np.stack([plan.work for plan in plans]),
-        transfer=np.stack([plan.transfer for plan in plans]),
-        transfer_kind={
-            kind: np.stack(
-                [
-                    np.full_like(plan.transfer, MEASURED) if plan.measured_kind == kind else plan.transfer
-                    for plan in plans
-                ]
-            )
-            for kind in kinds
-        },
-    )
-
-
-def _gains(
-    plans: Sequence[Plan],
-    mean: Mapping[Part, float],
-    graphs: Sequence[StepGraph],
-    stage_of: Mapping[int, int],
-) -> list[ReplayGain]:
-    """The largest what-ifs, each on top of those before it: the first alone, then the first two
-    at once, and so on, each replayed; a gain is what its what-if adds to those before it."""
-    measured = mean[("base",)]
-    chosen = sorted(  # a stage's what-if before its one rank's, where they are the same
-        (plan for plan in plans if plan.part[0] in WHAT and measured - mean[plan.part] > EPSILON_US),
-        key=lambda plan: (
-            -round((measured - mean[plan.part]) * (SPECIFIC if plan.part[0] in SPECIFIC_PARTS else 1.0), 3),
-            plan.part[0] != "stage",
-        ),
-    )
-    chosen = _rank_before_its_stage(chosen, mean, measured, stage_of)[:GAINS]
-    if not chosen:
-        return []
-    together = [chosen[0]]
-    for plan in chosen[1:]:
-        before = together[-1]
-        work, transfer = combined(before.work, plan.work), combined(before.transfer, plan.transfer)
-        together.append(Plan(plan.part, work, transfer))
-    variants = _stacked(together)
-    lengths = [f.lengths for graph in graphs if not isinstance(f := replay(graph, variants, stage_of), str)]
-    steps = [measured, *np.mean(lengths, axis=0).tolist()]
-    gains = [
-        ReplayGain(
-            **identity(plan.part),
-            gain_ms=(steps[k] - steps[k + 1]) / 1e3,
-            share=(steps[k] - steps[k + 1]) / measured if measured > 0 else 0.0,
-        )
-        for k, plan in enumerate(chosen)
-    ]
-    return [gain for gain in gains if gain.gain_ms * 1e3 > EPSILON_US]  # nothing on top of those before
-
-
-def _rank_before_its_stage(
-    chosen: list[Plan], mean: Mapping[Part, float], measured: float, stage_of: Mapping[int, int]
-) -> list[Plan]:
-    """A rank's what-if before its stage's where it alone gains nearly as much (a stage slow
-    because of one of its ranks is that rank's, not its layers'); a stage whose every rank is
-    slow keeps its place, as none of them alone gains much."""
-    ordered = list(chosen)
-    for plan in chosen:
-        if plan.part[0] != "stage" or sum(s == plan.part[1] for s in stage_of.values()) < 2:
-            continue  # a stage of one rank is that rank: its layers' what-if goes first
-        gain = measured - mean[plan.part]
-        ranks = [
-            other
-            for other in ordered
-            if other.part[0] == "peers"
-            and stage_of.get(other.part[1]) == plan.part[1]
-            and measured - mean[other.part] >= SAME * gain
-        ]
-        if ranks:
-            ordered.remove(ranks[0])
-            ordered.insert(ordered.index(plan), ranks[0])
-    return ordered

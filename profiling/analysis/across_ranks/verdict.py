@@ -14,23 +14,32 @@ from collections.abc import Callable
 
 import msgspec
 
-from profiling.schema.model import StageBalance, Straggler
+from profiling.analysis.across_ranks.layout import named
+from profiling.schema.model import Report, Run, StageBalance, Straggler
 from profiling.schema.model_replay import Replay
 from slurm.layout import PIPELINE
 
 
 def follows_replay(
-    straggler: Straggler | None, replay: Replay | None, named: Callable[[int], str]
+    straggler: Straggler | None,
+    replay: Replay | None,
+    named: Callable[[int], str],
+    logs_noise_ms: float | None = None,
 ) -> Straggler | None:
-    """``straggler`` as the replay has it; as it was where nothing was replayed or the verdict
-    is undetermined. ``named``: how a rank is named ("rank 0 (pp 0, dp 0)")."""
-    if straggler is None or replay is None or straggler.verdict == "undetermined":
+    """``straggler`` as the replay has it; as it was where nothing was replayed. ``named``: how
+    a rank is named ("rank 0 (pp 0, dp 0)"). An undetermined verdict (too few steps traced for
+    arrival's test: the tutorial's schedule traces 3) is decided by the replay where the step
+    logs give the step-to-step noise (``logs_noise_ms``), which every step is in; else it stays."""
+    if straggler is None or replay is None:
         return straggler
-    noise_ms = straggler.step_noise_ms or 0.0
+    undetermined = straggler.verdict == "undetermined"
+    if undetermined and (logs_noise_ms is None or not straggler.ranks_compared):
+        return straggler
+    noise_ms = logs_noise_ms if undetermined and logs_noise_ms is not None else straggler.step_noise_ms or 0.0
     excess_ms = replay.measured_ms - replay.ideal_ms if replay.slowdown > 1.0 else 0.0
     most = replay.most
     if most is None or excess_ms <= noise_ms:
-        if straggler.verdict != "straggler":
+        if straggler.verdict != "straggler" or undetermined:
             return straggler
         why = (
             f"the replay finds the step within its step-to-step noise of its ideal "
@@ -60,7 +69,36 @@ def follows_replay(
     )
     if straggler.verdict == "straggler" and straggler.rank is not None:
         text += f"; rank {straggler.rank} arrived last most often, waiting on it"
+    if undetermined:
+        steps = [step.step for step in replay.steps]
+        text += (
+            f"; from the replay of step(s) {_ranges(steps)}, beyond the step-to-step noise of the "
+            f"step logs ({noise_ms:.2f} ms): too few steps traced for arrival alone"
+        )
     return _named(straggler, "straggler", most.index, text)
+
+
+def decided_with_logs(report: Report, run: Run | None) -> Straggler | None:
+    """The straggler verdict that too few traced steps left undetermined, decided by the replay
+    against the step logs' noise (every step is in them)."""
+    replay = report.critical_path.replay if report.critical_path else None
+    if report.straggler is None or run is None or replay is None:
+        return report.straggler
+    mesh = {r.rank: r.mesh for r in report.ranks}
+    return follows_replay(
+        report.straggler, replay, lambda rank: named(rank, mesh.get(rank)), run.noise * replay.measured_ms
+    )
+
+
+def _ranges(steps: list[int]) -> str:
+    """``15-17, 30``."""
+    runs: list[list[int]] = []
+    for step in sorted(steps):
+        if runs and step == runs[-1][-1] + 1:
+            runs[-1].append(step)
+        else:
+            runs.append([step])
+    return ", ".join(f"{run[0]}-{run[-1]}" if len(run) > 1 else str(run[0]) for run in runs)
 
 
 def _named(straggler: Straggler, verdict: str, rank: int | None, text: str) -> Straggler:
