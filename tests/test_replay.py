@@ -5,12 +5,14 @@ out at its measured length; the slowdown S, every attribution and every what-if 
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from profiling.analysis.across_ranks.replay_graph import StepGraph, step_graph
 from profiling.analysis.across_ranks.replay_steps import replayed
 from profiling.schema.model_path import Replay
-from tests.step_graphs import data_parallel, gpu_pipelines, one_f_one_b
+from tests.step_graphs import data_parallel, gpu_pipelines, lane_of, one_f_one_b
 
 
 def replay_of(built: tuple, mesh: dict | None = None, steps: int = 1) -> Replay:
@@ -212,3 +214,14 @@ def test_a_long_last_stage_of_gpu_pipelines_is_a_stage_finding() -> None:
     most = found.most
     assert most is not None and (most.dimension, most.index) == ("pp", 3), most
     assert (found.gains[0].what, found.gains[0].coordinate) == ("stage like the median stage", "pp 3")
+
+
+def test_a_rank_with_an_empty_lane_is_replayed_not_a_traceback() -> None:
+    """A GPU rank whose kernels have no launch has an empty lane in the step: the replay takes
+    it as no work (numpy's bincount of no spans is int64; the sums were cast into it)."""
+    ranks, meetings = data_parallel([10.0] * 2, [20.0] * 2, transfer=5.0, optimizer=5.0)
+    ranks[1] = dataclasses.replace(ranks[1], source=lane_of([]))
+    graph = step_graph(0, ranks, meetings)
+    assert isinstance(graph, StepGraph)
+    found = replayed([graph], [])
+    assert found is not None and found.slowdown > 0

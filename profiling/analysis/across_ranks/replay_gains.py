@@ -55,9 +55,13 @@ def added_gains(
     mean: Mapping[Part, float],
     graphs: Sequence[StepGraph],
     stage_of: Mapping[int, int],
+    lead: Part | None = None,
 ) -> list[ReplayGain]:
     """The largest what-ifs, each on top of those before it: the first alone, then the first two
-    at once, and so on, each replayed; a gain is what its what-if adds to those before it."""
+    at once, and so on, each replayed; a gain is what its what-if adds to those before it.
+    ``lead``: the what-if of the part that holds the most of S (its rank like its peers, its
+    stage like the others), first where it gains anything: the verdict names that part, and its
+    fix leads (a job-wide what-if such as no host gaps at all gains more, and names no one)."""
     measured = mean[("base",)]
     chosen = sorted(  # a stage's what-if before its one rank's, where they are the same
         (plan for plan in plans if plan.part[0] in WHAT and measured - mean[plan.part] > EPSILON_US),
@@ -66,7 +70,9 @@ def added_gains(
             plan.part[0] != "stage",
         ),
     )
-    chosen = _rank_before_its_stage(chosen, mean, measured, stage_of)[:GAINS]
+    chosen = _rank_before_its_stage(chosen, mean, measured, stage_of)
+    first = [plan for plan in chosen if plan.part == lead]
+    chosen = (first + [plan for plan in chosen if plan.part != lead])[:GAINS]
     if not chosen:
         return []
     together = [chosen[0]]

@@ -223,10 +223,11 @@ def _meetings_of(
     # work that began a moment before the meeting ended, after a hole, began when it ended: the
     # recorded ends of two streams disagree by microseconds (a compute kernel 8 µs before the
     # receive it waits for ends), and read as 'working' the rank's whole wait became its work
-    current = worked_from.searchsorted(ends, side="right") - 1
-    at = np.maximum(current, 0)
-    hole = np.where(current > 0, worked_from[at] - worked_until[np.maximum(current - 1, 0)], np.inf)
-    waited |= (current >= 0) & (ends - worked_from[at] <= np.minimum(RESUMED_US, RESUMED_SHARE * hole))
+    if len(worked_from):
+        current = worked_from.searchsorted(ends, side="right") - 1
+        at = np.maximum(current, 0)
+        hole = np.where(current > 0, worked_from[at] - worked_until[np.maximum(current - 1, 0)], np.inf)
+        waited |= (current >= 0) & (ends - worked_from[at] <= np.minimum(RESUMED_US, RESUMED_SHARE * hole))
     # a rank that still launches collectives does not wait yet; but a collective begun as this
     # one ended was held back by it (the grad norm's all-reduce by the last reduce-scatter)
     launches = np.sort(arrivals)
@@ -260,7 +261,10 @@ def _kind_time(lane: Lane, start: float, at: np.ndarray) -> np.ndarray:
     marks[cuts] = 1
     between = np.cumsum(marks[:-1])  # each span's bucket: the cuts at or before it
     kinds = len(WORK_KINDS)
-    summed = np.bincount(between * kinds + columns, weights=durations, minlength=(len(cuts) + 1) * kinds)
+    # as float: numpy's bincount of no spans (a GPU lane whose kernels have no launch) is int64
+    summed = np.bincount(
+        between * kinds + columns, weights=durations, minlength=(len(cuts) + 1) * kinds
+    ).astype(np.float64)
     before = np.cumsum(summed.reshape(len(cuts) + 1, kinds), axis=0)  # row b: the spans before cuts[b]
     found = before[np.searchsorted(cuts, index)]
     last = index - 1

@@ -59,6 +59,7 @@ from profiling.analysis.across_ranks.replay_views import (
 from profiling.schema.model_replay import (
     Fidelity,
     Replay,
+    ReplayMost,
     ReplayStep,
     ReplayWhatIf,
     UndecidedStep,
@@ -121,8 +122,8 @@ def replayed(
         slowdown=ratio(("base",)),
         measured_ms=measured_us / 1e3,
         ideal_ms=ideal / 1e3,
-        most=most(by_rank, by_mesh, steps, mesh),
-        gains=added_gains(plans, mean, steps, stage_of),
+        most=(found_most := most(by_rank, by_mesh, steps, mesh)),
+        gains=added_gains(plans, mean, steps, stage_of, _lead(found_most)),
         host_share=measured / mean[("no_host",)] if mean[("no_host",)] > 0 else 1.0,
         steps=_steps(table, steps, errors),
         fidelity=_fidelity(steps, errors),
@@ -159,6 +160,16 @@ def _ideal_trace(
     trace = ideal_trace(graph, stacked(plans[1:3]), ["replayed as measured", "ideal"], stage_of, shown)
     if trace is not None:
         sink(trace)
+
+
+def _lead(found: ReplayMost | None) -> Part | None:
+    """The what-if of the part that holds the most: its rank like its peers, its stage like the
+    median stage."""
+    if found is None:
+        return None
+    if found.dimension == "rank":
+        return ("peers", found.index)
+    return ("stage", found.index) if found.dimension == PIPELINE else None
 
 
 def _fidelity(graphs: Sequence[StepGraph], errors: list[float]) -> Fidelity:
