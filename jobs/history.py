@@ -14,7 +14,15 @@ from collections.abc import Sequence
 import msgspec
 
 from jobs.options import add_traces_root, not_a_traces_root
-from profiling.history.jobs import SlowNode, Standing, newest_first, nodes_named_slow, read_jobs, standings
+from profiling.history.jobs import (
+    SlowNode,
+    Standing,
+    key_of,
+    newest_first,
+    nodes_named_slow,
+    read_jobs,
+    standings,
+)
 from profiling.schema.summary import JobSummary
 from slurm.command_line import OneLineParser
 
@@ -33,7 +41,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(line, file=sys.stderr)
     found, nodes = standings(jobs), nodes_named_slow(jobs)
     if args.json:
-        print(json.dumps(_document(jobs, found, nodes), indent=2))
+        print(json.dumps(_document(jobs, found, nodes), indent=2, allow_nan=False))
     elif not jobs:
         print(f"no job summary under {args.root} (a job's report writes meta/summary.json)")
     else:
@@ -41,7 +49,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def render(jobs: Sequence[JobSummary], found: dict[str, Standing], nodes: Sequence[SlowNode]) -> str:
+def render(
+    jobs: Sequence[JobSummary], found: dict[tuple[str, str], Standing], nodes: Sequence[SlowNode]
+) -> str:
     """The history as text: a table a config, then the slow nodes."""
     lines: list[str] = []
     for group in _by_config(jobs):
@@ -53,7 +63,7 @@ def render(jobs: Sequence[JobSummary], found: dict[str, Standing], nodes: Sequen
             f"config {first.fingerprint}: {first.workload}, {where}{', ' + shape if shape else ''} ({jobs})"
         )
         rows = [("job", "ended", "step ms", "p90 ms", "noise ms", "against the last jobs", "verdict")]
-        rows += [_row(job, found[job.job_id]) for job in group]
+        rows += [_row(job, found[key_of(job)]) for job in group]
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines += [
             "  " + "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in rows
@@ -104,14 +114,16 @@ def _row(job: JobSummary, standing: Standing) -> tuple[str, ...]:
     )
 
 
-def _document(jobs: Sequence[JobSummary], found: dict[str, Standing], nodes: Sequence[SlowNode]) -> dict:
+def _document(
+    jobs: Sequence[JobSummary], found: dict[tuple[str, str], Standing], nodes: Sequence[SlowNode]
+) -> dict:
     """``--json``: the configs, each job with its summary and its standing; the slow nodes."""
     return {
         "configs": [
             {
                 "fingerprint": group[0].fingerprint,
                 "jobs": [
-                    {**msgspec.to_builtins(job), "standing": msgspec.to_builtins(found[job.job_id])}
+                    {**msgspec.to_builtins(job), "standing": msgspec.to_builtins(found[key_of(job)])}
                     for job in group
                 ],
             }

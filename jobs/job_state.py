@@ -30,6 +30,7 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import manifest_or_none, read_running
 from profiling.schema.manifest import AttemptRecord
 from slurm import scheduler
+from slurm.basics import SMALL_FILE_BYTES, read_regular
 from slurm.launchers import Launcher
 from slurm.queue_view import QueueView
 
@@ -48,7 +49,7 @@ class JobState:
 
 def read_submitted(folder: JobFolder) -> dict[str, Any] | None:
     try:
-        return json.loads(folder.submitted.read_text())
+        return json.loads(read_regular(folder.submitted, SMALL_FILE_BYTES))
     except (OSError, ValueError):
         return None
 

@@ -31,7 +31,7 @@ from profiling.schema import model
 from profiling.schema.comparison import Comparison
 from profiling.schema.files import write_file
 from profiling.schema.model import RankReport, Report
-from slurm.basics import utc_now, write_text_atomically
+from slurm.basics import LARGE_FILE_BYTES, read_regular, utc_now, write_text_atomically
 from slurm.command_line import OneLineParser
 
 
@@ -48,7 +48,7 @@ def load_report(folder: Path, argument: str) -> Report:
         )
     path = ReportFiles.of(folder).json
     try:
-        return model.checked(path.read_bytes())
+        return model.checked(read_regular(path, LARGE_FILE_BYTES))
     except (OSError, msgspec.DecodeError):
         pass  # none, or of another shape: made again from the traces
     if not find_traces(folder):

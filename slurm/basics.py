@@ -12,11 +12,16 @@ import datetime
 import json
 import os
 import re
+import stat
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 TEMP_SUFFIX = ".tmp"
+# what the toolkit reads back at most: a small JSON of its own (a request, a marker), and a large
+# file (a step log of a million steps, a dense trace's record, report.json at thousands of ranks)
+SMALL_FILE_BYTES = 16 << 20
+LARGE_FILE_BYTES = 2 << 30
 _FIELD = re.compile(r"\{([a-z_]+)\}")
 
 
@@ -74,6 +79,35 @@ def write_text_atomically(path: Path, text: str) -> None:
 
 def write_json_atomically(path: Path, document: Any) -> None:
     write_text_atomically(path, json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+class NotARegularFile(OSError):
+    """A path read back that is no regular file (a FIFO, a device, a directory), or too large."""
+
+
+def read_regular(path: Path, max_bytes: int) -> bytes:
+    """A file the toolkit reads back, as bytes: a regular file only, at most ``max_bytes``.
+
+    Opened without blocking, so that a FIFO put where a file was expected (a sibling job's
+    summary, by mistake or malice) is refused at once instead of hanging the reader, and the job's
+    end with it; a device or a directory is refused too. Raises FileNotFoundError where there is
+    none, :class:`NotARegularFile` (an OSError) for the rest, with the path and why.
+    """
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise NotARegularFile(f"{path}: not a regular file (a FIFO, a device or a directory)")
+        if status.st_size > max_bytes:
+            raise NotARegularFile(f"{path}: {status.st_size} bytes, more than the {max_bytes} read back")
+        os.set_blocking(fd, True)
+        with os.fdopen(fd, "rb", closefd=False) as handle:
+            found = handle.read(max_bytes + 1)
+    finally:
+        os.close(fd)
+    if len(found) > max_bytes:  # grew while read
+        raise NotARegularFile(f"{path}: more than the {max_bytes} bytes read back")
+    return found
 
 
 def _fsync(path: Path) -> None:

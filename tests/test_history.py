@@ -55,15 +55,16 @@ def test_five_balanced_jobs_then_a_slow_one_flags_the_slow_one_alone() -> None:
     jobs = [_job(i, ms) for i, ms in enumerate([100.0, 102.0, 99.0, 101.0, 100.5], start=1)]
     jobs.append(_job(6, 150.0))
     found = standings(jobs)
-    assert [found[str(i)].regression for i in range(1, 7)] == [False] * 5 + [True]
-    sixth = found["6"]
+    fingerprint = config_fingerprint(CONFIG)
+    assert [found[fingerprint, str(i)].regression for i in range(1, 7)] == [False] * 5 + [True]
+    sixth = found[fingerprint, "6"]
     assert sixth.baseline_jobs == ["5", "4", "3", "2", "1"]  # the newest first
     assert sixth.baseline_ms == pytest.approx(100.5)  # the median of the five
     assert sixth.change == pytest.approx(150.0 / 100.5 - 1)
     assert sixth.line(jobs[-1]) == (
         "49 % slower than the last 5 jobs of this config (median 100 ms a step): a regression"
     )
-    assert found["1"].baseline_ms is None and found["1"].line(jobs[0]) == (
+    assert found[fingerprint, "1"].baseline_ms is None and found[fingerprint, "1"].line(jobs[0]) == (
         "the first job of this config: no baseline yet"
     )
 
@@ -216,12 +217,18 @@ def test_the_comment_says_the_verdict_in_one_line_within_the_limit() -> None:
         "+12% vs last 5 (regression)"
     )
     balanced = JobSummary(
-        job_id="8", ended_at="x", workload="w", fingerprint="f", ranks=2, verdict="none", oom=True
+        job_id="8",
+        ended_at="2026-12-04T10:08:00+00:00",
+        workload="w",
+        fingerprint="f",
+        ranks=2,
+        verdict="none",
+        oom=True,
     )
     assert comment_line(balanced, None) == "slurm-profile: balanced; OOM"
     many = JobSummary(
         job_id="9",
-        ended_at="x",
+        ended_at="2026-12-04T10:09:00+00:00",
         workload="w",
         fingerprint="f",
         ranks=2,

@@ -22,7 +22,7 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.traces import list_traces
 from profiling.schema.files import FileRefused, read_file, write_file
 from profiling.schema.manifest import AttemptRecord, Manifest
-from slurm.basics import utc_now
+from slurm.basics import SMALL_FILE_BYTES, read_regular, utc_now
 
 
 def step_time_summary(
@@ -126,7 +126,7 @@ def read_running(job: JobFolder) -> dict[str, Any] | None:
     """What rank 0 wrote of the job at its start (``meta/running.json``); None once it has
     ended (the manifest replaces it), or before it started."""
     try:
-        return json.loads(job.running.read_text())
+        return json.loads(read_regular(job.running, SMALL_FILE_BYTES))
     except (OSError, ValueError):
         return None
 

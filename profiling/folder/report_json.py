@@ -16,7 +16,7 @@ import msgspec
 
 from profiling.schema.model import Report, Straggler
 from profiling.schema.model_ranks import TraceClock
-from slurm.basics import atomic_path
+from slurm.basics import LARGE_FILE_BYTES, atomic_path, read_regular
 
 
 def encode_report(report: Report) -> bytes:
@@ -52,12 +52,12 @@ class ArchiveFields(msgspec.Struct):
 
 def read_straggler(path: Path) -> Straggler | None:
     """The straggler verdict alone (``ValueError`` if the file is not a report)."""
-    return msgspec.json.decode(path.read_bytes(), type=_Verdict).straggler
+    return msgspec.json.decode(read_regular(path, LARGE_FILE_BYTES), type=_Verdict).straggler
 
 
 def read_archive_fields(path: Path) -> ArchiveFields:
     """What the archive reads of the report (``ValueError`` if the file is not a report)."""
-    return msgspec.json.decode(path.read_bytes(), type=ArchiveFields)
+    return msgspec.json.decode(read_regular(path, LARGE_FILE_BYTES), type=ArchiveFields)
 
 
 def _plain(value: Any) -> Any:

@@ -9,7 +9,7 @@ from typing import Any
 
 from profiling.folder.layout import JobFolder
 from profiling.ranks import RankSelection
-from slurm.basics import utc_now, write_json_atomically
+from slurm.basics import SMALL_FILE_BYTES, read_regular, utc_now, write_json_atomically
 
 
 @dataclasses.dataclass(frozen=True)
@@ -41,7 +41,7 @@ def read_requests(folder: JobFolder) -> list[CaptureRequest]:
     found = []
     for path in folder.capture_requests():
         try:
-            found.append(CaptureRequest(**json.loads(path.read_text())))
+            found.append(CaptureRequest(**json.loads(read_regular(path, SMALL_FILE_BYTES))))
         except (OSError, ValueError, TypeError):
             continue  # being written: seen at the next look
     return sorted(found, key=lambda request: request.id)
@@ -54,6 +54,6 @@ def write_accepted(folder: JobFolder, request_id: int, accepted: dict[str, Any])
 
 def read_accepted(folder: JobFolder, request_id: int) -> dict[str, Any] | None:
     try:
-        return json.loads(folder.capture_accepted(request_id).read_text())
+        return json.loads(read_regular(folder.capture_accepted(request_id), SMALL_FILE_BYTES))
     except (OSError, ValueError):
         return None

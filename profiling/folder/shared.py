@@ -16,7 +16,7 @@ from pathlib import Path
 
 from profiling.folder.layout import JobFolder
 from profiling.ranks import format_ranks
-from slurm.basics import SettingError, write_json_atomically
+from slurm.basics import SMALL_FILE_BYTES, SettingError, read_regular, write_json_atomically
 
 # Rank 0 looks again for this long before it gives up on a marker: a slow shared filesystem
 # may show a file a moment after it was written.
@@ -76,7 +76,7 @@ def _marker(folder: JobFolder, rank: int) -> Path:
 
 def _readable(path: Path) -> bool:
     try:
-        json.loads(path.read_text())
+        json.loads(read_regular(path, SMALL_FILE_BYTES))
     except (OSError, ValueError):
         return False
     return True

@@ -34,6 +34,8 @@ from pathlib import Path
 
 import numpy as np
 
+from slurm.basics import LARGE_FILE_BYTES, read_regular
+
 MAGIC = b"SLPSTEP2"
 _MAGIC_1 = b"SLPSTEP1"  # without ``mem``: still read
 EXACT_STEPS = 10_000
@@ -216,7 +218,7 @@ def read_step_log(path: Path, times: Sequence[str] = COLUMNS, *, spread: bool = 
     """Read ``path`` (while it is being written too: a row cut short is left out): the
     ``times`` named (of :data:`COLUMNS`), and their min and max too where ``spread`` (the run
     map reads a median)."""
-    return decode_step_log(path.read_bytes(), path, times, spread=spread)
+    return decode_step_log(read_regular(path, LARGE_FILE_BYTES), path, times, spread=spread)
 
 
 def decode_step_log(

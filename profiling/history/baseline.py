@@ -22,7 +22,10 @@ def with_baseline(
     other jobs' summaries that do not read are named in the report's warnings."""
     if manifest is None:
         return report, None
-    summary = job_summary(report, manifest)
+    try:
+        summary = job_summary(report, manifest)
+    except ValueError as error:  # a manifest whose job id cannot be a summary's: no history
+        return _warned(report, [f"no meta/summary.json: {error}"]), None
     try:
         others, skipped = read_jobs(traces_root)
     except OSError as error:

@@ -122,8 +122,15 @@ def standing(job: JobSummary, others: Iterable[JobSummary]) -> Standing:
     return Standing(job.job_id, [b.job_id for b in before], baseline, change, regression)
 
 
-def standings(jobs: Sequence[JobSummary]) -> dict[str, Standing]:
-    """Every job against its baseline, each config's jobs taken in order once (not jobs x jobs)."""
+def key_of(job: JobSummary) -> tuple[str, str]:
+    """A job's key among the standings: its config's fingerprint and its id (two traces roots
+    merged, or two clusters, can give two configs one job id: kept apart)."""
+    return job.fingerprint, job.job_id
+
+
+def standings(jobs: Sequence[JobSummary]) -> dict[tuple[str, str], Standing]:
+    """Every job against its baseline, each config's jobs taken in order once (not jobs x jobs),
+    by :func:`key_of`."""
     by_config: dict[str, list[JobSummary]] = collections.defaultdict(list)
     for job in jobs:
         by_config[job.fingerprint].append(job)
@@ -131,7 +138,7 @@ def standings(jobs: Sequence[JobSummary]) -> dict[str, Standing]:
     for group in by_config.values():
         ordered = newest_first(group)[::-1]  # the oldest first
         for index, job in enumerate(ordered):
-            found[job.job_id] = standing(job, ordered[max(0, index - 4 * BASELINE_JOBS) : index])
+            found[key_of(job)] = standing(job, ordered[max(0, index - 4 * BASELINE_JOBS) : index])
     return found
 
 
@@ -143,8 +150,9 @@ def nodes_named_slow(jobs: Sequence[JobSummary]) -> list[SlowNode]:
         for node in job.nodes or job.slow_nodes:
             if len(ran[node]) < NODE_JOBS:
                 ran[node].append(job)
+    slow = {id(job): frozenset(job.slow_nodes) for job in jobs}  # a set a job: 100k nodes, linear
     found = [
-        SlowNode(node, sum(node in job.slow_nodes for job in last), len(last)) for node, last in ran.items()
+        SlowNode(node, sum(node in slow[id(job)] for job in last), len(last)) for node, last in ran.items()
     ]
     return sorted((n for n in found if n.named), key=lambda n: (-n.named, n.node))
 
@@ -152,4 +160,7 @@ def nodes_named_slow(jobs: Sequence[JobSummary]) -> list[SlowNode]:
 def _numeric(job_id: str) -> tuple[int, str]:
     """A job id's order among ids that end at the same instant: numbers by value."""
     head = job_id.split("_", 1)[0]
-    return (int(head), job_id) if head.isdigit() else (-1, job_id)
+    # plain ASCII digits of a sane length alone: "²" is a digit to str.isdigit, and int() of
+    # 5000 digits is refused (CPython's 4300-digit limit)
+    numeric = head.isascii() and head.isdigit() and len(head) <= 18
+    return (int(head), job_id) if numeric else (-1, job_id)

@@ -3,6 +3,7 @@ written beside report.json by every report of a job folder."""
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import statistics
 from pathlib import Path
@@ -13,7 +14,7 @@ import msgspec
 from profiling.schema import model
 from profiling.schema.files import read_file, write_file
 from profiling.schema.manifest import Manifest
-from profiling.schema.summary import JobSummary
+from profiling.schema.summary import MAX_MEMORY_MIB, MAX_MS, MAX_RANK, MAX_RATIO, MIN_STEP_MS, JobSummary
 
 SUMMARY = "summary.json"
 # what a job's settings hold that does not change its step: how long it runs, how often it
@@ -39,14 +40,19 @@ def config_fingerprint(config: dict[str, Any]) -> str:
 
 
 def job_summary(report: model.Report, manifest: Manifest) -> JobSummary:
-    """The job's line: who ran what, where and when; its step; what the report found."""
+    """The job's line: who ran what, where and when; its step; what the report found. Every
+    number is one its schema takes (an impossible one, a negative or endless step of a damaged
+    manifest, is left out): the report never writes a summary that reading it back refuses.
+    Raises ValueError where the job itself cannot be named (its id)."""
     config = config_of(manifest)
     times = [record.step_time for record in manifest.ranks if record.step_time.steps]
-    medians = [t.median_s * 1e3 for t in times if t.median_s is not None]
-    p90s = [t.p90_s * 1e3 for t in times if t.p90_s is not None]
+    medians = _steps([t.median_s * 1e3 for t in times if t.median_s is not None])
+    p90s = _steps([t.p90_s * 1e3 for t in times if t.p90_s is not None])
     median = statistics.median(medians) if medians else None
     straggler = report.straggler
+    ranks = int(config["ranks"]) if 0 <= int(config["ranks"]) <= MAX_RANK else 0
     named = straggler.rank if straggler and straggler.verdict == "straggler" else None
+    named = named if named is not None and named < max(ranks, 1) else None
     node_of = manifest.nodes_by_rank
     slow = [node.node for node in report.run.slow_nodes] if report.run else []
     # a straggler's node is named where there were others to compare it with
@@ -63,29 +69,42 @@ def job_summary(report: model.Report, manifest: Manifest) -> JobSummary:
         job_id=manifest.job_id,
         name=manifest.job_name,
         user=manifest.user,
-        ended_at=manifest.ended_at or report.generated_at,
+        ended_at=_when(manifest.ended_at) or report.generated_at,
         nodes=list(manifest.hostnames),
         workload=str(manifest.workload.get("name", "unknown")),
         config=config,
         fingerprint=config_fingerprint(config),
-        ranks=int(config["ranks"]),
+        ranks=ranks,
         mesh={name: int(size) for name, size in report.layout.dims.items()} if report.layout else {},
         step_median_ms=median,
         step_p90_ms=statistics.median(p90s) if p90s else None,
-        noise_ms=_number(_noise_ms(report, median)),
+        noise_ms=_bounded(_noise_ms(report, median), MAX_MS),
         verdict=straggler.verdict if straggler else None,
         straggler=named,
         slow_nodes=slow,
-        slowdown=_number(replay.slowdown) if replay else None,
-        mfu=_number(statistics.median(mfus)) if mfus else None,
-        peak_memory_mib=_number(_peak_memory_mib(report, manifest)),
+        slowdown=_bounded(replay.slowdown, MAX_RATIO) if replay else None,
+        mfu=_bounded(statistics.median(mfus), MAX_RATIO) if mfus else None,
+        peak_memory_mib=_bounded(_peak_memory_mib(report, manifest), MAX_MEMORY_MIB),
         oom=bool(report.oom),
     )
 
 
-def _number(value: float | None) -> float | None:
-    """A plain float: the report before it is encoded holds numpy's."""
-    return None if value is None else float(value)
+def _bounded(value: float | None, most: float) -> float | None:
+    """A plain float (the report before it is encoded holds numpy's) from 0 to ``most``; None
+    for any other (negative, endless, not a number)."""
+    return float(value) if value is not None and 0.0 <= float(value) <= most else None
+
+
+def _steps(values: list[float]) -> list[float]:
+    return [value for value in values if MIN_STEP_MS <= value <= MAX_MS]
+
+
+def _when(text: str | None) -> str | None:
+    """An ISO 8601 time, else None (a damaged manifest's 'yesterday')."""
+    try:
+        return text if text is not None and datetime.datetime.fromisoformat(text) else None
+    except ValueError:
+        return None
 
 
 def _noise_ms(report: model.Report, median: float | None) -> float | None:

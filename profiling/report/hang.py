@@ -7,6 +7,7 @@ from __future__ import annotations
 from profiling.analysis.dumps import HangError, analyse_dumps, read_dumps
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import manifest_or_none
+from profiling.report.table_ranks import cell
 from profiling.schema.dumps import HangDump, HangVerdict
 from profiling.schema.files import write_file
 from slurm.basics import write_text_atomically
@@ -23,7 +24,7 @@ def hang_markdown(verdict: HangVerdict, dumps: dict[int, HangDump], refused: lis
     ]
     for rank, info in verdict.ranks.items():
         stuck = f"`{info.stuck_at}`" if info.stuck_at else "–"
-        lines.append(f"| {rank} | {info.node} | {info.step} | {_cell(info.reason)} | {stuck} |")
+        lines.append(f"| {rank} | {cell(info.node)} | {info.step} | {cell(info.reason)} | {stuck} |")
     if refused:
         lines += ["", "Dumps that did not read:", "", *(f"- {line}" for line in refused)]
     for rank, dump in sorted(dumps.items()):
@@ -52,7 +53,3 @@ def verdict_lines(folder: JobFolder) -> list[str] | None:
         return explain(folder).verdict
     except (HangError, OSError, ValueError):
         return None
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")

@@ -19,6 +19,7 @@ import msgspec
 from profiling.folder.fingerprint import fingerprint
 from profiling.report.workers import Ahead
 from profiling.schema import model
+from slurm.basics import LARGE_FILE_BYTES, read_regular
 
 # what no picture draws, and changes from one report to the next: left out of the fingerprint
 _NOT_DRAWN = {
@@ -40,7 +41,7 @@ class _Drawn(msgspec.Struct):
 def read_drawn(report_json: Path) -> dict[str, str]:
     """The fingerprints of the pictures the last report drew (none where it cannot be read)."""
     try:
-        return msgspec.json.decode(report_json.read_bytes(), type=_Drawn).drawn
+        return msgspec.json.decode(read_regular(report_json, LARGE_FILE_BYTES), type=_Drawn).drawn
     except (OSError, ValueError):
         return {}
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from profiling.report import render_efficiency, render_gpu, render_path
-from profiling.report.table_ranks import others_line, shown_ranks
+from profiling.report.table_ranks import cell, others_line, shown_ranks
 from profiling.schema.model import Archive, Merge, RankReport, Report, Run, RunRank
 
 
@@ -44,7 +44,9 @@ def report_markdown(report: Report) -> str:
     for r in shown:
         t = r.step_time_ms
         steps = f"{r.steps[0]}-{r.steps[-1]}" if r.steps else "-"
-        lines.append(f"| {rank_cell(r)} | {r.host} | {steps} | {t.mean:.2f} | {t.min:.2f} | {t.max:.2f} |")
+        lines.append(
+            f"| {rank_cell(r)} | {cell(r.host)} | {steps} | {t.mean:.2f} | {t.min:.2f} | {t.max:.2f} |"
+        )
     lines += others_line(len(report.ranks), len(shown), 6)
     spread = report.step_time_spread_ms
     assert spread is not None  # a report of ranks has their spread
@@ -190,7 +192,7 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
         for s in run.segments:
             traces = ", ".join(s.traces) if s.traces else s.hint
             lines.append(
-                f"| {s.rank} | {s.node} | {s.first}-{s.last} | {s.slow_steps} | "
+                f"| {s.rank} | {cell(s.node)} | {s.first}-{s.last} | {s.slow_steps} | "
                 f"{s.excess_ms:.1f} | {s.ratio:.2f} | {traces} |"
             )
         lines.append("")
@@ -218,7 +220,7 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
             else "– | – | –"
         )
         lines.append(
-            f"| {r.rank} | {r.node} | {_number(r.median_ms, '.1f')} | {_number(r.relative, '.2f')} | "
+            f"| {r.rank} | {cell(r.node)} | {_number(r.median_ms, '.1f')} | {_number(r.relative, '.2f')} | "
             f"{_number(r.individual, '.2f')} | {stretch} |"
         )
     lines.append("")

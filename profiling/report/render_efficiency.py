@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import statistics
 
+from profiling.report.table_ranks import cell
 from profiling.schema.model import Report
 from profiling.schema.model_ranks import RankReport
 
@@ -32,7 +33,7 @@ def _memory_lines(ranks: list[RankReport], shown: list[RankReport]) -> list[str]
         reserved = _size(m.peak_reserved_bytes) if m.peak_reserved_bytes is not None else "-"
         share = f"{m.peak_allocated_bytes / m.total_bytes:.0%}" if m.total_bytes else "-"
         lines.append(
-            f"| {r.rank} | {m.device} | {_size(m.peak_allocated_bytes)} | {reserved} | {m.peak_step} | "
+            f"| {r.rank} | {cell(m.device)} | {_size(m.peak_allocated_bytes)} | {reserved} | {m.peak_step} | "
             f"{m.peak_op or '-'} | {share} |"
         )
     peaks = {r.rank: r.memory.peak_allocated_bytes for r in ranks if r.memory is not None}
@@ -70,8 +71,8 @@ def _flops_lines(shown: list[RankReport]) -> list[str]:
         mfu = f"{f.mfu:.1%}" if f.mfu is not None else "-"
         peak = f"{f.peak_tflops:g}" if f.peak_tflops is not None else "-"
         lines.append(
-            f"| {r.rank} | {f.per_step / 1e9:.2f} | {f.tflops_per_s:.3f} | {mfu} | {f.dtype} | {peak} | "
-            f"{f.device_name or r.device} |"
+            f"| {r.rank} | {f.per_step / 1e9:.2f} | {f.tflops_per_s:.3f} | {mfu} | {cell(f.dtype)} | "
+            f"{peak} | {cell(f.device_name or r.device)} |"
         )
     lines.append("")
     first = counted[0].flops

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from profiling.analysis.across_ranks import LINK_SHARE, SHOWN_KERNELS
 from profiling.analysis.per_trace import CAUSES, FAMILIES, KERNEL_GAP_US
-from profiling.report.table_ranks import others_line, shown_ranks
+from profiling.report.table_ranks import cell, others_line, shown_ranks
 from profiling.schema.model import Report
 
 
@@ -119,7 +119,7 @@ def _kernel_lines(report: Report) -> list[str]:
     for k in first.top[:SHOWN_KERNELS]:
         share = k.total_us / first.total_us if first.total_us else 0.0
         lines.append(
-            f"| `{_short(k.name)}` | {k.family} | {k.count} | {k.total_us:.0f} | "
+            f"| `{cell(_short(k.name))}` | {k.family} | {k.count} | {k.total_us:.0f} | "
             f"{k.mean_us:.1f} | {k.p50_us:.1f} | {k.p99_us:.1f} | {share:.1%} |"
         )
     lines.append("")
@@ -134,7 +134,7 @@ def _kernel_lines(report: Report) -> list[str]:
         ]
         for d in across.kernels:
             lines.append(
-                f"| `{_short(d.name)}` | {d.family} | {d.fastest_us:.1f} | {d.slowest_us:.1f} | "
+                f"| `{cell(_short(d.name))}` | {d.family} | {d.fastest_us:.1f} | {d.slowest_us:.1f} | "
                 f"{d.difference_us:+.1f} |"
             )
         lines.append("")
@@ -161,9 +161,9 @@ def _collective_lines(report: Report) -> list[str]:
         lines[-2:] = ["| group " + lines[-2], "|---" + lines[-1]]
     for row in rows[:20]:
         mark = " ⚠" if row.below_link else ""
-        group = f"| {row.group or '-'} " if grouped else ""
+        group = f"| {cell(row.group or '-')} " if grouped else ""
         lines.append(
-            f"{group}| {row.kind} | {_number(row.bytes)} | {_number(row.group_size)} | {row.count} | "
+            f"{group}| {cell(row.kind)} | {_number(row.bytes)} | {_number(row.group_size)} | {row.count} | "
             f"{row.p50_us:.1f} | {row.p90_us:.1f} | {row.max_us:.1f} | "
             f"{_gbps(row.busbw_gbps)}{mark} | {row.slowest_rank} | {_gbps(row.slowest_busbw_gbps)} |"
         )

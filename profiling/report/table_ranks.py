@@ -1,4 +1,5 @@
-"""Which ranks report.md's per-rank tables show, so that each stays readable at any count."""
+"""Which ranks report.md's per-rank tables show, so that each stays readable at any count; and
+a name as a table's cell."""
 
 from __future__ import annotations
 
@@ -27,3 +28,11 @@ def others_line(total: int, shown: int, columns: int) -> list[str]:
     if not left:
         return [""]
     return [f"| {left} other ranks (report.json) |" + " |" * (columns - 1), ""]
+
+
+def cell(name: object) -> str:
+    """A name (an op's, a host's, a group's: what a trace or a user wrote) as one Markdown table
+    cell: a ``|`` escaped, line breaks and other control characters as spaces, so that a name
+    never shifts a table's columns or ends its row."""
+    text = str(name).replace("|", "\\|")
+    return "".join(c if c.isprintable() else " " for c in text)

@@ -16,7 +16,7 @@ from typing import Annotated, ClassVar, TypeVar
 
 import msgspec
 
-from slurm.basics import atomic_path
+from slurm.basics import NotARegularFile, atomic_path, read_regular
 
 T = TypeVar("T", bound="Versioned")
 # an age or a size nobody writes: a file claiming more is damaged, not big
@@ -36,21 +36,21 @@ class Versioned(msgspec.Struct, kw_only=True):
     """A typed file: ``schema_version`` first, then the file's own fields."""
 
     VERSION: ClassVar[int] = 1
-    schema_version: int = 1
+    schema_version: Annotated[int, msgspec.Meta(ge=1)] = 1
 
 
 def read_file(path: Path, kind: type[T]) -> T:
     """``path`` as a ``kind``; raises :class:`FileRefused` (and FileNotFoundError where there is
     no such file, which a reader usually takes as "not written yet")."""
     try:
-        with open(path, "rb") as handle:
-            raw = handle.read(_MAX_BYTES + 1)
+        raw = read_regular(path, _MAX_BYTES)
     except FileNotFoundError:
         raise
+    except NotARegularFile as error:
+        reason = str(error).removeprefix(f"{path}: ")
+        raise FileRefused(path, f"{reason}: not a file the toolkit wrote") from error
     except OSError as error:
         raise FileRefused(path, f"cannot be read ({error.strerror or error})") from error
-    if len(raw) > _MAX_BYTES:
-        raise FileRefused(path, f"larger than {_MAX_BYTES >> 20} MiB: not a file the toolkit wrote")
     try:
         value = msgspec.json.decode(raw, type=kind)
     except msgspec.ValidationError as error:

@@ -9,12 +9,24 @@ once, no writer waits for a lock and no reader sees half a file.
 
 from __future__ import annotations
 
+import datetime
 from typing import Annotated, Any
 
 import msgspec
 
 from profiling.schema.files import Versioned
 from profiling.schema.model_ranks import NonNegFloat, NonNegInt, Part, about
+
+# the bounds of what a job can be: a number past them is damage, refused on reading, never written
+MAX_MS = 1e9  # a step of 11 days
+MAX_RANK = (1 << 31) - 1  # torch.distributed's ranks are 32-bit
+MAX_RATIO = 1e6  # S, MFU
+MAX_MEMORY_MIB = 1e12
+MIN_STEP_MS = 1e-3  # a step under a microsecond is no step
+Milliseconds = Annotated[float, msgspec.Meta(ge=0, le=MAX_MS)]
+StepMs = Annotated[float, msgspec.Meta(ge=MIN_STEP_MS, le=MAX_MS)]
+Rank = Annotated[int, msgspec.Meta(ge=0, le=MAX_RANK)]
+Ratio = Annotated[float, msgspec.Meta(ge=0, le=MAX_RATIO)]
 
 
 class JobSummary(Versioned, kw_only=True):
@@ -28,29 +40,40 @@ class JobSummary(Versioned, kw_only=True):
         dict[str, Any], about("what decides its step: the workload's settings, ranks, nodes, backend")
     ] = msgspec.field(default_factory=dict)
     fingerprint: Annotated[str, about("a hash of config: jobs that share it are compared")]
-    ranks: Annotated[NonNegInt, about("its world size")]
+    ranks: Annotated[Rank, about("its world size")]
     mesh: Annotated[
         dict[str, NonNegInt], about("its parallel dimensions and sizes; empty: one flat group")
     ] = msgspec.field(default_factory=dict)
     step_median_ms: Annotated[
-        NonNegFloat | None, about("its step, the median over ranks of each rank's median (wall)")
+        StepMs | None, about("its step, the median over ranks of each rank's median (wall)")
     ] = None
-    step_p90_ms: Annotated[NonNegFloat | None, about("the same of each rank's 90th percentile")] = None
+    step_p90_ms: Annotated[StepMs | None, about("the same of each rank's 90th percentile")] = None
     noise_ms: Annotated[
-        NonNegFloat | None, about("its step-to-step noise: a change below it is no regression")
+        Milliseconds | None, about("its step-to-step noise: a change below it is no regression")
     ] = None
     verdict: Annotated[str | None, about("the straggler verdict: straggler, none or undetermined")] = None
-    straggler: Annotated[NonNegInt | None, about("the straggler's rank, where the verdict names one")] = None
+    straggler: Annotated[Rank | None, about("the straggler's rank, where the verdict names one")] = None
     slow_nodes: Annotated[
         list[str], about("nodes named slow: the run's slow nodes and the straggler's node")
     ] = msgspec.field(default_factory=list)
-    slowdown: Annotated[NonNegFloat | None, about("S, from the replay (critical_path.replay)")] = None
-    mfu: Annotated[NonNegFloat | None, about("the ranks' median model FLOPs utilisation")] = None
+    slowdown: Annotated[Ratio | None, about("S, from the replay (critical_path.replay)")] = None
+    mfu: Annotated[Ratio | None, about("the ranks' median model FLOPs utilisation")] = None
     peak_memory_mib: Annotated[
-        NonNegFloat | None,
+        Annotated[float, msgspec.Meta(ge=0, le=MAX_MEMORY_MIB)] | None,
         about("the most any rank held (MiB): its GPU's peak allocated, else its process's peak resident"),
     ] = None
     oom: Annotated[bool, about("a rank ran out of memory")] = False
+
+    def __post_init__(self) -> None:
+        # what a type cannot say, said once: here, where the file is read and where it is made
+        if not self.job_id or len(self.job_id) > 256 or not self.job_id.isprintable():
+            raise ValueError(f"job_id {self.job_id[:40]!r}: 1 to 256 printable characters")
+        try:
+            datetime.datetime.fromisoformat(self.ended_at)
+        except ValueError:
+            raise ValueError(f"ended_at {self.ended_at[:40]!r} is not an ISO 8601 time") from None
+        if self.straggler is not None and self.ranks and self.straggler >= self.ranks:
+            raise ValueError(f"straggler {self.straggler} is no rank of {self.ranks}")
 
 
 class Baseline(Part):

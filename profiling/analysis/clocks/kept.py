@@ -21,7 +21,7 @@ from profiling.analysis.clocks.rank_clocks import Aligned, align_ranks, by_rank
 from profiling.analysis.per_trace.record import ANALYSIS_VERSION, TraceRecord
 from profiling.folder.fingerprint import fingerprint
 from profiling.folder.traces import TraceFile
-from slurm.basics import atomic_path
+from slurm.basics import LARGE_FILE_BYTES, atomic_path, read_regular
 
 
 class _Kept(msgspec.Struct):
@@ -41,7 +41,7 @@ def kept_alignment(
     records = inferred_groups(traces, records)
     key = _key(traces, records, nodes)
     try:
-        kept = _DECODER.decode(path.read_bytes())
+        kept = _DECODER.decode(read_regular(path, LARGE_FILE_BYTES))
     except (OSError, msgspec.DecodeError, msgspec.ValidationError):
         kept = None
     if kept is not None and kept.key == key and len(kept.clocks) == len(traces):

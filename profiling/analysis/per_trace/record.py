@@ -37,7 +37,7 @@ from profiling.analysis.reading.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record, lanes_record
 from profiling.folder.traces import TraceFile, TraceSource
 from profiling.schema.files import first_line
-from slurm.basics import atomic_path
+from slurm.basics import LARGE_FILE_BYTES, atomic_path, read_regular
 
 # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
 # 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers
@@ -219,7 +219,7 @@ def load_checked(source: TraceSource) -> tuple[TraceRecord | None, str | None]:
     fresh: its name, size and modification time say so.)"""
     path = analysis_record(source.path, source.folder)
     try:
-        record = _DECODER.decode(path.read_bytes())
+        record = _DECODER.decode(read_regular(path, LARGE_FILE_BYTES))
     except FileNotFoundError:
         return None, None
     except (OSError, msgspec.DecodeError, msgspec.ValidationError) as error:
@@ -244,7 +244,7 @@ def load_lanes(
         return (record.step_lanes, record.lane_names), None
     path = lanes_record(source.path, source.folder)
     try:
-        lanes = _LANES_DECODER.decode(path.read_bytes())
+        lanes = _LANES_DECODER.decode(read_regular(path, LARGE_FILE_BYTES))
         why = _lanes_wrong(lanes, record) if _sum_holds(lanes, _LANES_ENCODER) else "its checksum differs"
     except FileNotFoundError:
         why = "it is missing"

@@ -24,6 +24,7 @@ from profiling.analysis.run.memory_growth import Reduced, combine_memory, reduce
 from profiling.analysis.run.run_map import METRIC, RunMap
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import COLUMNS, StepLog, StepLogError, decode_step_log
+from slurm.basics import LARGE_FILE_BYTES, read_regular
 
 _READERS = 4  # on NFS, reads wait; here, from the page cache, more only contend
 _AHEAD = 4 * _READERS
@@ -217,7 +218,7 @@ def _contents(paths: list[Path]) -> list[tuple[Path, bytes | OSError]]:
     read: list[tuple[Path, bytes | OSError]] = []
     for path in paths:
         try:
-            read.append((path, path.read_bytes()))
+            read.append((path, read_regular(path, LARGE_FILE_BYTES)))
         except OSError as error:
             read.append((path, error))
     return read

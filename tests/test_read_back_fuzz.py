@@ -1,0 +1,182 @@
+"""Round 6's files read back, fed as a new user or a broken file system would (issue #58): a
+traces root with one bad summary among good ones, a FIFO or a device where a file was, numbers
+no job can have, names that would break a table. ``history`` ends with status 0 within its
+bound, names the bad file in one line, prints no inf or nan, and ``--json`` is strict JSON; the
+report never writes a summary that reading it back refuses."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import msgspec
+import pytest
+
+from profiling.history.jobs import newest_first, nodes_named_slow, read_jobs, standings
+from profiling.history.summary import config_fingerprint, write_summary
+from profiling.report.table_ranks import cell
+from profiling.schema.files import FileRefused, read_file
+from profiling.schema.summary import JobSummary
+from slurm.basics import NotARegularFile, read_regular
+from tests.common import REPO
+
+CONFIG = {"name": "workload.resnet18:build", "batch_size": 10, "ranks": 2, "nodes": 1, "backend": "gloo"}
+
+
+def _summary(job_id: str, step_ms: float, minute: int, config: dict | None = None) -> dict:
+    config = config or CONFIG
+    return {
+        "schema_version": 1,
+        "job_id": job_id,
+        "ended_at": f"2026-12-04T10:{minute:02d}:00+00:00",
+        "nodes": ["node1"],
+        "workload": config["name"],
+        "config": config,
+        "fingerprint": config_fingerprint(config),
+        "ranks": config["ranks"],
+        "step_median_ms": step_ms,
+        "noise_ms": 1.0,
+        "verdict": "none",
+    }
+
+
+def _root(tmp_path: Path, summaries: list[dict]) -> Path:
+    for number, summary in enumerate(summaries):
+        meta = tmp_path / f"job{number}" / "meta"
+        meta.mkdir(parents=True)
+        (meta / "summary.json").write_text(json.dumps(summary))
+    return tmp_path
+
+
+def _history(root: Path, *args: str) -> subprocess.CompletedProcess:
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-m", "jobs.history", str(root), *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=20,
+    )
+    assert time.monotonic() - started < 20
+    assert done.returncode == 0, done.stderr
+    assert "Traceback" not in done.stderr + done.stdout
+    assert "inf" not in done.stdout.lower().replace("info", "") and "nan" not in done.stdout.lower()
+    return done
+
+
+GOOD = [_summary(str(i), 100.0 + i, i) for i in range(1, 7)]
+BAD = {
+    "5000 digits": {"job_id": "9" * 5000},
+    "a newline in the id": {"job_id": "7\n8"},
+    "yesterday": {"ended_at": "yesterday"},
+    "a negative step": {"step_median_ms": -500.0},
+    "a step of 1e308": {"step_median_ms": 1e308},
+    "ranks 10^30": {"ranks": 10**30},
+    "a straggler of no rank": {"verdict": "straggler", "straggler": 10**18},
+    "schema_version -1": {"schema_version": -1},
+    "a step under a microsecond": {"step_median_ms": 5e-324},
+}
+
+
+@pytest.mark.parametrize("bad", sorted(BAD))
+def test_one_bad_summary_among_good_ones_is_named_and_left_out(tmp_path: Path, bad: str) -> None:
+    root = _root(tmp_path, [*GOOD, {**_summary("99", 100.0, 30), **BAD[bad]}])
+    done = _history(root)
+    assert f"job{len(GOOD)}/meta/summary.json" in done.stderr and "skipped" in done.stderr, done.stderr
+    strict = _history(root, "--json")
+    document = json.loads(strict.stdout, parse_constant=lambda name: pytest.fail(f"{name} is not JSON"))
+    assert sum(len(c["jobs"]) for c in document["configs"]) == len(GOOD)
+
+
+def test_a_job_id_of_unicode_digits_is_a_string_listed_as_such(tmp_path: Path) -> None:
+    """'²' is a digit to str.isdigit and no number to int(): it sorted every later report away."""
+    root = _root(tmp_path, [*GOOD, _summary("²", 100.0, 30)])
+    assert "²" in _history(root).stdout
+    document = json.loads(_history(root, "--json").stdout)
+    assert "²" in [job["job_id"] for config in document["configs"] for job in config["jobs"]]
+
+
+def test_steps_at_the_edges_of_the_bounds_print_finite_numbers(tmp_path: Path) -> None:
+    """Five jobs at a microsecond, a sixth at 11 days: a change, not +inf %; strict JSON."""
+    tiny = [_summary(str(i), 1e-3, i) for i in range(1, 6)]
+    root = _root(tmp_path, [*tiny, _summary("6", 1e9, 6)])
+    done = _history(root)
+    assert "REGRESSION" in done.stdout
+    json.loads(_history(root, "--json").stdout, parse_constant=lambda name: pytest.fail(name))
+
+
+@pytest.mark.parametrize("kind", ["fifo", "directory", "device"])
+def test_a_summary_that_is_no_regular_file_is_refused_at_once(tmp_path: Path, kind: str) -> None:
+    """A FIFO where a sibling's summary was blocked every later reader in open() forever: the
+    history, the report, and rank 0's end of every later job of the root."""
+    root = _root(tmp_path, GOOD)
+    path = root / "odd" / "meta" / "summary.json"
+    path.parent.mkdir(parents=True)
+    if kind == "fifo":
+        os.mkfifo(path)
+    elif kind == "directory":
+        path.mkdir()
+    else:
+        path.symlink_to("/dev/zero")
+    done = _history(root)
+    assert "odd" in done.stderr and "not a regular file" in done.stderr, done.stderr
+    with pytest.raises(FileRefused, match="not a regular file"):
+        read_file(path, JobSummary)
+    with pytest.raises(NotARegularFile, match="summary.json: not a regular file"):
+        read_regular(path, 1 << 20)
+
+
+def test_a_file_larger_than_its_bound_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "big.json"
+    path.write_bytes(b" " * 2048)
+    with pytest.raises(NotARegularFile, match="2048 bytes, more than the 1024 read back"):
+        read_regular(path, 1024)
+
+
+def test_two_configs_sharing_a_job_id_are_kept_apart() -> None:
+    """A +100 % regression hid as '-' where another config had a job of the same id."""
+    other = dict(CONFIG, batch_size=64)
+    jobs = [msgspec.convert(_summary(str(i), 100.0, i), JobSummary) for i in range(1, 6)]
+    jobs.append(msgspec.convert(_summary("6", 200.0, 6), JobSummary))
+    jobs.append(msgspec.convert(_summary("6", 50.0, 7, other), JobSummary))
+    found = standings(jobs)
+    assert found[config_fingerprint(CONFIG), "6"].regression
+    assert found[config_fingerprint(other), "6"].baseline_ms is None
+
+
+def test_slow_nodes_are_counted_in_linear_time() -> None:
+    """A summary naming 100 000 nodes: within a second (list membership took over 20 s)."""
+    nodes = [f"node{i}" for i in range(100_000)]
+    jobs = [
+        msgspec.convert({**_summary(str(i), 100.0, i), "nodes": nodes, "slow_nodes": nodes}, JobSummary)
+        for i in range(1, 4)
+    ]
+    started = time.perf_counter()
+    named = nodes_named_slow(jobs)
+    assert time.perf_counter() - started < 1.0
+    assert len(named) == 100_000 and all(n.excluded for n in named[:10])
+
+
+def test_job_ids_sort_as_strings_numbers_by_value_only_when_plain_and_short() -> None:
+    jobs = [
+        msgspec.convert({**_summary(job_id, 100.0, 1)}, JobSummary)
+        for job_id in ("10", "9", "²", "9" * 30, "4242_3")
+    ]
+    # at one instant: plain numbers by value, the largest first; the rest after, as strings
+    assert [j.job_id for j in newest_first(jobs)] == ["4242_3", "10", "9", "²", "9" * 30]
+
+
+def test_a_name_never_breaks_a_table() -> None:
+    assert cell("gloo:all_reduce|x") == "gloo:all_reduce\\|x"
+    assert cell("node\n1\r\x1b[31m") == "node 1  [31m"
+
+
+def test_read_jobs_reads_a_root_of_good_and_bad(tmp_path: Path) -> None:
+    root = _root(tmp_path, [*GOOD, {**_summary("99", 100.0, 30), "ended_at": "yesterday"}])
+    found, skipped = read_jobs(root)
+    assert len(found) == len(GOOD) and len(skipped) == 1 and "ended_at 'yesterday'" in skipped[0]
+    write_summary(tmp_path / "again" / "meta", found[0])  # what is read back writes back
