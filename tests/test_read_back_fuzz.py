@@ -180,3 +180,64 @@ def test_read_jobs_reads_a_root_of_good_and_bad(tmp_path: Path) -> None:
     found, skipped = read_jobs(root)
     assert len(found) == len(GOOD) and len(skipped) == 1 and "ended_at 'yesterday'" in skipped[0]
     write_summary(tmp_path / "again" / "meta", found[0])  # what is read back writes back
+
+
+def test_the_slurm_comment_carries_printable_characters_only() -> None:
+    from profiling.history.comment import comment_line
+
+    summary = msgspec.convert(
+        {**_summary("1", 100.0, 1), "slow_nodes": ["node\n1", "node\r2\x1b[31m"]}, JobSummary
+    )
+    line = comment_line(summary, None)
+    assert all(" " <= c <= "~" for c in line), line
+    assert "slow node?1,node?2?[31m" in line
+
+
+@pytest.mark.parametrize(
+    "parallel",
+    [5, "dp=2", [["pp", 20_000_000]], [["pp", 2], ["pp", 2]], [["p p", 2]], [["pp", 2.0]], [[1, 2]]],
+)
+def test_a_manifests_parallel_field_that_cannot_be_is_no_layout(parallel: object) -> None:
+    """Untyped JSON: ``5`` gave a traceback, ``"dp=2"`` a raw message, 20 million stages in a job
+    of 2 ranks 22.8 s and 5.7 GB."""
+    from profiling.analysis.run.run_rows import manifest_layout, run_mesh
+    from profiling.schema.manifest import Manifest
+
+    manifest = msgspec.convert(
+        {
+            "job_id": "1", "launcher": "local", "nodes": 1, "master": "host", "backend": "gloo",
+            "attempts": [], "trace_files": [], "world_size": 2, "workload": {"parallel": parallel},
+        },
+        Manifest,
+    )  # fmt: skip
+    started = time.perf_counter()
+    assert run_mesh(None, manifest) == {}
+    assert time.perf_counter() - started < 1.0
+    assert manifest_layout([["dp", 2]]) == (("dp", 2),)
+
+
+@pytest.mark.parametrize("peer", ["²", "9" * 5000, "-1", "3.0"])
+def test_a_group_labels_peer_that_is_no_rank_makes_no_label(peer: str) -> None:
+    """A gloo send's label with a peer of '²' or 5000 digits dropped the whole trace with int()'s
+    raw message."""
+    from profiling.folder.group_label import parse_group_label
+
+    assert parse_group_label(f"pg 0 default_pg peer {peer}") is None
+    assert parse_group_label("pg 0 default_pg peer 3") == ("0", "default_pg", 3)
+
+
+@pytest.mark.parametrize(("peer", "tied"), [(1, True), (0, False), (99, False), (2**40, False)])
+def test_a_gloo_transfers_peer_is_checked_through_the_reader(peer: int, tied: bool) -> None:
+    """Rank 0 sends within the default group of ranks 0 and 1: to 1 it is a transfer; to
+    itself, to 99 or to 2^40 it ties nothing (every rank its own peer gave S = 0.94)."""
+    from profiling.analysis.per_trace.groups import Group
+    from profiling.analysis.reading.collectives import Collective
+    from profiling.analysis.reading.instances import instances, transfer_ranks
+
+    ops = [
+        Collective(f"pg 0 default_pg peer {peer}", 0.0, 10.0, 1, False, ()),
+        Collective("c10d::send", 1.0, 2.0, 1, False, ()),
+        Collective("gloo:send", 1.0, 5.0, 1, False, ()),
+    ]
+    found = instances(ops, 0, [Group("0", "default_pg", (0, 1))])
+    assert [transfer_ranks(i) for i in found] == ([(0, 1)] if tied else [None])

@@ -22,6 +22,10 @@ def parse_group_label(text: str) -> tuple[str, str, int | None] | None:
         return None
     body, _, peer = text[len(GROUP_LABEL) :].partition(_PEER)
     name, _, description = body.partition(" ")
-    if not name or not description or " " in description or (peer and not peer.isdigit()):
+    # a peer of plain ASCII digits within a rank's 31 bits ("²" is a digit to str.isdigit, and
+    # int() of 5000 digits raises): else the label is none
+    if not name or not description or " " in description:
+        return None
+    if peer and not (peer.isascii() and peer.isdigit() and len(peer) <= 10 and int(peer) < 1 << 31):
         return None
     return name, description, int(peer) if peer else None

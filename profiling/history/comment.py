@@ -34,7 +34,7 @@ def comment_line(summary: JobSummary, baseline: model.Baseline | None) -> str:
     if baseline is not None and baseline.change is not None:
         regression = " (regression)" if baseline.regression else ""
         parts.append(f"{baseline.change * 100:+.0f}% vs last {len(baseline.jobs)}{regression}")
-    return _cut(f"{MARK} {'; '.join(parts)}", MAX_CHARS)
+    return _cut(_printable(f"{MARK} {'; '.join(parts)}"), MAX_CHARS)
 
 
 def merged_comment(existing: str, line: str) -> str | None:
@@ -46,6 +46,12 @@ def merged_comment(existing: str, line: str) -> str | None:
     own = existing.split(_JOINED + MARK, 1)[0]  # a comment we appended to before: ours replaced
     joined = f"{own}{_JOINED}{line}"
     return joined if len(joined) <= MAX_CHARS else None
+
+
+def _printable(text: str) -> str:
+    """Printable ASCII alone: a node's name with a newline, a CR or an escape sequence would go
+    straight into sacct's and squeue's output (and their parsers')."""
+    return "".join(c if " " <= c <= "~" else "?" for c in text)
 
 
 def _cut(text: str, limit: int) -> str:

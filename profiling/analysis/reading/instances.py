@@ -181,6 +181,8 @@ def _labelled_instances(
     for index, (op, parsed) in enumerate(zip(queued, parsed_of, strict=True)):
         name, peer = (parsed[0], parsed[2]) if parsed else (None, None)
         group = by_name.get(name) if name is not None else None
+        if peer is not None and not _valid_peer(peer, rank, group):
+            peer = None  # out of its group, or the rank itself: no tie by peer
         kind = op.name.split("::", 1)[-1]
         end = ends.get(index, op.end)
         if peer is not None:

@@ -41,13 +41,32 @@ class Band:
         return f"stage {self.index}" if self.dim == STAGE else f"dp {self.index}"
 
 
+def manifest_layout(value: object) -> Dims | None:
+    """The manifest's ``workload.parallel`` as dimensions: a list of [name, size] pairs, each
+    name an identifier and each size from 1 to 2**31; None for anything else (untyped JSON: a
+    damaged or hand-written manifest's ``5`` or ``"dp=2"``)."""
+    if not isinstance(value, list) or not value:
+        return None
+    dims = []
+    for pair in value:
+        if not (isinstance(pair, list) and len(pair) == 2):
+            return None
+        name, size = pair
+        if not (isinstance(name, str) and name.isidentifier() and type(size) is int and 1 <= size < 1 << 31):
+            return None
+        dims.append((name, size))
+    return tuple(dims) if len(dict(dims)) == len(dims) else None
+
+
 def run_mesh(layout: Dims | None, manifest: Manifest | None) -> dict[int, dict[str, int]]:
     """Each rank's coordinates as the map can know them before the traces are read; empty where
     the job has no layout, or one that does not make its world size."""
-    parallel = manifest.workload.get("parallel") if manifest else None
-    dims = layout or (mesh_dims(tuple((str(n), int(s)) for n, s in parallel)) if parallel else None)
-    world = manifest.world_size if manifest else None
-    if not dims or (world is not None and layout_size(dims) != world):
+    parallel = manifest_layout(manifest.workload.get("parallel")) if manifest else None
+    dims = layout or (mesh_dims(parallel) if parallel else None)
+    world = (manifest.world_size or len(manifest.ranks) or None) if manifest else None
+    # a layout must make the world it is of: one of 20 million ranks in a 2-rank job is damage
+    # (its coordinates took 5.7 GB); a manifest's with no world to check it against is not used
+    if not dims or (world is None and not layout) or (world is not None and layout_size(dims) != world):
         return {}
     return {rank: coordinates(rank, dims) for rank in range(layout_size(dims))}
 
