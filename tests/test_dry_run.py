@@ -102,3 +102,52 @@ def test_the_tasks_options_are_shown() -> None:
         "#   python -m jobs.task --steps 20 --inject-slowdown 0:5 --profile-ranks all "
         "--traces-root /shared/traces\n"
     ), script
+
+
+BAD_PARALLEL = {
+    ("--parallel", "pp=2", "--workload-arg", "microbatches=3"): "--workload-arg microbatches=3: 1F1B needs",
+    ("--parallel", "pp=2", "--workload-arg", "microbatches=0"): "microbatches=0 must be an integer",
+    (
+        "--parallel",
+        "tp=2",
+        "--workload-arg",
+        "heads=3",
+        "--workload-arg",
+        "dim=63",
+    ): "heads=3 cannot be split",
+    (
+        "--parallel",
+        "tp=4",
+        "--workload-arg",
+        "heads=6",
+        "--workload-arg",
+        "dim=96",
+    ): "heads=6 cannot be split",
+    ("--parallel", "dp=4", "--workload-arg", "layers=0"): "layers=0 must be an integer",
+    ("--parallel", "dp=4", "--workload-arg", "seq=abc"): "seq=abc must be an integer",
+    ("--parallel", "dp=4", "--workload-arg", "foo=1"): "has no setting foo",
+    ("--parallel", "dp=4", "--workload-arg", "dim=1000000000"): "dim=1000000000 must be an integer",
+    ("--parallel", "dp=4", "--workload", "workload.resnet18:build"): "runs the toolkit's parallel LM",
+    ("--parallel", "pp=4", "--batch-size", "3"): "--batch-size 3 is too small",
+}
+
+
+def test_a_parallel_job_the_ranks_would_refuse_is_refused_before_it_is_queued() -> None:
+    """``--dry-run`` (slurm) accepted these, and every rank refused them after the queue: the
+    same code the ranks run checks them on the login node, in one line with a HINT."""
+    for args, expected in BAD_PARALLEL.items():
+        result = run_submit("--dry-run", "--nodes", "1", "--gpus", "4", *args, timeout=30)
+        assert result.returncode == 2, (args, result.stdout)
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0] and "HINT" in lines[0], (args, result.stderr)
+
+
+def test_the_readmes_parallel_job_runs_with_its_defaults() -> None:
+    """``--parallel dp=2,pp=2`` with the default batch of 10: 5 microbatches of 2, not a refusal
+    in every rank ("--batch-size 10 does not split into microbatches=4")."""
+    from slurm.layout import parse_layout
+    from workload.lm_settings import lm_settings
+
+    assert lm_settings({}, parse_layout("dp=2,pp=2"), 10)["microbatches"] == 5
+    script = dry_run("--nodes", "1", "--gpus", "4", "--parallel", "dp=2,pp=2")
+    assert "--parallel dp=2,pp=2" in script

@@ -6,9 +6,10 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from slurm.basics import SettingError
 from slurm.layout import MESH_ORDER, Dims, layout_size, layout_text, parse_layout
 from slurm.settings import at_least, check_fields, one_of, positive_integer, setting
+from workload.errors import WorkloadError
+from workload.lm_settings import lm_settings
 
 # --dtype -> the name of the torch dtype (resolved where torch is imported); "auto" chooses one
 # of them for the device (workload.loop.choose_dtype)
@@ -19,10 +20,6 @@ DTYPE_CHOICES = (AUTO_DTYPE, *DTYPES)
 
 DEFAULT_FACTORY = "workload.resnet18:build"  # the tutorial's ResNet18 (workload.contract)
 PARALLEL_FACTORY = "workload.parallel_lm:parallel_lm"  # the job of many groups (--parallel)
-
-
-class WorkloadError(SettingError):
-    """A workload, or a setting of it, that cannot run; the message names it and the fix."""
 
 
 def split(spec: str) -> tuple[str, str]:
@@ -111,11 +108,12 @@ class WorkloadConfig:
     image and class sizes are the tutorial's ResNet18's; a workload of your own reads what it
     needs of them, and its own settings from ``args``."""
 
-    factory: str = setting(
-        DEFAULT_FACTORY,
+    factory: str | None = setting(
+        None,
         flag="--workload",
         help="the training to run: a function of yours, MODULE:FACTORY, importable from the folder you "
-        "submit from or PYTHONPATH (default: the tutorial's ResNet18, %(default)s)",
+        f"submit from or PYTHONPATH (default: the tutorial's ResNet18, {DEFAULT_FACTORY}; the "
+        "parallel LM with --parallel)",
         group="workload",
         metavar="MODULE:FACTORY",
         parse=lambda text: ":".join(split(text)),
@@ -232,11 +230,9 @@ class WorkloadConfig:
     def workload(self) -> str:
         """The factory the ranks run: ``--workload``, or the parallel LM where ``--parallel`` asks
         for it."""
-        return (
-            PARALLEL_FACTORY
-            if self.parallel is not None and self.factory == DEFAULT_FACTORY
-            else self.factory
-        )
+        if self.factory is not None:
+            return self.factory
+        return PARALLEL_FACTORY if self.parallel is not None else DEFAULT_FACTORY
 
     def _check_parallel(self, dims: Dims) -> None:
         unknown = [name for name, _ in dims if name not in MESH_ORDER]
@@ -245,11 +241,12 @@ class WorkloadConfig:
                 f"{{parallel}} {layout_text(dims)} names {', '.join(unknown)}. HINT: split over "
                 f"{', '.join(MESH_ORDER)} only, e.g. {{parallel}} dp=2,pp=2,tp=2"
             )
-        if self.factory not in (DEFAULT_FACTORY, PARALLEL_FACTORY):
+        if self.factory not in (None, PARALLEL_FACTORY):
             raise WorkloadError(
                 f"{{parallel}} {layout_text(dims)} runs the toolkit's parallel LM, not {{factory}} "
                 f"{self.factory}. HINT: drop one of them"
             )
+        lm_settings(dict(self.args), dims, self.batch_size)  # as its ranks check them
 
     def _check_slowdown(self, slowdown: RankAndMs) -> None:
         if slowdown.rank < 0 or not 0 < slowdown.ms <= 60_000:

@@ -12,9 +12,10 @@ them out:
   ``microbatches`` (>= 4) microbatches. The stage is given its shapes (``input_args``,
   ``output_args``): a 2-rank pipeline that infers them at run time hung on gloo.
 
-Settings, by ``--workload-arg``: ``layers`` (per stage, default 2), ``last_stage_layers`` (the
-last stage's, default ``layers``: more makes a stage imbalance), ``dim`` (64), ``heads`` (4),
-``seq`` (32), ``vocab`` (256), ``microbatches`` (4). The batch is ``--batch-size`` sequences.
+Settings, by ``--workload-arg``, checked at submit and here by :mod:`workload.lm_settings`:
+``layers`` (per stage, default 2), ``last_stage_layers`` (the last stage's: more makes a stage
+imbalance), ``dim``, ``heads``, ``seq``, ``vocab``, ``microbatches``. The batch is
+``--batch-size`` sequences.
 
 ``--parallel`` gives the sizes (:class:`workload.config.WorkloadConfig`). Each collective is
 labelled with its process group in the trace (:mod:`profiling.recording.group_labels`), since
@@ -31,10 +32,9 @@ import torch.nn.functional as F
 from torch import nn
 
 from slurm.layout import MESH_ORDER, mesh_dims
-from workload.config import DTYPES, WorkloadError
+from workload.config import DTYPES
 from workload.contract import WorkloadContext
-
-DEFAULTS = {"layers": 2, "dim": 64, "heads": 4, "seq": 32, "vocab": 256, "microbatches": 4}
+from workload.lm_settings import lm_settings
 
 
 class Block(nn.Module):
@@ -83,30 +83,6 @@ class Stage(nn.Module):
         return x
 
 
-def lm_settings(args: Mapping[str, str]) -> dict[str, int]:
-    """The model's settings from ``--workload-arg``; one line naming a wrong one."""
-    known = {*DEFAULTS, "last_stage_layers"}
-    for key in args:
-        if key not in known:
-            raise WorkloadError(
-                f"{{args}} {key}={args[key]}: the parallel LM has no setting {key}. "
-                f"HINT: one of {', '.join(sorted(known))}"
-            )
-    found = dict(DEFAULTS)
-    for key, value in args.items():
-        if not value.isdigit() or int(value) < 1:
-            raise WorkloadError(
-                f"{{args}} {key}={value} must be a positive integer, e.g. {key}={DEFAULTS.get(key, 2)}"
-            )
-        found[key] = int(value)
-    found.setdefault("last_stage_layers", found["layers"])
-    if found["dim"] % found["heads"]:
-        raise WorkloadError(f"{{args}} dim={found['dim']} is not a multiple of heads={found['heads']}")
-    if found["microbatches"] < 4:
-        raise WorkloadError(f"{{args}} microbatches={found['microbatches']}: 1F1B needs at least 4")
-    return found
-
-
 class ParallelLM:
     """One rank's stage of the LM, its optimizer, its fixed batch and its pipeline schedule."""
 
@@ -116,11 +92,10 @@ class ParallelLM:
         from torch.distributed.device_mesh import init_device_mesh
         from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
-        settings = lm_settings(context.args)
-        dims = mesh_dims(context.settings.parallel or (("dp", context.identity.world_size),))
+        parallel = context.settings.parallel or (("dp", context.identity.world_size),)
+        settings = lm_settings(context.args, parallel, context.settings.batch_size)  # as at submit
+        dims = mesh_dims(parallel)
         sizes = {name: 1 for name in MESH_ORDER} | dict(dims)
-        if sizes["tp"] > 1 and settings["heads"] % sizes["tp"]:
-            raise WorkloadError(f"{{args}} heads={settings['heads']} cannot be split over tp={sizes['tp']}")
         names = tuple(name for name, _ in dims)
         mesh = init_device_mesh(context.device.type, tuple(size for _, size in dims), mesh_dim_names=names)
         stage = mesh.get_local_rank("pp") if "pp" in names else 0
@@ -136,11 +111,6 @@ class ParallelLM:
             _fully_shard(self.module, mesh["dp"])
         self.optimizer = torch.optim.AdamW(self.module.parameters(), lr=context.settings.lr)
         batch, seq = context.settings.batch_size, settings["seq"]
-        if stages > 1 and batch % settings["microbatches"]:
-            raise WorkloadError(
-                f"{{batch_size}} {batch} does not split into microbatches={settings['microbatches']}. "
-                f"HINT: a multiple of it, e.g. {{batch_size}} {4 * settings['microbatches']}"
-            )
         micro = batch // settings["microbatches"]
         generator = torch.Generator().manual_seed(
             context.settings.seed + 1 + (mesh.get_local_rank("dp") if "dp" in names else 0)
