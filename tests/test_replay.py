@@ -11,6 +11,8 @@ import pytest
 
 from profiling.analysis.across_ranks.replay_graph import StepGraph, step_graph
 from profiling.analysis.across_ranks.replay_steps import replayed
+from profiling.analysis.across_ranks.verdict import follows_replay
+from profiling.schema.model import Straggler
 from profiling.schema.model_path import Replay
 from tests.step_graphs import data_parallel, gpu_pipelines, lane_of, one_f_one_b
 
@@ -225,3 +227,34 @@ def test_a_rank_with_an_empty_lane_is_replayed_not_a_traceback() -> None:
     assert isinstance(graph, StepGraph)
     found = replayed([graph], [])
     assert found is not None and found.slowdown > 0
+
+
+def _undetermined() -> Straggler:
+    return Straggler(
+        verdict="undetermined",
+        rank=None,
+        text="straggler undetermined: 3 step(s) recorded, 8 needed with 16 ranks (--active)",
+        ranks_compared=list(range(16)),
+        ranks_without_paired_clock=[],
+        collectives=3,
+        steps=3,
+        step_noise_ms=None,
+        threshold_ms=None,
+        clock_uncertainty_us=0.0,
+        min_lateness_us=0.0,
+        compute_ms={},
+    )
+
+
+def test_three_traced_steps_are_decided_by_the_replay_against_the_step_logs_noise() -> None:
+    """The tutorial's schedule traces 3 steps: too few for arrival's test, never too few for the
+    replay, judged against the noise the step logs give (they hold every step)."""
+    forward, backward = [10.0] * 16, [20.0] * 16
+    forward[7], backward[7] = 12.5, 25.0
+    found = replay_of(data_parallel(forward, backward, transfer=5.0, optimizer=5.0), steps=3)
+    decided = follows_replay(_undetermined(), found, lambda rank: f"rank {rank}", logs_noise_ms=0.001)
+    assert decided is not None and (decided.verdict, decided.rank) == ("straggler", 7)
+    assert "from the replay of step(s) 0-2" in decided.text
+    noisy = follows_replay(_undetermined(), found, lambda rank: f"rank {rank}", logs_noise_ms=1.0)
+    assert noisy is not None and noisy.verdict == "undetermined"  # 7 us a step, within 1 ms
+    assert follows_replay(_undetermined(), found, lambda rank: f"rank {rank}") == _undetermined()
