@@ -58,7 +58,7 @@ def _slowdown(replay: Replay, noise_ms: float) -> str:
     said = []
     if len(replay.strips.ranks) < 2:
         pass  # nobody to straggle behind
-    elif (s - 1) * ideal > noise_ms:
+    elif (s - 1) * ideal > noise_ms or (replay.most is not None and replay.most.excess * ideal > noise_ms):
         said.append(
             f"Stragglers cost this job **S = {s:.2f}**: the step is {s - 1:.0%} longer than its ideal "
             f"({s * ideal:.2f} ms a step, every rank's work as measured, against {ideal:.2f})."
@@ -79,7 +79,7 @@ def _slowdown(replay: Replay, noise_ms: float) -> str:
 
 def _most(replay: Replay, noise_ms: float) -> list[str]:
     most = replay.most
-    if most is None or (most.slowdown - 1) * replay.ideal_ms <= noise_ms:
+    if most is None or most.excess * replay.ideal_ms <= noise_ms:
         return []
     part = f"{_NAMED.get(most.dimension, most.dimension)} {most.index}"
     said = f"Most of it is **{part}** (S {most.slowdown:.2f} alone)"

@@ -80,6 +80,13 @@ class ReplayMost(Part):
     longer_fraction: Annotated[
         NonNegFloat | None, about("longer_ms over the others' time on those kinds; null where they have none")
     ]
+    excess: Annotated[
+        float,
+        about(
+            "its S above its peers' median part's (the median rank's, or the median coordinate's "
+            "of its dimension): what it holds beyond them, the slowdown's own share aside"
+        ),
+    ] = 0.0
 
 
 class ReplayHeat(Part):

@@ -117,12 +117,13 @@ def most(
     rank = max(excess, key=lambda r: (excess[r], -r))
     if excess[rank] <= 0:
         return None
-    dimension, index, slowdown = "rank", rank, by_rank[rank]
+    dimension, index, slowdown, above = "rank", rank, by_rank[rank], excess[rank]
     for dim in sorted(mesh.get(rank, {}), key=lambda d: (d != PIPELINE, d)):
         coordinate = mesh[rank][dim]
         members = [r for r, where in mesh.items() if where.get(dim) == coordinate]
         if all(excess.get(member, 0.0) >= SHARED * excess[rank] for member in members):
             dimension, index, slowdown = dim, coordinate, by_mesh[dim][str(coordinate)]
+            above = slowdown - float(np.median(list(by_mesh[dim].values())))
             break
     rows = [
         row
@@ -153,6 +154,7 @@ def most(
         dimension=dimension,
         index=index,
         slowdown=slowdown,
+        excess=above,
         kinds=[WORK_KINDS[k] for k in kinds],
         longer_ms=float(longer[kinds].sum()) / 1e3 if kinds else 0.0,
         longer_fraction=float(longer[kinds].sum()) / held if held > EPSILON_US else None,

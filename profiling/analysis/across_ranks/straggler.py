@@ -70,13 +70,16 @@ def find_straggler(
     of each collective's group, where it is not every rank's (a job of data, pipeline and tensor
     parallel groups): there a rank is last among its group's members. ``stage_of``: each rank's
     pipeline stage, in a job with a pipeline: a rank is compared with its peers of the same stage
-    alone (at a collective that spans stages, a later stage always arrives later).
+    alone (at a collective that spans stages, a later stage always arrives later), where the
+    job has collectives within a stage; else across them, as the only evidence there is.
     """
     if len(arrivals) < 2:
         return None
     if len(set((stage_of or {}).values())) > 1:
-        members = {key: group for key, group in (members or {}).items() if _one_stage(group, stage_of or {})}
-        anchor_steps = {key: step for key, step in anchor_steps.items() if key in members}
+        within = {key: group for key, group in (members or {}).items() if _one_stage(group, stage_of or {})}
+        if within:
+            members = within
+            anchor_steps = {key: step for key, step in anchor_steps.items() if key in within}
     verdict = _verdict(
         arrivals, anchor_steps, step_ms, compute_ms, clock_uncertainty_us or {}, names or {}, members or {}
     )

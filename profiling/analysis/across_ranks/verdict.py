@@ -36,14 +36,16 @@ def follows_replay(
     if undetermined and (logs_noise_ms is None or not straggler.ranks_compared):
         return straggler
     noise_ms = logs_noise_ms if undetermined and logs_noise_ms is not None else straggler.step_noise_ms or 0.0
-    excess_ms = replay.measured_ms - replay.ideal_ms if replay.slowdown > 1.0 else 0.0
     most = replay.most
+    # what the part holds beyond its peers: S itself is above 1 in a balanced job too (a
+    # step waits for the slowest rank of each meeting, the ideal for none)
+    excess_ms = most.excess * replay.ideal_ms if most is not None else 0.0
     if most is None or excess_ms <= noise_ms:
         if straggler.verdict != "straggler" or undetermined:
             return straggler
         why = (
-            f"the replay finds the step within its step-to-step noise of its ideal "
-            f"(S = {replay.slowdown:.2f}, {excess_ms:.2f} ms against {noise_ms:.2f} ms)"
+            f"the replay finds no part holding more than its peers beyond the step-to-step noise "
+            f"({most.dimension} {most.index}: {excess_ms:.2f} ms against {noise_ms:.2f} ms)"
             if most is not None
             else "the replay finds no rank holding more of the slowdown than its peers"
         )
@@ -114,8 +116,7 @@ def stages_follow_replay(
     if stages is None or replay is None:
         return stages
     most = replay.most
-    excess_ms = replay.measured_ms - replay.ideal_ms if replay.slowdown > 1.0 else 0.0
-    if most is None or excess_ms <= (noise_ms or 0.0):
+    if most is None or most.excess * replay.ideal_ms <= (noise_ms or 0.0):
         return stages
     if most.dimension == PIPELINE and (stages.verdict, stages.stage) != ("imbalance", most.index):
         found = next((s for s in stages.stages if s.stage == most.index), None)
