@@ -92,14 +92,16 @@ def test_a_data_by_pipeline_job_across_two_nodes_names_its_slowed_rank(
     # replayed: rank 3 holds the most (its host gaps), not its stage: rank 2 is no late rank.
     # Or its replica, dp 1 (ranks 1 and 3): rank 1 waits for rank 3's sends, and on a CPU lane
     # a wait gloo leaves outside any operator is host time, so both share the excess (CI saw
-    # it once). The first gain is rank 3 like its peers or every host gap gone, which holds
-    # its 200 ms too
+    # it once). The first gain is rank 3 like its peers (its fix leads: the verdict names it) or
+    # every host gap gone. Rank 3's host gaps are lowered to its peers' median, which holds some
+    # of their waits for it (gloo's, outside any operator): 132 ms of its 200 on a quiet machine
+    # (2026-12-07), against the step replayed with every rank's work as measured
     assert _most(report) in {("rank", 3), ("dp", 1)}, report["critical_path"]["replay"]["most"]
     replay = report["critical_path"]["replay"]
     assert max(replay["by_rank"], key=replay["by_rank"].get) == "3", replay["by_rank"]
     first = replay["gains"][0]
     assert (first["what"], first["rank"]) in {("rank like its peers", 3), ("no host gaps", None)}, first
-    assert first["gain_ms"] >= 150.0, first
+    assert first["gain_ms"] >= 100.0, first
 
 
 @pytest.mark.full_cluster

@@ -128,7 +128,7 @@ def _with_path(
     return msgspec.structs.replace(
         report,
         critical_path=path,
-        straggler=follows_replay(straggler, replay, lambda rank: named(rank, mesh.get(rank))),
+        straggler=follows_replay(straggler, replay, lambda rank: named(rank, mesh.get(rank)), mesh=mesh),
         stages=stages_follow_replay(report.stages, replay, straggler.step_noise_ms if straggler else None),
         warnings=warnings,
     )

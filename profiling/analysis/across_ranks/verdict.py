@@ -10,13 +10,13 @@ names no rank; and a slowdown within the step-to-step noise names none either.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 import msgspec
 
 from profiling.analysis.across_ranks.layout import named
 from profiling.schema.model import Report, Run, StageBalance, Straggler
-from profiling.schema.model_replay import Replay
+from profiling.schema.model_replay import Replay, ReplayMost
 from slurm.layout import PIPELINE
 
 
@@ -25,11 +25,14 @@ def follows_replay(
     replay: Replay | None,
     named: Callable[[int], str],
     logs_noise_ms: float | None = None,
+    mesh: Mapping[int, Mapping[str, int]] | None = None,
 ) -> Straggler | None:
-    """``straggler`` as the replay has it; as it was where nothing was replayed. ``named``: how
-    a rank is named ("rank 0 (pp 0, dp 0)"). An undetermined verdict (too few steps traced for
-    arrival's test: the tutorial's schedule traces 3) is decided by the replay where the step
-    logs give the step-to-step noise (``logs_noise_ms``), which every step is in; else it stays."""
+    """``straggler`` as the replay has it; as it was where nothing was replayed, and where the
+    replay agrees (the rank arrival named holds the most, alone or with its replica: ``mesh``,
+    each rank's coordinates). ``named``: how a rank is named ("rank 0 (pp 0, dp 0)"). An
+    undetermined verdict (too few steps traced for arrival's test: the tutorial's schedule traces
+    3) is decided by the replay where the step logs give the step-to-step noise
+    (``logs_noise_ms``), which every step is in; else it stays."""
     if straggler is None or replay is None:
         return straggler
     undetermined = straggler.verdict == "undetermined"
@@ -37,6 +40,8 @@ def follows_replay(
         return straggler
     noise_ms = logs_noise_ms if undetermined and logs_noise_ms is not None else straggler.step_noise_ms or 0.0
     most = replay.most
+    if straggler.verdict == "straggler" and most is not None and _holds(most, straggler.rank, mesh or {}):
+        return straggler  # arrival and the replay agree: the arrival's evidence says more
     # what the part holds beyond its peers: S itself is above 1 in a balanced job too (a
     # step waits for the slowest rank of each meeting, the ideal for none)
     excess_ms = most.excess * replay.ideal_ms if most is not None else 0.0
@@ -59,9 +64,7 @@ def follows_replay(
             f"(S {most.slowdown:.2f} alone, against S = {replay.slowdown:.2f}), each of its ranks alike",
         )
     if most.dimension != "rank":
-        return straggler  # a replica (dp, tp) of the late rank's: arrival tells which of its ranks
-    if straggler.verdict == "straggler" and straggler.rank == most.index:
-        return straggler  # arrival and the replay agree: the arrival's evidence says more
+        return straggler  # a replica (dp, tp): arrival tells which of its ranks, if any
     kinds = " and ".join(most.kinds) or "work"
     longer = f"{most.longer_fraction:.0%} " if most.longer_fraction is not None else ""
     text = (
@@ -80,6 +83,17 @@ def follows_replay(
     return _named(straggler, "straggler", most.index, text)
 
 
+def _holds(most: ReplayMost, rank: int | None, mesh: Mapping[int, Mapping[str, int]]) -> bool:
+    """Whether the part that holds the most is ``rank``, or a replica (not a stage) of it."""
+    if rank is None or most.dimension == PIPELINE:
+        return False
+    return (
+        rank == most.index
+        if most.dimension == "rank"
+        else mesh.get(rank, {}).get(most.dimension) == most.index
+    )
+
+
 def decided_with_logs(report: Report, run: Run | None) -> Straggler | None:
     """The straggler verdict that too few traced steps left undetermined, decided by the replay
     against the step logs' noise (every step is in them)."""
@@ -88,7 +102,11 @@ def decided_with_logs(report: Report, run: Run | None) -> Straggler | None:
         return report.straggler
     mesh = {r.rank: r.mesh for r in report.ranks}
     return follows_replay(
-        report.straggler, replay, lambda rank: named(rank, mesh.get(rank)), run.noise * replay.measured_ms
+        report.straggler,
+        replay,
+        lambda rank: named(rank, mesh.get(rank)),
+        run.noise * replay.measured_ms,
+        {rank: where for rank, where in mesh.items() if where},
     )
 
 
