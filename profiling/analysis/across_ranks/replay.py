@@ -183,6 +183,10 @@ def scales(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | N
     has = totals > EPSILON_US
     counts = has.sum(axis=0)
     mean = np.where(counts > 0, totals.sum(axis=0) / np.maximum(counts, 1), 0.0)
+    # the host's ideal is its median over the ranks: one rank slowed on its host (its data
+    # loading, a noisy neighbour) held the mean up for every other rank, whose part then
+    # replayed longer than the whole job
+    mean[HOST] = float(np.median(totals[:, HOST]))
     # a rank's peers are the ranks with work of that kind (a stage's own kind of work is not lowered
     # to nothing), but every rank has a host: none of its gaps is 0 of it, not an absence
     among = has.copy()
