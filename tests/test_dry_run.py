@@ -151,3 +151,13 @@ def test_the_readmes_parallel_job_runs_with_its_defaults() -> None:
     assert lm_settings({}, parse_layout("dp=2,pp=2"), 10)["microbatches"] == 5
     script = dry_run("--nodes", "1", "--gpus", "4", "--parallel", "dp=2,pp=2")
     assert "--parallel dp=2,pp=2" in script
+
+
+def test_the_readmes_parallel_job_runs_on_the_local_executor(tmp_path: Path) -> None:
+    result = run_submit(
+        "--cluster", "local", "--gpus", "4", "--parallel", "dp=2,pp=2", "--steps", "3", "--dtype", "fp32",
+        "--threads-per-rank", "1", "--profile-ranks", "none", "--traces-root", str(tmp_path), "--wait",
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "done; traces in" in result.stdout
