@@ -1,0 +1,58 @@
+"""Benchmark: how much of a cold report each step's graph and the replay take, on
+bench_report.py's dense folder (8 ranks of a real GPU trace, every 10th compute kernel an
+all-reduce), in one process. Not a test: it prints one line.
+
+    .venv/bin/python tests/bench/bench_replay_share.py
+"""
+
+from __future__ import annotations
+
+import functools
+import shutil
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
+import profiling.analysis.across_ranks.critical_steps as critical_steps  # noqa: E402
+from profiling.report.build import build_report  # noqa: E402
+from tests import trace_variants  # noqa: E402
+from tests.bench.bench_report import DENSE_EVERY, gpu_folder, load  # noqa: E402
+from tests.trace_variants import repeated_steps  # noqa: E402
+
+
+def _timed(function: Callable[..., Any], spent: list[float]) -> Callable[..., Any]:
+    @functools.wraps(function)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        started = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            spent.append(time.perf_counter() - started)
+
+    return wrapper
+
+
+def main() -> None:
+    spent: list[float] = []
+    critical_steps.step_graph = _timed(critical_steps.step_graph, spent)
+    critical_steps.replayed = _timed(critical_steps.replayed, spent)
+    work = Path(tempfile.mkdtemp(prefix="bench-replay-"))
+    try:
+        dense = trace_variants.dense_allreduces(
+            repeated_steps(load("trace_diff_test.json.gz"), 2), DENSE_EVERY
+        )
+        gpu_folder(work / "dense", 8, dense, clock_us=1700.0)
+        started = time.perf_counter()
+        build_report(work / "dense")
+        total = time.perf_counter() - started
+    finally:
+        shutil.rmtree(work)
+    print(f"cold report {total:.2f} s; its graphs and replay {sum(spent):.2f} s = {sum(spent) / total:.0%}")
+
+
+if __name__ == "__main__":
+    main()
