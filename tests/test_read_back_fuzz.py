@@ -241,3 +241,45 @@ def test_a_gloo_transfers_peer_is_checked_through_the_reader(peer: int, tied: bo
     ]
     found = instances(ops, 0, [Group("0", "default_pg", (0, 1))])
     assert [transfer_ranks(i) for i in found] == ([(0, 1)] if tied else [None])
+
+
+def test_a_step_log_of_another_world_is_left_out_with_a_line(tmp_path: Path) -> None:
+    """A step log whose header names rank 2**31 - 2 of a world of 2**31 - 1, among a 2-rank job's
+    logs (its header holds together on its own): listed as a rank before."""
+    from profiling.analysis.run.run_logs import read_run
+    from profiling.folder.layout import JobFolder
+    from profiling.folder.step_log import StepLogHeader, StepLogWriter
+
+    folder = JobFolder(tmp_path, "1")
+    for rank, world in ((0, 2), (1, 2), (2**31 - 2, 2**31 - 1)):
+        writer = StepLogWriter(
+            folder.step_log(rank, 0),
+            StepLogHeader(rank=rank, world_size=world, restart=0, node="n", gpu=False),
+        )
+        for step in range(20):
+            writer.add(step, 400.0, 100.0)
+        writer.close()
+    found = read_run(folder.path)
+    assert found is not None
+    run, unreadable = found
+    assert run.ranks.tolist() == [0, 1]
+    assert unreadable == [f"rank {2**31 - 2}'s step log: world size {2**31 - 1}, the job's 2: left out"]
+
+
+def test_the_last_step_a_log_can_hold_lists_without_an_overflow(tmp_path: Path) -> None:
+    import warnings
+
+    from jobs.list_ranks import rank_scores, render_ranks
+    from profiling.folder.layout import JobFolder
+    from profiling.folder.step_log import StepLogHeader, StepLogWriter
+
+    folder = JobFolder(tmp_path, "1")
+    for rank in (0, 1):
+        header = StepLogHeader(rank=rank, world_size=2, restart=0, node="n", gpu=False)
+        writer = StepLogWriter(folder.step_log(rank, 0), header)
+        for step in [*range(10), 2**31 - 1]:
+            writer.add(step, 400.0, 100.0)
+        writer.close()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # numpy's "overflow encountered in scalar add" was one
+        assert f"steps 0-{2**31 - 1} in their step logs" in render_ranks(rank_scores(folder))

@@ -47,6 +47,7 @@ class RankRow:
     medians: dict[str, float]
     memory: Reduced | None = None  # its memory per stretch of steps (None: not recorded)
     memory_kind: str = ""  # see StepLogHeader.memory
+    world: int = 0  # the world size its header names
 
 
 def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
@@ -74,6 +75,7 @@ def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
         medians={name: _median_of(row[name]) for name in _OTHERS if name in row and (name != "gpu" or gpu)},
         memory=reduce_series(row["first"], row["steps"], mem) if recorded else None,
         memory_kind=latest.memory if recorded else "",
+        world=latest.world_size,
     )
 
 
@@ -99,7 +101,8 @@ def combine_rows(rows: Sequence[RankRow], values: np.ndarray | None = None) -> R
         columns = firsts[0].astype(np.int64)  # the usual case: one sort saved
     else:
         columns = np.unique(np.concatenate(firsts)).astype(np.int64)
-    last = np.array([row.first[-1] + row.steps[-1] - 1 for row in rows], dtype=np.int64)
+    # in 64 bits: the logs' 32-bit steps overflowed at the last one a log can hold (2**31 - 1)
+    last = np.array([int(row.first[-1]) + int(row.steps[-1]) - 1 for row in rows], dtype=np.int64)
     if values is not None and shared and in_order and values.shape == (len(rows), len(columns)):
         return _run_map(rows, columns, np.maximum(rows[0].steps, 1).astype(np.int64), values, last)
     width = np.ones(len(columns), dtype=np.int64)
@@ -165,6 +168,13 @@ def read_run(trace_folder: Path, ranks: Collection[int] | None = None) -> tuple[
         for read in _ahead(pool, _contents, [paths for _, paths in by_rank]):
             row, problems = _rank_of(read)
             unreadable += problems
+            if row is not None and rows and (row.world != rows[0].world or row.rank >= rows[0].world):
+                # the lowest rank's world is the job's (the ranks are read in order): a log of
+                # another world, or of a rank beyond it (rank 2**31 - 2 of a 2-rank job), is none
+                unreadable.append(
+                    f"rank {row.rank}'s step log: world size {row.world}, the job's {rows[0].world}: left out"
+                )
+                continue
             if row is not None:
                 rows.append(matrix.add(_shared(row, rows[0] if rows else None), len(rows)))
     run = combine_rows(rows, matrix.values(len(rows)))
