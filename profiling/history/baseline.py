@@ -24,7 +24,7 @@ def with_baseline(
         return report, None
     try:
         summary = job_summary(report, manifest)
-    except ValueError as error:  # a manifest whose job id cannot be a summary's: no history
+    except ValueError as error:  # a job no summary can hold (its id, a field out of bounds): no history
         return _warned(report, [f"no meta/summary.json: {error}"]), None
     try:
         others, skipped = read_jobs(traces_root)

@@ -65,7 +65,7 @@ def job_summary(report: model.Report, manifest: Manifest) -> JobSummary:
         slow.append(node_of[named])
     replay = report.critical_path.replay if report.critical_path else None
     mfus = [r.flops.mfu for r in report.ranks if r.flops and r.flops.mfu is not None]
-    return JobSummary(
+    made = JobSummary(
         job_id=manifest.job_id,
         name=manifest.job_name,
         user=manifest.user,
@@ -87,6 +87,8 @@ def job_summary(report: model.Report, manifest: Manifest) -> JobSummary:
         peak_memory_mib=_bounded(_peak_memory_mib(report, manifest), MAX_MEMORY_MIB),
         oom=bool(report.oom),
     )
+    # what reading it back will check (a Struct's constraints hold when it is decoded, not made)
+    return msgspec.convert(msgspec.to_builtins(made), JobSummary)
 
 
 def _bounded(value: float | None, most: float) -> float | None:
