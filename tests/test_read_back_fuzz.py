@@ -283,3 +283,32 @@ def test_the_last_step_a_log_can_hold_lists_without_an_overflow(tmp_path: Path) 
     with warnings.catch_warnings():
         warnings.simplefilter("error")  # numpy's "overflow encountered in scalar add" was one
         assert f"steps 0-{2**31 - 1} in their step logs" in render_ranks(rank_scores(folder))
+
+
+def test_history_holds_whatever_one_summary_among_good_ones_holds(tmp_path: Path, capsys) -> None:
+    """Fuzzed as tests/test_report_fuzz.py fuzzes the report's inputs: one summary among good
+    ones mutated (a value of another kind, a huge, negative or non-finite number, a hostile
+    string, bytes flipped, cut or appended), 60 cases on a fixed seed. ``history`` ends with 0,
+    prints finite numbers, and ``--json`` is strict JSON."""
+    import random
+
+    from jobs import history
+    from tests.test_report_fuzz import json_mutation
+
+    rng = random.Random(58)
+    for case in range(60):
+        root = tmp_path / str(case)
+        _root(root, GOOD)
+        bad = root / "bad" / "meta" / "summary.json"
+        bad.parent.mkdir(parents=True)
+        bad.write_bytes(json_mutation(json.dumps(_summary("99", 100.0, 30)).encode(), rng))
+        for args in ([], ["--json"]):
+            assert history.main([str(root), *args]) == 0, case
+            out = capsys.readouterr().out
+            assert "inf" not in out.lower() and "nan" not in out.lower(), (case, out)
+            if args:
+                json.loads(out, parse_constant=_not_json)
+
+
+def _not_json(name: str) -> None:
+    pytest.fail(f"{name} is not JSON")
