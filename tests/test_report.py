@@ -270,7 +270,7 @@ def test_report_command_line(real_job: Path, tmp_path: Path) -> None:
     out = tmp_path / "out"
     assert main([str(real_job), "--out", str(out), "--no-merged-trace", "--no-plot", "--no-html"]) == 0
     written = sorted(p.name for p in out.iterdir())
-    assert written == ["clocks.json", "report.json", "report.md", "summary.json"]
+    assert written == ["clocks.json", "ideal_trace.json.gz", "report.json", "report.md", "summary.json"]
 
 
 def test_worker_processes_give_the_same_report(tmp_path: Path) -> None:
