@@ -120,6 +120,7 @@ def test_a_last_stage_with_more_layers_is_a_stage_imbalance(slurm_cluster, trace
     assert (first["what"], first["coordinate"]) == ("stage like the median stage", "pp 1"), replay["gains"]
 
 
+@pytest.mark.flaky(reruns=1)  # 8 ranks on 2 cores: CI once saw rank 6's compute 170 % inflated
 @pytest.mark.full_cluster
 def test_a_data_by_pipeline_by_tensor_job_across_two_nodes(slurm_cluster, traces_root: Path) -> None:
     _, report = _run(traces_root, "dp=2,pp=2,tp=2", 4, "--inject-slowdown", "5:400")

@@ -149,7 +149,8 @@ def test_two_configs_sharing_a_job_id_are_kept_apart() -> None:
 
 
 def test_slow_nodes_are_counted_in_linear_time() -> None:
-    """A summary naming 100 000 nodes: within a second (list membership took over 20 s)."""
+    """A summary naming 100 000 nodes: within a second on a quiet machine, 3 s asked here (CI's
+    shared machine took 1.3 s; list membership took over 20 s)."""
     nodes = [f"node{i}" for i in range(100_000)]
     jobs = [
         msgspec.convert({**_summary(str(i), 100.0, i), "nodes": nodes, "slow_nodes": nodes}, JobSummary)
@@ -157,7 +158,7 @@ def test_slow_nodes_are_counted_in_linear_time() -> None:
     ]
     started = time.perf_counter()
     named = nodes_named_slow(jobs)
-    assert time.perf_counter() - started < 1.0
+    assert time.perf_counter() - started < 3.0
     assert len(named) == 100_000 and all(n.excluded for n in named[:10])
 
 

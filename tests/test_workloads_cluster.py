@@ -61,6 +61,7 @@ def test_a_preempted_workload_of_your_own_resumes_from_its_own_state(
     )
 
 
+@pytest.mark.flaky(reruns=1)  # gloo's threads racing the interpreter's exit (pytorch#179291): CI saw SIGABRT
 @pytest.mark.full_cluster
 def test_the_api_under_srun(slurm_cluster, tmp_path: Path) -> None:
     result = subprocess.run(
