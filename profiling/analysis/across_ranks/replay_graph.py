@@ -168,14 +168,14 @@ def _typical(meetings: Sequence[Meeting], transfers: list[list[float]]) -> list[
     activations of one size): one slow transfer is not ideal."""
     # a meeting has a few members: statistics' median, not numpy's, a twentieth the time
     found = [statistics.median(mine) if mine else 0.0 for mine in transfers]
-    single: dict[str, list[float]] = {}
-    for meeting, mine in zip(meetings, transfers, strict=True):
-        if len(mine) == 1 and len(meeting.ends) < len(meeting.arrivals):
-            single.setdefault(meeting_kind(meeting.label), []).append(mine[0])
-    medians = {kind: statistics.median(values) for kind, values in single.items()}
+    single: dict[str, list[int]] = {}  # each kind's sends and receives, by index
     for index, (meeting, mine) in enumerate(zip(meetings, transfers, strict=True)):
         if len(mine) == 1 and len(meeting.ends) < len(meeting.arrivals):
-            found[index] = medians[meeting_kind(meeting.label)]
+            single.setdefault(meeting_kind(meeting.label), []).append(index)
+    for indices in single.values():
+        middle = statistics.median(found[index] for index in indices)
+        for index in indices:
+            found[index] = middle
     return found
 
 

@@ -23,13 +23,13 @@ from slurm.layout import PIPELINE
 def follows_replay(
     straggler: Straggler | None,
     replay: Replay | None,
-    named: Callable[[int], str],
+    name_of: Callable[[int], str],
     logs_noise_ms: float | None = None,
     mesh: Mapping[int, Mapping[str, int]] | None = None,
 ) -> Straggler | None:
     """``straggler`` as the replay has it; as it was where nothing was replayed, and where the
     replay agrees (the rank arrival named holds the most, alone or with its replica: ``mesh``,
-    each rank's coordinates). ``named``: how a rank is named ("rank 0 (pp 0, dp 0)"). An
+    each rank's coordinates). ``name_of``: how a rank is named ("rank 0 (pp 0, dp 0)"). An
     undetermined verdict (too few steps traced for arrival's test: the tutorial's schedule traces
     3) is decided by the replay where the step logs give the step-to-step noise
     (``logs_noise_ms``), which every step is in; else it stays."""
@@ -68,7 +68,7 @@ def follows_replay(
     kinds = " and ".join(most.kinds) or "work"
     longer = f"{most.longer_fraction:.0%} " if most.longer_fraction is not None else ""
     text = (
-        f"Straggler: {named(most.index)} holds the most of the replayed slowdown (S {most.slowdown:.2f} "
+        f"Straggler: {name_of(most.index)} holds the most of the replayed slowdown (S {most.slowdown:.2f} "
         f"alone, against S = {replay.slowdown:.2f} for the job): its {kinds} run {longer}longer than its "
         f"peers' ({most.longer_ms:.2f} ms a step)"
     )
