@@ -167,6 +167,25 @@ def test_exposed_communication_in_traces_and_a_balanced_job_reads_as_balanced(tm
     assert "Most of it is" not in limits and "like its peers" not in limits
 
 
+def test_the_slower_of_two_alike_ranks_gains_by_being_like_the_other_but_gets_no_line(
+    tmp_path: Path,
+) -> None:
+    """Two ranks alike but for their noise: each is 30 µs late every other step. Each gains 15 µs
+    a step like its peer (the step waits for the slower of them, whichever it is), above the
+    noise (every step is as long); neither holds more than the other, so no line names either,
+    as the verdict names neither (CI's balanced 2-rank job: 15.2 ms against a noise of 14.3)."""
+    path = report_path(write_job(tmp_path, cpu_job(8, lambda step: {step % 2: 30.0}), 8))
+    replay = path.replay
+    assert replay is not None and (path.noise_ms or 0.0) < 0.015
+    gains = {w.rank: w.gain_ms for w in replay.what_if if w.what == "rank like its peers"}
+    assert gains == pytest.approx({0: 0.015, 1: 0.015})
+    assert replay.beyond_peers_ms("rank", 0) == pytest.approx(0.0, abs=1e-6)
+    assert replay.beyond_peers_ms("rank", 1) == pytest.approx(0.0, abs=1e-6)
+    markdown = ReportFiles.of(tmp_path).markdown.read_text()
+    limits = markdown.split("## What limits the step")[1].split("##")[0]
+    assert "like its peers" not in limits and "Most of it is" not in limits, limits
+
+
 def test_a_launch_bound_host_in_a_gpu_trace(tmp_path: Path) -> None:
     # k1 runs 0-10 µs; k2 is launched at 50 and runs 52-100: the GPU waited 42 µs on the host
     events = [

@@ -25,7 +25,7 @@ def what_limits(report: Report) -> list[str]:
         return [*lines, *said, ""]
     noise = path.noise_ms or 0.0
     lines += [_slowdown(replay, noise), ""]
-    shown = [g for g in replay.gains if g.gain_ms > noise][:SHOWN]
+    shown = [g for g in replay.gains if g.gain_ms > noise and _names_rightly(g, replay, noise)][:SHOWN]
     lines += [f"{number}. {_gain(gain, report)}" for number, gain in enumerate(shown, 1)]
     together = sum(g.gain_ms for g in shown)
     lines += [
@@ -36,7 +36,8 @@ def what_limits(report: Report) -> list[str]:
             if len(shown) > 1
             else ""
         )
-        + f"A gain under the step-to-step noise ({noise:.2f} ms) gets no line. "
+        + f"A gain under the step-to-step noise ({noise:.2f} ms) gets no line, nor a rank or stage "
+        "that holds no more than its peers beyond it. "
         f"Every step is replayed on its cross-rank graph with the durations changed, as the OSDI 2025 "
         f"what-if analysis does (report.json's `critical_path.replay`; docs/report.md says which edges "
         f"the graph has). Replayed as measured, the {len(replay.steps)} step(s) come out within "
@@ -50,6 +51,17 @@ def what_limits(report: Report) -> list[str]:
     return lines
 
 
+def _names_rightly(gain: ReplayGain, replay: Replay, noise_ms: float) -> bool:
+    """Whether a line that names a rank or a stage may: as the verdict does, only where it holds
+    more than its peers beyond the noise (a balanced job's slower rank of two gains about half
+    the step's noise by being like the other)."""
+    if gain.rank is not None:
+        return replay.beyond_peers_ms("rank", gain.rank) > noise_ms
+    if gain.what == "stage like the median stage" and gain.coordinate is not None:
+        return replay.beyond_peers_ms(PIPELINE, int(gain.coordinate.split()[-1])) > noise_ms
+    return True
+
+
 def _slowdown(replay: Replay, noise_ms: float) -> str:
     """The first line: S, the host's share apart, and the part that holds the most of it. One
     rank has no peers to straggle behind: its line has the host's share alone."""
@@ -58,7 +70,7 @@ def _slowdown(replay: Replay, noise_ms: float) -> str:
     said = []
     if len(replay.strips.ranks) < 2:
         pass  # nobody to straggle behind
-    elif (s - 1) * ideal > noise_ms or (replay.most is not None and replay.most.excess * ideal > noise_ms):
+    elif (s - 1) * ideal > noise_ms or replay.most_beyond_peers_ms() > noise_ms:
         said.append(
             f"Stragglers cost this job **S = {s:.2f}**: the step is {s - 1:.0%} longer than its ideal "
             f"({s * ideal:.2f} ms a step, every rank's work as measured, against {ideal:.2f})."
@@ -79,7 +91,7 @@ def _slowdown(replay: Replay, noise_ms: float) -> str:
 
 def _most(replay: Replay, noise_ms: float) -> list[str]:
     most = replay.most
-    if most is None or most.excess * replay.ideal_ms <= noise_ms:
+    if most is None or replay.most_beyond_peers_ms() <= noise_ms:
         return []
     part = f"{_NAMED.get(most.dimension, most.dimension)} {most.index}"
     said = f"Most of it is **{part}** (S {most.slowdown:.2f} alone)"

@@ -3,6 +3,7 @@ cross-rank graph (:mod:`profiling.analysis.across_ranks.replay_steps` says how).
 
 from __future__ import annotations
 
+import statistics
 from typing import Annotated
 
 from profiling.schema.model_ranks import NonNegFloat, NonNegInt, Part, about
@@ -163,3 +164,21 @@ class Replay(Part):
     ]
     undecided: Annotated[list[UndecidedStep], about("the steps not replayed, and why")]
     variants: Annotated[NonNegInt, about("how many variants each step was replayed in")]
+
+    def beyond_peers_ms(self, dimension: str, index: int) -> float:
+        """What a rank (``dimension`` "rank") or a mesh coordinate holds beyond its peers' median
+        part, in ms a step. A balanced job's slowest rank gains by being like its peers too (a
+        step waits for the slower of each meeting's ranks, whoever it is): what names a part is
+        what it holds beyond the others, never its own what-if's gain."""
+        parts = (
+            self.by_rank
+            if dimension == "rank"
+            else {int(at): value for at, value in self.by_mesh.get(dimension, {}).items()}
+        )
+        if index not in parts or len(parts) < 2:
+            return 0.0
+        return (parts[index] - statistics.median(parts.values())) * self.ideal_ms
+
+    def most_beyond_peers_ms(self) -> float:
+        """What the part that holds the most holds beyond its peers, in ms a step; 0 without one."""
+        return self.most.excess * self.ideal_ms if self.most is not None else 0.0

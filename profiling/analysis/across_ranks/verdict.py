@@ -44,7 +44,7 @@ def follows_replay(
         return straggler  # arrival and the replay agree: the arrival's evidence says more
     # what the part holds beyond its peers: S itself is above 1 in a balanced job too (a
     # step waits for the slowest rank of each meeting, the ideal for none)
-    excess_ms = most.excess * replay.ideal_ms if most is not None else 0.0
+    excess_ms = replay.most_beyond_peers_ms()
     if most is None or excess_ms <= noise_ms:
         if straggler.verdict != "straggler" or undetermined:
             return straggler
@@ -134,7 +134,7 @@ def stages_follow_replay(
     if stages is None or replay is None:
         return stages
     most = replay.most
-    if most is None or most.excess * replay.ideal_ms <= (noise_ms or 0.0):
+    if most is None or replay.most_beyond_peers_ms() <= (noise_ms or 0.0):
         return stages
     if most.dimension == PIPELINE and (stages.verdict, stages.stage) != ("imbalance", most.index):
         found = next((s for s in stages.stages if s.stage == most.index), None)
