@@ -12,13 +12,17 @@ from profiling.analysis.across_ranks.critical_path import Meeting, RankStep
 from profiling.analysis.per_trace.lanes import KINDS, PHASES, Lane
 
 
-def lane_of(spans: list[tuple[float, float, str, str, int]]) -> Lane:
-    """A lane of ``(start, end, kind, name, phase)`` spans (phase: index in PHASES, -1: none)."""
+def lane_of(
+    spans: list[tuple[float, float, str, str, int]], waits: Sequence[tuple[float, float]] = ()
+) -> Lane:
+    """A lane of ``(start, end, kind, name, phase)`` spans (phase: index in PHASES, -1: none),
+    with the waits between its streams its trace ties ((end waited for, start that waited))."""
     text = [name for *_, name, _ in spans]
     return Lane(
         np.array([a for a, *_ in spans], dtype=float), np.array([b for _, b, *_ in spans], dtype=float),
         np.array([KINDS.index(k) for _, _, k, _, _ in spans], dtype=np.int8),
         np.arange(len(text), dtype=np.int32), np.array([p for *_, p in spans], dtype=np.int8), text,
+        np.array(sorted(waits), dtype=float).reshape(-1, 2),
     )  # fmt: skip
 
 
@@ -114,18 +118,21 @@ def gpu_pipelines(
     backward: Sequence[float],
     optimizer: float = 10.0,
     late_end: float = 0.05,
+    tied: bool = False,
 ) -> tuple[dict[int, RankStep], list[Meeting], float]:
     """``replicas`` 1F1B pipelines of ``stages`` (rank = replica + replicas x stage, as Megatron
     numbers them) on GPU lanes, each rank's forward and backward µs its own (``forward[rank]``),
     then each stage's all-reduce among its replicas (no transfer time) and the optimizer. A rank
     waiting for its input shows its receive's kernel (communication) on its lane, and each
     receive's end is recorded ``late_end`` µs after the compute it gates began, as two streams'
-    recorded ends disagree. Returns the ranks' steps, the meetings and the step's length: an
+    recorded ends disagree; ``tied``: the trace ties the compute's wait to the receive (a Stream
+    Wait Event). Returns the ranks' steps, the meetings and the step's length: an
     event simulation of its own, the replay's answer worked out another way."""
     ranks: dict[int, RankStep] = {}
     meetings: list[Meeting] = []
     ends: dict[int, float] = {}
     spans: dict[int, list[tuple[float, float, str, str, int]]] = {}
+    waits: dict[int, list[tuple[float, float]]] = {}
     for replica in range(replicas):
         rank_of = [replica + replicas * s for s in range(stages)]
         built, transfers = one_f_one_b(
@@ -146,6 +153,11 @@ def gpu_pipelines(
                     {rank_of[receiver]: end + late_end},
                 )
             )
+            if tied:  # the compute it gates: the receiver's first from the data's arrival on
+                gated = min(
+                    a for a, _, kind, *_ in spans[rank_of[receiver]] if kind == "compute" and a >= end
+                )
+                waits.setdefault(rank_of[receiver], []).append((end + late_end, gated))
     step = 0.0
     for s in range(stages):
         members = [replica + replicas * s for replica in range(replicas)]
@@ -157,6 +169,6 @@ def gpu_pipelines(
             if reduced > ends[r]:
                 spans[r].append((ends[r], reduced, "communication", "allreduce", -1))
             spans[r].append((reduced, reduced + optimizer, "compute", "optimizer", PHASES.index("optimizer")))
-            ranks[r] = RankStep(r, 0.0, reduced + optimizer, lane_of(spans[r]))
+            ranks[r] = RankStep(r, 0.0, reduced + optimizer, lane_of(spans[r], waits.get(r, [])))
             step = max(step, reduced + optimizer)
     return ranks, sorted(meetings, key=lambda m: min(m.ends.values())), step

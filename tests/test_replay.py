@@ -201,6 +201,27 @@ def test_a_slowed_worker_of_a_gpu_pipeline_is_its_slowdown_waiting_never_work() 
     assert (found.gains[0].what, found.gains[0].rank) == ("rank like its peers", 0)
 
 
+def test_a_wait_the_trace_ties_to_a_receive_is_a_wait_however_far_its_recorded_end() -> None:
+    """The same pipelines, each receive recorded to end 30 µs after the compute it gates began:
+    beyond what the replay infers as a wait (the holes are short). Untied, the waits read as
+    work: the replay misses its step by over 5 %. With the Stream Wait Events that tie each
+    compute to its receive (HTA's sync edges), the receive ends where the compute began: every
+    step replays to its length, only rank 0 holds more than the ideal, and its gain is the one
+    with the ends recorded right."""
+    forward, backward = [100.0] * 8, [200.0] * 8
+    forward[0], backward[0] = 160.0, 320.0
+    mesh = {r: {"pp": r // 2, "dp": r % 2} for r in range(8)}
+    untied = gpu_pipelines(4, 2, 6, forward, backward, late_end=30.0)
+    found = replayed([step_graph(0, untied[0], untied[1])], [], mesh)  # type: ignore[list-item]
+    assert found is not None and found.fidelity.worst > 0.05
+    right = replay_of(gpu_pipelines(4, 2, 6, forward, backward)[:2], mesh)
+    tied = replay_of(gpu_pipelines(4, 2, 6, forward, backward, late_end=30.0, tied=True)[:2], mesh)
+    assert tied.most is not None and (tied.most.dimension, tied.most.index) == ("rank", 0)
+    assert max(v for r, v in tied.by_rank.items() if r != 0) <= 1.0 + 1e-9
+    assert (tied.gains[0].what, tied.gains[0].rank) == ("rank like its peers", 0)
+    assert tied.gains[0].gain_ms == pytest.approx(right.gains[0].gain_ms, rel=1e-6)
+
+
 def test_a_long_last_stage_of_gpu_pipelines_is_a_stage_finding() -> None:
     """The same pipelines with the last stage (ranks 6, 7) 50 % longer: a stage imbalance, no rank."""
     forward, backward = [100.0] * 8, [200.0] * 8

@@ -73,6 +73,16 @@ def test_cuts_inside_strings_and_args_and_every_kind_of_event(tmp_path: Path, in
                 args={"correlation": i, "stream": 7, "Collective name": "allreduce", "Group size": 8},
             ),
             event(i, cat="cuda_runtime", name="cudaLaunchKernel", args={"correlation": i}),
+            event(i, cat="cuda_runtime", name="cudaEventRecord", args={"correlation": 10_000 + i}),
+            event(
+                i,
+                cat="cuda_sync",
+                name="Stream Wait Event",
+                pid=0,
+                tid=8,
+                args={"stream": 8, "wait_on_stream": 7, "wait_on_cuda_event_record_corr_id": 10_000 + i},
+            ),
+            event(i, cat="cuda_sync", name="Stream Wait Event", pid=0, tid=8, args={"wait_on_stream": "7"}),
             event(i, cat="gpu_memcpy", pid=0, tid="stream 7 ", args={"stream": "copy"}),
             event(i, name="ProfilerStep#3", cat="user_annotation", pid="Spans", tid=None),
             event(i, ts=None),  # not complete: no time

@@ -18,10 +18,12 @@ member that blocks in it, its measured transfer later (its end minus that last a
 receive ends its transfer after the later of its send and itself. A sender whose trace has no
 end of its own waits for the receive's end where its lane shows no work of its own there
 (gloo's send is a rendezvous: the pipeline's schedule waits on it), else it does not wait; a
-member whose collective ran hidden under its work is not held by it. Left
-out: dependencies between a rank's streams other than its lane's order (an event a stream
-waits on), the launch queue's depth, contention between concurrent transfers, and the previous
-step (each rank starts at its measured start).
+member whose collective ran hidden under its work is not held by it. Where the trace ties a
+stream's wait to a meeting (a Stream Wait Event on the event recorded after its kernel:
+:mod:`profiling.analysis.per_trace.stream_waits`, HTA's sync edges), the meeting ends for the rank
+where the work that waited began; else a wait is inferred where work resumes within
+:data:`RESUMED_US` of its end. Left out: the launch queue's depth, contention between concurrent
+transfers, and the previous step (each rank starts at its measured start).
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ _COMPUTING, _MOVING = (KINDS.index(kind) for kind in WORK)  # a lane's own work:
 # recorded ends disagree by this much)
 RESUMED_US = 100.0
 RESUMED_SHARE = 0.1  # ... and within this share of the hole: a wait, not work begun meanwhile
+TIED_US = 1.0  # a tied wait's end and a meeting's: one kernel's end, read twice (µs since 1970: 0.25 apart)
 
 
 def _column(kind: str, phase: str | None) -> int:
@@ -216,6 +219,11 @@ def _meetings_of(
             for end, meeting, arrival in zip(own, meetings, arrivals.tolist(), strict=True)
         ]
     )
+    # where the trace ties a stream's wait to the meeting (an event recorded after its kernel),
+    # the work that waited began when the meeting ended for this rank, whatever its kernel's
+    # recorded end: the wait is read up to there, never as the work
+    held = _tied(lane.waits, ends)
+    ends = np.where((held < ends) & (held >= arrivals), held, ends)
     working = (lane.kinds == _COMPUTING) | (lane.kinds == _MOVING)
     worked_from, worked_until = lane.starts[working], lane.ends[working]  # its own work's spans
     kinds = lane.kinds_before(ends)
@@ -246,6 +254,20 @@ def _meetings_of(
             strict=True,
         )
     )
+
+
+def _tied(waits: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """For each of ``ends``, the start of the work a tied wait held until it (``waits``: the
+    lane's (end, start) pairs, by end); nan where no wait is tied to it."""
+    found = np.full(len(ends), np.nan)
+    if not len(waits):
+        return found
+    ended, resumed = waits[:, 0], waits[:, 1]
+    for nearest in (ended.searchsorted(ends) - 1, ended.searchsorted(ends)):  # below it, above it
+        k = np.clip(nearest, 0, len(ended) - 1)
+        tied = np.isnan(found) & (np.abs(ended[k] - ends) <= TIED_US)
+        found[tied] = resumed[k][tied]
+    return found
 
 
 def _kind_time(lane: Lane, start: float, at: np.ndarray) -> np.ndarray:

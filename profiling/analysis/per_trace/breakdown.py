@@ -47,6 +47,7 @@ from profiling.analysis.per_trace.intervals import Intervals
 from profiling.analysis.per_trace.lanes import PHASES as COMPUTE_PHASES
 from profiling.analysis.per_trace.lanes import Names, StepLane, cpu_lane, gpu_lanes
 from profiling.analysis.per_trace.launches import idle_of_counted, launch_times, steps_of
+from profiling.analysis.per_trace.stream_waits import stream_waits
 from profiling.analysis.reading.collectives import Collective, is_cpu_communication
 from profiling.analysis.reading.trace_columns import STEP_PREFIX, TraceEvents
 
@@ -127,7 +128,9 @@ def analyse(trace: TraceEvents, *, rank_from_name: int | None = None) -> RankAna
             )
         ]
         spans = [(b.step, (b.gpu.start_us, b.gpu.start_us + b.gpu.duration_us)) for b in breakdowns if b.gpu]
-        lanes = gpu_lanes(trace, spans, step_of >= 0, launched_at, phase, names)
+        lanes = gpu_lanes(
+            trace, spans, step_of >= 0, launched_at, phase, names, stream_waits(trace, launched_at)
+        )
     else:
         breakdowns = _cpu_steps(ops, steps)
         lanes = [

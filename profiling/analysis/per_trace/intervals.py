@@ -46,6 +46,13 @@ def clip(intervals: Intervals, low: float, high: float) -> Intervals:
     return starts[keep], ends[keep]
 
 
+def contains(intervals: Intervals, t: float) -> bool:
+    """Whether ``t`` lies in one of ``intervals`` (sorted, disjoint)."""
+    starts, ends = intervals
+    index = int(np.searchsorted(starts, t, side="right")) - 1
+    return index >= 0 and t < ends[index]
+
+
 def combine(*sets: Intervals) -> Intervals:
     """The union of several disjoint sets."""
     return union(np.concatenate([s for s, _ in sets]), np.concatenate([e for _, e in sets]))

@@ -1,18 +1,16 @@
 """Each recorded step's *lane* on one rank: what the rank was doing at each instant of its step,
-the material the critical path walks (:mod:`.critical_path`). Made in the same read of the
-trace as the rest of its record.
+the material the critical path walks (:mod:`.critical_path`), made in the same read of the trace
+as the rest of its record. Neighbouring stretches of one kind are one span, named by its longest.
 
 GPU traces: over the step's GPU span, the GPU's activity by kind, one kind at a time, in the
 order compute, memory, communication, other (communication under compute was hidden by it).
 Where no stream had anything, the GPU was idle: ``host`` where the next activity was launched
-after the GPU ran dry (it waited for the host), else ``other``.
+after the GPU ran dry (it waited for the host), else ``other``. With the waits between streams
+the trace ties (:mod:`.stream_waits`).
 
 CPU traces: over the step's CPU span, the innermost operator on the step's thread (annotations
 are labels, not work): ``communication`` for a collective's, ``compute`` for any other; time in
-no operator is the host's (Python, data loading), named by the Python function it was in where
-the trace has them.
-
-Neighbouring stretches of one kind are one span, named by its longest part.
+no operator is the host's, named by the Python function it was in where the trace has them.
 """
 
 from __future__ import annotations
@@ -25,6 +23,7 @@ import numpy as np
 
 from profiling.analysis.per_trace import intervals
 from profiling.analysis.per_trace.kernels import KERNEL_TYPES, hta_kernel_type
+from profiling.analysis.per_trace.stream_waits import NO_WAITS, waits_within
 from profiling.analysis.reading.collectives import is_cpu_communication
 from profiling.analysis.reading.trace_columns import ANALYSED, OTHER_CPU, TraceEvents
 
@@ -49,10 +48,13 @@ class Lane:
         names: np.ndarray,
         phases: np.ndarray,
         text: Sequence[str],
+        waits: np.ndarray | None = None,
     ) -> None:
         self.starts, self.ends = starts, ends
         self.kinds, self.names, self.phases, self.text = kinds, names, phases, text
         self._text: np.ndarray | None = None
+        # (end of the activity waited for, start of the one that waited): .stream_waits, by end
+        self.waits = np.zeros((0, 2)) if waits is None else waits
 
     def text_of(self, codes: np.ndarray) -> np.ndarray:
         """The names of ``codes``, as an array of str objects."""
@@ -93,6 +95,7 @@ class StepLane(msgspec.Struct, array_like=True, frozen=True):
     kinds: bytes  # int8: index in KINDS
     names: bytes  # int32: index in the record's lane_names
     phases: bytes  # int8: index in PHASES; -1 where the trace does not say
+    waits: bytes = b""  # float64 pairs: Lane.waits of the waits whose waiting activity is in the step
 
     def lane(self, shift_us: float, text: Sequence[str]) -> Lane:
         """Its spans moved by ``shift_us`` (onto the first rank's clock)."""
@@ -103,6 +106,7 @@ class StepLane(msgspec.Struct, array_like=True, frozen=True):
             np.frombuffer(self.names, dtype=np.int32),
             np.frombuffer(self.phases, dtype=np.int8),
             text,
+            np.frombuffer(self.waits, dtype=np.float64).reshape(-1, 2) + shift_us,
         )
 
 
@@ -142,15 +146,19 @@ def gpu_lanes(
     launched_at: np.ndarray,
     phase: np.ndarray,
     names: Names,
+    waits: tuple[np.ndarray, np.ndarray] = NO_WAITS,
 ) -> list[StepLane]:
     """The lane of each step (its number, its GPU span); ``counted``: the GPU activities of the
-    trace's steps, ``phase`` each one's (-1: none)."""
+    trace's steps, ``phase`` each one's (-1: none); ``waits``: :func:`.stream_waits.stream_waits`."""
     kind_of_name = np.array([KERNEL_TYPES.index(hta_kernel_type(n)) for n in trace.names], dtype=np.int8)
     kinds = kind_of_name[trace.gpu_name] if len(trace.names) else np.zeros(0, dtype=np.int8)
     order = np.flatnonzero(counted)
     order = order[np.argsort(trace.gpu_start[order], kind="stable")]
     return [
-        _gpu_lane(trace, number, window, counted, kinds, order, launched_at, phase, names)
+        msgspec.structs.replace(
+            _gpu_lane(trace, number, window, counted, kinds, order, launched_at, phase, names),
+            waits=waits_within(waits, window),
+        )
         for number, window in steps
     ]
 
@@ -259,17 +267,11 @@ def _python_function(trace: TraceEvents, python: np.ndarray, low: float, high: f
 
 def _phase_at(phases: StepPhases, t: float) -> int:
     """The phase (index in PHASES) of the step at ``t``."""
-    if _inside(phases.optimizer, t):
+    if intervals.contains(phases.optimizer, t):
         return PHASES.index("optimizer")
-    if _inside(phases.backward, t) or t >= phases.first_backward:
+    if intervals.contains(phases.backward, t) or t >= phases.first_backward:
         return PHASES.index("backward")
     return PHASES.index("forward")
-
-
-def _inside(spans: intervals.Intervals, t: float) -> bool:
-    starts, ends = spans
-    index = int(np.searchsorted(starts, t, side="right")) - 1
-    return index >= 0 and t < ends[index]
 
 
 def _groups(

@@ -46,8 +46,9 @@ from slurm.basics import LARGE_FILE_BYTES, atomic_path, read_regular
 # have left out of the columns, said in its warnings; records and lanes carry their checksum;
 # the process groups its distributedInfo lists; 10: each collective's group and peer, numbered
 # collectives of groups and transfers (gloo's, by the toolkit's labels); 11: the whole job's group
-# not kept; 12: NCCL sends' and receives' peers (Src Rank, Dst Rank)
-ANALYSIS_VERSION = 12
+# not kept; 12: NCCL sends' and receives' peers (Src Rank, Dst Rank); 13: the waits between a
+# GPU's streams its trace ties (Stream Wait Events), in each step's lane
+ANALYSIS_VERSION = 13
 
 
 class ReportError(ValueError):

@@ -36,6 +36,11 @@ COLLECTIVE_ARGS = (
     "Src Rank",  # a receive's peer; a send's, below: what ties a receive to its send
     "Dst Rank",
 )
+# A stream's wait for an event recorded on another (``cudaStreamWaitEvent``), as Kineto records it
+# on the waiting stream: what ties a kernel to the receive or collective it waits for, as HTA's
+# critical path reads it (its args name the stream waited on and the record's correlation)
+SYNC_CATEGORY = "cuda_sync"
+STREAM_WAIT = "Stream Wait Event"
 # An event's bytes in the merged trace besides its name, category and args: the keys, ph, pid,
 # tid, ts and dur compactly encoded (``{"ph":"X","cat":"","name":"","pid":0,"tid":281473065648800,
 # "ts":1718000000000000.000,"dur":12.345,"args":}`` is 100)
@@ -92,6 +97,12 @@ class TraceEvents:
     memory_reserved: np.ndarray
     memory_device: np.ndarray  # its "Device Id": -1 the CPU, else the GPU's index
     event_bytes: np.ndarray  # each event's size in the merged trace (estimated), by position
+    # each Stream Wait Event: when the waiting stream reached it, that stream, the stream waited
+    # on and the correlation of the cudaEventRecord it waits for (-1 where the args do not say)
+    wait_ts: np.ndarray
+    wait_stream: np.ndarray
+    wait_on_stream: np.ndarray
+    wait_record_corr: np.ndarray
     event_count: int  # every event of the trace, of any kind
     problems: list[str] = dataclasses.field(default_factory=list)  # what was left out, and why
 
@@ -220,6 +231,10 @@ def from_chunks(
         memory_reserved=column("memory_reserved", np.float64),
         memory_device=column("memory_device", np.int32),
         event_bytes=column("event_bytes", np.int32),
+        wait_ts=column("wait_ts", np.float64),
+        wait_stream=column("wait_stream", np.int64),
+        wait_on_stream=column("wait_on_stream", np.int64),
+        wait_record_corr=column("wait_record_corr", np.int64),
         event_count=event_count,
     )
 
@@ -244,6 +259,24 @@ def add_memory(chunks: dict[str, list[np.ndarray]], ts: np.ndarray, raw_args: Se
     )
     chunks.setdefault("memory_reserved", []).append(np.array([number(a, "Total Reserved") for a in decoded]))
     chunks.setdefault("memory_device", []).append(np.array([device(a) for a in decoded], dtype=np.int32))
+
+
+def add_stream_waits(chunks: dict[str, list[np.ndarray]], ts: np.ndarray, raw_args: Sequence[bytes]) -> None:
+    """The Stream Wait Events' columns (a few a step: their args decoded whole); -1 where an
+    id is absent or not an integer (such a wait ties nothing)."""
+    decoded = _ANY_LIST.decode(b"[" + b",".join(raw or b"{}" for raw in raw_args) + b"]")
+
+    def integer(args: Any, key: str) -> int:
+        value = args.get(key) if isinstance(args, dict) else None
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else -1
+
+    for column, key in (
+        ("wait_stream", "stream"),
+        ("wait_on_stream", "wait_on_stream"),
+        ("wait_record_corr", "wait_on_cuda_event_record_corr_id"),
+    ):
+        chunks.setdefault(column, []).append(np.array([integer(a, key) for a in decoded], dtype=np.int64))
+    chunks.setdefault("wait_ts", []).append(ts)
 
 
 def _first_device(properties: Any) -> dict[str, Any]:

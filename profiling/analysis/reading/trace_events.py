@@ -47,9 +47,12 @@ from profiling.analysis.reading.trace_columns import (
     LAUNCH,
     MEMORY,
     OTHER_CPU,
+    STREAM_WAIT,
+    SYNC_CATEGORY,
     TraceEvents,
     add_memory,
     add_parts,
+    add_stream_waits,
     from_chunks,
     kept_collectives,
 )
@@ -143,6 +146,9 @@ class TraceBuilder:
         memory = kind == MEMORY
         if memory.any():
             add_memory(columns, start[memory], [bytes(e.args) for e in where(memory)])
+        waits = [i for i, e in enumerate(events) if e.name == STREAM_WAIT and e.cat == SYNC_CATEGORY]
+        if waits:
+            add_stream_waits(columns, start[waits], [bytes(events[i].args) for i in waits])
         cpu = (kind != GPU) & (kind != IGNORED) & (kind != MEMORY)
         add_parts(columns, cpu, start=start, end=end, name=name, kind=kind, ordinal=ordinal)
         thread = (threads.setdefault((e.pid, e.tid), len(threads)) for e in where(cpu))

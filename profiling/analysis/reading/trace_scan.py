@@ -38,9 +38,12 @@ from profiling.analysis.reading.trace_columns import (
     LAUNCH,
     MEMORY,
     OTHER_CPU,
+    STREAM_WAIT,
+    SYNC_CATEGORY,
     TraceEvents,
     add_memory,
     add_parts,
+    add_stream_waits,
     from_chunks,
     kept_collectives,
 )
@@ -68,6 +71,7 @@ class _Scanned:
         self.lanes: dict[bytes, int] = {}
         self._kinds = np.zeros(0, dtype=np.int8)  # by category code
         self._kernel_code = -1
+        self._sync_code = -1  # cuda_sync's category code
         self._name_text: list[str] = []
         self._collective_name = np.zeros(0, dtype=bool)  # by name code
         self._columns: dict[str, list[np.ndarray]] = collections.defaultdict(list)
@@ -132,6 +136,17 @@ class _Scanned:
                 for a, n in zip(args_at[memory].tolist(), args_length[memory].tolist(), strict=True)
             ]
             add_memory(columns_of, start[memory], raws)
+        waits = [
+            i
+            for i in np.flatnonzero(category == self._sync_code).tolist()
+            if self._name_text[name[i]] == STREAM_WAIT
+        ]
+        if waits:
+            raws = [
+                bytes(chunk[args_at[i] : args_at[i] + args_length[i]]) if args_at[i] >= 0 else b""
+                for i in waits
+            ]
+            add_stream_waits(columns_of, start[waits], raws)
         cpu = (kind != GPU) & (kind != IGNORED) & (kind != MEMORY)
         add_parts(columns_of, cpu, start=start, end=end, name=name, kind=kind, ordinal=ordinal, lane=lane)
         launch = kind == LAUNCH
@@ -147,6 +162,7 @@ class _Scanned:
                 kinds = [KIND_OF_CATEGORY.get(c.decode(), OTHER_CPU) for c in new]
                 self._kinds = np.concatenate([self._kinds, np.array(kinds, dtype=np.int8)])
                 self._kernel_code = self.categories.get(b"kernel", -1)
+                self._sync_code = self.categories.get(SYNC_CATEGORY.encode(), -1)
             if len(self._name_text) < len(self.names):
                 new_names = [n.decode() for n in list(self.names)[len(self._name_text) :]]
                 self._name_text += new_names
