@@ -24,7 +24,7 @@ from profiling.folder.manifest import read_running
 from profiling.folder.requests import read_accepted, write_request
 from profiling.folder.traces import trace_file_name
 from profiling.ranks import RankSelection, RankSpecError
-from slurm.command_line import OneLineParser
+from slurm.common.command_line import OneLineParser
 from slurm.queue_view import QueueView
 
 PROG = "python -m jobs.capture"

@@ -2,7 +2,7 @@
 
 It builds a validated :class:`~jobs.spec.JobSpec` before anything is submitted; every mistake
 is one line naming the option and the fix. Its options are the job spec's fields
-(:mod:`slurm.settings`); the task's among them are ``python -m jobs.task``'s too.
+(:mod:`slurm.common.settings`); the task's among them are ``python -m jobs.task``'s too.
 """
 
 from __future__ import annotations
@@ -20,9 +20,10 @@ from typing import IO
 from jobs.exclusion import slow_nodes_of, with_excluded
 from jobs.spec import AUTO_CLUSTER, JobSpec, SpecError
 from profiling.folder.layout import JobFolder
-from slurm.basics import utc_now, write_json_atomically
-from slurm.command_line import OneLineParser
-from slurm.settings import from_namespace
+from slurm.common.clock import utc_now
+from slurm.common.command_line import OneLineParser
+from slurm.common.files import write_json_atomically
+from slurm.common.settings import from_namespace
 from workload.contract import check_factory
 
 PROG = "submit.py"

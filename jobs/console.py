@@ -13,7 +13,7 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from slurm.command_line import plain_text
+from slurm.common.command_line import plain_text
 
 # command -> module whose main() it runs; imported only when chosen (a login node stays fast)
 COMMANDS = {

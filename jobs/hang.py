@@ -11,7 +11,7 @@ from jobs.job_state import job_state
 from profiling.analysis.dumps.hang import HangError
 from profiling.folder.layout import JobFolder
 from profiling.report.hang import explain
-from slurm.command_line import OneLineParser
+from slurm.common.command_line import OneLineParser
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -24,7 +24,7 @@ from profiling.history.jobs import (
     standings,
 )
 from profiling.schema.summary import JobSummary
-from slurm.command_line import OneLineParser
+from slurm.common.command_line import OneLineParser
 
 _SHAPE = ("batch_size", "image_size", "dtype", "parallel")  # what a config's heading shows of it
 

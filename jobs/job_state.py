@@ -30,7 +30,7 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import manifest_or_none, read_running
 from profiling.schema.manifest import AttemptRecord
 from slurm import scheduler
-from slurm.basics import SMALL_FILE_BYTES, read_regular
+from slurm.common.files import SMALL_FILE_BYTES, read_regular
 from slurm.launchers import Launcher
 from slurm.queue_view import QueueView
 

@@ -27,7 +27,7 @@ from profiling.folder.layout import JobFolder, is_job_folder
 from profiling.folder.manifest import manifest_or_none, read_running
 from profiling.folder.report_json import read_straggler
 from profiling.folder.traces import list_traces
-from slurm.command_line import OneLineParser
+from slurm.common.command_line import OneLineParser
 from slurm.queue_view import QueueView
 
 NO_MANIFEST = NO_RECORD

@@ -1,5 +1,5 @@
 """The command lines of the job: ``submit.py`` and ``python -m jobs.task`` (what the batch script
-runs under ``srun``), both made from the config fields' own declarations (:mod:`slurm.settings`).
+runs under ``srun``), both made from the config fields' own declarations (:mod:`slurm.common.settings`).
 
 A task's options are :class:`~jobs.spec.TaskConfig`'s and its sections'; ``submit.py`` adds
 :class:`~jobs.spec.JobSpec`'s and :class:`~slurm.resources.SlurmResources`'. Adding an option
@@ -13,8 +13,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from jobs.spec import TRACES_ROOT_ENV, TaskConfig
-from slurm.command_line import OneLineParser
-from slurm.settings import argv_of, from_namespace
+from slurm.common.command_line import OneLineParser
+from slurm.common.settings import argv_of, from_namespace
 
 TASK_PROG = "python -m jobs.task"
 

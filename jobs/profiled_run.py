@@ -50,9 +50,10 @@ from profiling.recording.schedule import ScheduleConfig
 from profiling.recording.slowest import SlowestRank
 from profiling.recording.step_timing import StepTiming
 from profiling.report import hang
-from slurm.basics import SettingError, utc_now
-from slurm.env import DistributedIdentity, from_environment
-from slurm.layout import Dims
+from slurm.common.clock import utc_now
+from slurm.common.errors import SettingError
+from slurm.common.layout import Dims
+from slurm.identity import DistributedIdentity, from_environment
 
 _LOG = logging.getLogger(__name__)
 

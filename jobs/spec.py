@@ -10,10 +10,10 @@ import shutil
 from pathlib import Path
 
 from profiling.recording.config import ProfilerConfig
-from slurm.basics import SettingError
+from slurm.common.errors import SettingError
+from slurm.common.settings import at_least, check_fields, section, setting
 from slurm.launchers import Device, Executor
 from slurm.resources import SlurmResources
-from slurm.settings import at_least, check_fields, section, setting
 from workload.config import WorkloadConfig
 
 TRACES_ROOT_ENV = "TRACES_ROOT"

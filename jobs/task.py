@@ -20,8 +20,8 @@ from jobs.options import TASK_PROG, parse_task_argv, task_parser
 from jobs.runtime.output import show_task_output
 from jobs.runtime.preemption import Preemption
 from jobs.spec import TaskConfig
-from slurm.basics import SettingError
-from slurm.env import DistributedEnvError, from_environment
+from slurm.common.errors import SettingError
+from slurm.identity import DistributedEnvError, from_environment
 
 
 class ProfiledTraining(Checkpointable):

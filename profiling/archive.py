@@ -41,8 +41,8 @@ from profiling.folder.report_json import ArchiveFields, read_archive_fields
 from profiling.ranks import RankSelection, RankSpecError, format_ranks
 from profiling.schema import model
 from profiling.schema.model_ranks import TraceClock
-from slurm.basics import atomic_path
-from slurm.command_line import OneLineParser
+from slurm.common.command_line import OneLineParser
+from slurm.common.files import atomic_path
 
 DEFAULT_BUDGET_BYTES = 1000 * 10**6
 _COPY_CHUNK = 1 << 22

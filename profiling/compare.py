@@ -31,8 +31,9 @@ from profiling.schema import model
 from profiling.schema.comparison import Comparison
 from profiling.schema.files import write_file
 from profiling.schema.model import RankReport, Report
-from slurm.basics import LARGE_FILE_BYTES, read_regular, utc_now, write_text_atomically
-from slurm.command_line import OneLineParser
+from slurm.common.clock import utc_now
+from slurm.common.command_line import OneLineParser
+from slurm.common.files import LARGE_FILE_BYTES, read_regular, write_text_atomically
 
 
 class CompareError(ValueError):

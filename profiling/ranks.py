@@ -12,7 +12,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable
 
-from slurm.basics import SettingError
+from slurm.common.errors import SettingError
 
 _HINT = "HINT: use 'all', 'none', a list '0,3', ranges '0-3,8', or 'slowest'"
 _NAMED_HINT = "HINT: use 'all', a list '0,3' or ranges '0-3,8'"

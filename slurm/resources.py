@@ -1,6 +1,6 @@
 """What a job asks SLURM for, and the one builder of submitit's SLURM executors.
 
-:class:`SlurmResources` is declared once (its fields carry their options, :mod:`slurm.settings`)
+:class:`SlurmResources` is declared once (its fields carry their options, :mod:`slurm.common.settings`)
 and used by ``submit.py`` and by the report's job array. Each field also declares the sbatch
 option it becomes (:class:`Sbatch`); :data:`SUBMITIT_PARAMETERS`, :data:`OWNED_SBATCH_OPTIONS`
 and :data:`SBATCH_SHORT_OPTIONS` are made from those, as submitit makes its parameters from one
@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from slurm.basics import SettingError
-from slurm.settings import at_least, check_fields, setting
+from slurm.common.errors import SettingError
+from slurm.common.settings import at_least, check_fields, setting
 
 _GROUP = "SLURM resources"
 _SBATCH_KEY = re.compile(r"^[a-z][a-z0-9-]*$")
@@ -71,7 +71,7 @@ class Sbatch:
 
 
 def slurm_setting(default: Any, *, sbatch: Sbatch, **option: Any) -> Any:
-    """A :class:`SlurmResources` field: its option (:func:`slurm.settings.setting`) and the sbatch
+    """A :class:`SlurmResources` field: its option (:func:`slurm.common.settings.setting`) and the sbatch
     option it becomes; the tables below are made from these."""
     declared = setting(default, **option)
     return dataclasses.field(default=declared.default, metadata={**declared.metadata, _SBATCH: sbatch})

@@ -17,7 +17,7 @@ def test_more_tasks_than_gpus() -> None:
 
 
 def identity(source: str, gpus_on_node: int | None):
-    from slurm.env import DistributedIdentity
+    from slurm.identity import DistributedIdentity
     from slurm.launchers import Launcher
 
     return DistributedIdentity(

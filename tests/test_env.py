@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from slurm.env import DistributedEnvError, derived_master_port, from_environment
+from slurm.identity import DistributedEnvError, derived_master_port, from_environment
 
 
 def slurm_env(**overrides: str) -> dict[str, str]:

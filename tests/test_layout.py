@@ -17,7 +17,7 @@ from profiling.folder.layout import ReportFiles
 from profiling.report import build_report, main
 from profiling.report.settings import ReportSettings
 from profiling.schema.manifest import Manifest
-from slurm.layout import mesh_dims
+from slurm.common.layout import mesh_dims
 from tests.synthetic import cpu_job, write_job
 from tests.test_gpu_traces import DATA
 

@@ -2,7 +2,7 @@
 parses to something consistent or is refused with our one-line error, fast, never a traceback.
 
 Command-line values go through submit.py's own parsing (argparse, the job spec), in process;
-scheduler strings through :mod:`slurm.hostnames` and :func:`slurm.env.from_environment`. Each
+scheduler strings through :mod:`slurm.hostnames` and :func:`slurm.identity.from_environment`. Each
 test also asserts that a fair share of its inputs is accepted: a parser that refused
 everything would pass every other check.
 """
@@ -24,7 +24,7 @@ from jobs.cli import build_parser, job_spec_from_args
 from jobs.spec import JobSpec
 from profiling.ranks import RankSelection
 from profiling.recording.schedule import MAX_WINDOWS
-from slurm.basics import SettingError
+from slurm.common.errors import SettingError
 from slurm.resources import owned_sbatch_option
 
 MAX_INPUT = 1024

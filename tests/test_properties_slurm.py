@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from slurm import hostnames
-from slurm.env import DistributedEnvError, from_environment
+from slurm.identity import DistributedEnvError, from_environment
 from tests.test_properties import PROPERTIES, accepting, number, refused, small_text, timed
 
 # --- what the scheduler feeds: hostlists, tasks per node ---------------------------------------------

@@ -21,7 +21,7 @@ from profiling.history.summary import config_fingerprint, write_summary
 from profiling.report.table_ranks import cell
 from profiling.schema.files import FileRefused, read_file
 from profiling.schema.summary import JobSummary
-from slurm.basics import NotARegularFile, read_regular
+from slurm.common.files import NotARegularFile, read_regular
 from tests.common import REPO
 
 CONFIG = {"name": "workload.resnet18:build", "batch_size": 10, "ranks": 2, "nodes": 1, "backend": "gloo"}

@@ -14,11 +14,11 @@ from jobs.spec import JobSpec, TaskConfig
 from profiling.ranks import RankSelection
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.schedule import ScheduleConfig
-from slurm.basics import SettingError
-from slurm.command_line import OneLineParser
+from slurm.common.command_line import OneLineParser
+from slurm.common.errors import SettingError
+from slurm.common.settings import argv_of, at_least, check_fields, from_namespace, options, section, setting
 from slurm.launchers import Device, Executor
 from slurm.resources import SlurmResources
-from slurm.settings import argv_of, at_least, check_fields, from_namespace, options, section, setting
 from workload.config import RankAndMs, RankAndStep, WorkloadConfig
 
 RUN_OPTIONS = {

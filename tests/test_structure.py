@@ -35,6 +35,8 @@ LAYERS = (
     ("profiling.schema",),
     ("profiling.ranks",),
     ("slurm",),
+    # the foundation every room stands on: errors, files, settings, the command line, the layout
+    ("slurm.common",),
 )
 
 

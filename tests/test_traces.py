@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from profiling.folder.traces import export_trace, list_traces, parse_trace_name, trace_file_name
-from slurm.basics import atomic_path, temporary_path, write_json_atomically, write_text_atomically
+from slurm.common.files import atomic_path, temporary_path, write_json_atomically, write_text_atomically
 from tests.common import load_trace
 
 

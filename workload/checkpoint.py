@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from slurm.basics import atomic_path
+from slurm.common.files import atomic_path
 from workload.contract import Workload
 
 

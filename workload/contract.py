@@ -28,7 +28,7 @@ from workload.config import WorkloadConfig, WorkloadError, split
 if TYPE_CHECKING:
     import torch
 
-    from slurm.env import DistributedIdentity
+    from slurm.identity import DistributedIdentity
 
 _NOT_CALLABLE = (
     ast.Constant,

@@ -3,7 +3,7 @@ of each workload's own settings (:mod:`workload.lm_settings`) alike."""
 
 from __future__ import annotations
 
-from slurm.basics import SettingError
+from slurm.common.errors import SettingError
 
 
 class WorkloadError(SettingError):

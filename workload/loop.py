@@ -1,7 +1,7 @@
 """The training-step loop, whatever the workload (:mod:`workload.contract`): one ``step`` of it
 per training step, under any :class:`Profiler` (the toolkit's is
 :class:`profiling.recording.profiler.StepProfiler`), with the faults ``--inject-*`` asks for;
-and the dtype a device computes best. Imports nothing of the toolkit but its shared basics.
+and the dtype a device computes best. Imports nothing of the toolkit but its foundation (slurm/common/).
 """
 
 from __future__ import annotations

@@ -25,7 +25,7 @@ from jobs.runtime.preemption import Preemption
 from jobs.runtime.report_step import report_on
 from jobs.spec import TaskConfig
 from profiling.folder.layout import JobFolder
-from slurm.env import DistributedIdentity
+from slurm.identity import DistributedIdentity
 from slurm.launchers import Launcher
 from workload import checkpoint
 from workload.contract import Workload, WorkloadContext, make_workload

@@ -1,4 +1,4 @@
-"""Process group and device for one rank, from its :class:`~slurm.env.DistributedIdentity`."""
+"""Process group and device for one rank, from its :class:`~slurm.identity.DistributedIdentity`."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from slurm.env import DistributedIdentity
+from slurm.identity import DistributedIdentity
 
 
 @dataclasses.dataclass(frozen=True)

@@ -25,7 +25,7 @@ from submitit import JobEnvironment
 
 from jobs.spec import TaskConfig
 from slurm import scheduler
-from slurm.env import DistributedIdentity
+from slurm.identity import DistributedIdentity
 
 # How long a rank that is not rank 0 waits, after saving its state, for the requeue to end it.
 REQUEUE_GRACE_S = 120.0

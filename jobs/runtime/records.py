@@ -19,8 +19,9 @@ from profiling.recording.config import ProfilerConfig
 from profiling.recording.process_memory import peak_resident_bytes
 from profiling.recording.profiler import StepHook, StepProfiler, windows_record
 from profiling.recording.step_timing import StepTiming
-from slurm.basics import utc_now, write_json_atomically
-from slurm.env import DistributedIdentity
+from slurm.common.clock import utc_now
+from slurm.common.files import write_json_atomically
+from slurm.identity import DistributedIdentity
 
 
 @dataclasses.dataclass(frozen=True)

@@ -9,7 +9,7 @@ import socket
 from jobs.runtime.group import JobGroup
 from profiling.folder.layout import JobFolder
 from profiling.folder.shared import UnsharedFolderError, leave_marker, unseen_ranks, unshared_error
-from slurm.env import DistributedIdentity
+from slurm.identity import DistributedIdentity
 
 
 def check_shared_folder(identity: DistributedIdentity, folder: JobFolder, group: JobGroup) -> None:

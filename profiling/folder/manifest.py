@@ -22,7 +22,8 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.traces import list_traces
 from profiling.schema.files import FileRefused, read_file, write_file
 from profiling.schema.manifest import AttemptRecord, Manifest
-from slurm.basics import SMALL_FILE_BYTES, read_regular, utc_now
+from slurm.common.clock import utc_now
+from slurm.common.files import SMALL_FILE_BYTES, read_regular
 
 
 def step_time_summary(

@@ -16,7 +16,7 @@ import msgspec
 
 from profiling.schema.model import Report, Straggler
 from profiling.schema.model_ranks import TraceClock
-from slurm.basics import LARGE_FILE_BYTES, atomic_path, read_regular
+from slurm.common.files import LARGE_FILE_BYTES, atomic_path, read_regular
 
 
 def encode_report(report: Report) -> bytes:

@@ -9,7 +9,8 @@ from typing import Any
 
 from profiling.folder.layout import JobFolder
 from profiling.ranks import RankSelection
-from slurm.basics import SMALL_FILE_BYTES, read_regular, utc_now, write_json_atomically
+from slurm.common.clock import utc_now
+from slurm.common.files import SMALL_FILE_BYTES, read_regular, write_json_atomically
 
 
 @dataclasses.dataclass(frozen=True)

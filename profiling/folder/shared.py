@@ -16,7 +16,8 @@ from pathlib import Path
 
 from profiling.folder.layout import JobFolder
 from profiling.ranks import format_ranks
-from slurm.basics import SMALL_FILE_BYTES, SettingError, read_regular, write_json_atomically
+from slurm.common.errors import SettingError
+from slurm.common.files import SMALL_FILE_BYTES, read_regular, write_json_atomically
 
 # Rank 0 looks again for this long before it gives up on a marker: a slow shared filesystem
 # may show a file a moment after it was written.

@@ -34,7 +34,7 @@ from pathlib import Path
 
 import numpy as np
 
-from slurm.basics import LARGE_FILE_BYTES, read_regular
+from slurm.common.files import LARGE_FILE_BYTES, read_regular
 
 MAGIC = b"SLPSTEP2"
 _MAGIC_1 = b"SLPSTEP1"  # without ``mem``: still read

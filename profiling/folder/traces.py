@@ -2,7 +2,7 @@
 
 The toolkit names its traces ``rank<r>_iter<first>_<last>.json[.gz]``, where first and last are
 the ``ProfilerStep#`` numbers the trace holds. A trace is exported under a temporary name in the
-same folder and renamed (:func:`slurm.basics.atomic_path`), so a reader on NFS never sees half
+same folder and renamed (:func:`slurm.common.files.atomic_path`), so a reader on NFS never sees half
 of one. The report also reads traces named otherwise (:func:`find_traces`): torch's
 ``tensorboard_trace_handler`` writes ``<worker>.<time>.pt.trace.json[.gz]``, one folder per
 worker or all in one, and other tools name theirs as they like; their rank and steps are
@@ -18,7 +18,7 @@ import shutil
 from collections.abc import Callable
 from pathlib import Path
 
-from slurm.basics import atomic_path, temporary_path
+from slurm.common.files import atomic_path, temporary_path
 
 _TRACE_NAME = re.compile(r"^rank(?P<rank>\d+)_iter(?P<first>\d+)_(?P<last>\d+)\.json(?P<gz>\.gz)?$")
 _RANK_IN_NAME = re.compile(r"(?:^|[^a-z])rank[_-]?(\d+)", re.IGNORECASE)

@@ -7,8 +7,8 @@ from typing import Any
 
 from profiling.ranks import RankSelection
 from profiling.recording.schedule import ScheduleConfig
-from slurm.basics import SettingError
-from slurm.settings import at_least, section, setting
+from slurm.common.errors import SettingError
+from slurm.common.settings import at_least, section, setting
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

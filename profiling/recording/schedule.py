@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import dataclasses
 
-from slurm.basics import SettingError
-from slurm.settings import check_fields, integer_at_least, setting
+from slurm.common.errors import SettingError
+from slurm.common.settings import check_fields, integer_at_least, setting
 
 MAX_WINDOWS = 10_000
 

@@ -27,7 +27,7 @@ archive of the traces themselves (:mod:`profiling.archive`). Written to ``<folde
     The traces of the ranks that matter, as one Perfetto timeline (:mod:`profiling.archive`).
 """
 
-from slurm.basics import public_names
+from slurm.common.lazy import public_names
 
 # imported when first asked for: a light module of this room (the hang's report, on a rank's way
 # out or the login node) does not import the report's whole pipeline with it

@@ -43,7 +43,8 @@ from profiling.report.workers import Ahead, Workers
 from profiling.schema import model
 from profiling.schema.files import FileRefused
 from profiling.schema.manifest import Manifest
-from slurm.basics import atomic_path, utc_now, write_text_atomically
+from slurm.common.clock import utc_now
+from slurm.common.files import atomic_path, write_text_atomically
 
 _COLLECT_EVERY = (200_000, 30, 30)
 # Below this many bytes of traces, the plot's process imports matplotlib (a second) while they are

@@ -15,9 +15,9 @@ from profiling.folder.traces import find_traces
 from profiling.report import slurm_array
 from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
-from slurm.command_line import OneLineParser
+from slurm.common.command_line import OneLineParser
+from slurm.common.settings import from_namespace
 from slurm.resources import SlurmResources
-from slurm.settings import from_namespace
 
 PROG = "python -m profiling.report"
 

@@ -10,7 +10,7 @@ from profiling.folder.manifest import manifest_or_none
 from profiling.report.table_ranks import cell
 from profiling.schema.dumps import HangDump, HangVerdict
 from profiling.schema.files import write_file
-from slurm.basics import write_text_atomically
+from slurm.common.files import write_text_atomically
 
 
 def hang_markdown(verdict: HangVerdict, dumps: dict[int, HangDump], refused: list[str]) -> str:

@@ -23,7 +23,7 @@ from profiling.analysis.across_ranks import (
 from profiling.analysis.clocks import Aligned
 from profiling.analysis.reading import read as read_trace
 from profiling.report.workers import Workers
-from slurm.basics import atomic_path
+from slurm.common.files import atomic_path
 
 
 def _plan(trace: Path, depths_path: Path) -> MergeStats:

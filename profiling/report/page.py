@@ -26,7 +26,7 @@ import msgspec
 
 from profiling.report.page_markdown import markdown_html
 from profiling.schema import model
-from slurm.basics import write_text_atomically
+from slurm.common.files import write_text_atomically
 
 PERFETTO = "https://ui.perfetto.dev"
 _RUN_MAP = '<div id="runmap" class="runmap"></div>'

@@ -19,7 +19,7 @@ import msgspec
 from profiling.folder.fingerprint import fingerprint
 from profiling.report.workers import Ahead
 from profiling.schema import model
-from slurm.basics import LARGE_FILE_BYTES, read_regular
+from slurm.common.files import LARGE_FILE_BYTES, read_regular
 
 # what no picture draws, and changes from one report to the next: left out of the fingerprint
 _NOT_DRAWN = {

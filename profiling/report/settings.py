@@ -1,4 +1,4 @@
-"""The report's own settings, declared once: each field carries its option (:mod:`slurm.settings`),
+"""The report's own settings, declared once: each field carries its option (:mod:`slurm.common.settings`),
 and ``python -m profiling.report``'s parser, its checks and its hints are made from them, as
 ``submit.py``'s are from the job spec."""
 
@@ -12,8 +12,8 @@ from profiling.analysis.across_ranks import parse_layout
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.ranks import RankSelection
 from profiling.report import slurm_array
-from slurm.basics import SettingError
-from slurm.settings import Check, at_least, check_fields, setting
+from slurm.common.errors import SettingError
+from slurm.common.settings import Check, at_least, check_fields, setting
 
 _MERGED = "the merged timeline"
 _CLUSTER = "reading on the cluster (a SLURM job array), not here"

@@ -16,7 +16,7 @@ from typing import Annotated, ClassVar, TypeVar
 
 import msgspec
 
-from slurm.basics import NotARegularFile, atomic_path, read_regular
+from slurm.common.files import NotARegularFile, atomic_path, read_regular
 
 T = TypeVar("T", bound="Versioned")
 # an age or a size nobody writes: a file claiming more is damaged, not big

@@ -1,27 +1,38 @@
 """Stage 4: what the ranks measure together, on the common clock: who the others wait for,
 the critical path, the job's summary (``report.json``'s measures) and the merged timeline."""
 
-from slurm.basics import public_names
-
 # the stage's entry points: what the rooms above it (the report) may take from it
-__all__, __getattr__ = public_names(
-    __name__,
-    {
-        "summarise": "combine",
-        "decided_with_logs": "verdict",
-        "parse_layout": "layout",
-        "LayoutError": "layout",
-        "mean": "combine",
-        "PATH_KINDS": "critical_path",
-        "LINK_SHARE": "gpu_sections",
-        "SHOWN_KERNELS": "gpu_sections",
-        "DEFAULT_BUDGET_BYTES": "merge",
-        "MergedTraceWriter": "merge",
-        "MergeStats": "merge",
-        "keep_levels": "merge",
-        "lane_metadata": "merge",
-        "merge_stats": "merge",
-        "plan_depth": "merge",
-        "write_part": "merge",
-    },
+from profiling.analysis.across_ranks.combine import mean, summarise
+from profiling.analysis.across_ranks.critical_path import PATH_KINDS
+from profiling.analysis.across_ranks.gpu_sections import LINK_SHARE, SHOWN_KERNELS
+from profiling.analysis.across_ranks.layout import LayoutError, parse_layout
+from profiling.analysis.across_ranks.merge import (
+    DEFAULT_BUDGET_BYTES,
+    MergedTraceWriter,
+    MergeStats,
+    keep_levels,
+    lane_metadata,
+    merge_stats,
+    plan_depth,
+    write_part,
 )
+from profiling.analysis.across_ranks.verdict import decided_with_logs
+
+__all__ = [
+    "DEFAULT_BUDGET_BYTES",
+    "LINK_SHARE",
+    "LayoutError",
+    "MergeStats",
+    "MergedTraceWriter",
+    "PATH_KINDS",
+    "SHOWN_KERNELS",
+    "decided_with_logs",
+    "keep_levels",
+    "lane_metadata",
+    "mean",
+    "merge_stats",
+    "parse_layout",
+    "plan_depth",
+    "summarise",
+    "write_part",
+]

@@ -29,8 +29,8 @@ from profiling.analysis.clocks.rank_clocks import Aligned
 from profiling.analysis.per_trace.efficiency import rank_flops, rank_memory
 from profiling.analysis.reading.collectives import is_sequenced
 from profiling.schema import model, model_path, model_ranks
-from slurm.basics import utc_now
-from slurm.layout import stages_of
+from slurm.common.clock import utc_now
+from slurm.common.layout import stages_of
 
 Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 

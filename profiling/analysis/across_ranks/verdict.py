@@ -17,7 +17,7 @@ import msgspec
 from profiling.analysis.across_ranks.layout import named
 from profiling.schema.model import Report, Run, StageBalance, Straggler
 from profiling.schema.model_replay import Replay, ReplayMost
-from slurm.layout import PIPELINE
+from slurm.common.layout import PIPELINE
 
 
 def follows_replay(

@@ -21,7 +21,7 @@ from profiling.analysis.clocks.rank_clocks import Aligned, align_ranks, by_rank
 from profiling.analysis.per_trace.record import ANALYSIS_VERSION, TraceRecord
 from profiling.folder.fingerprint import fingerprint
 from profiling.folder.traces import TraceFile
-from slurm.basics import LARGE_FILE_BYTES, atomic_path, read_regular
+from slurm.common.files import LARGE_FILE_BYTES, atomic_path, read_regular
 
 
 class _Kept(msgspec.Struct):

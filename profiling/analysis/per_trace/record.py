@@ -37,7 +37,7 @@ from profiling.analysis.reading.trace_events import read as read_trace
 from profiling.folder.layout import analysis_record, lanes_record
 from profiling.folder.traces import TraceFile, TraceSource
 from profiling.schema.files import first_line
-from slurm.basics import LARGE_FILE_BYTES, atomic_path, read_regular
+from slurm.common.files import LARGE_FILE_BYTES, atomic_path, read_regular
 
 # 2: cpu_seconds; 3: the trace named as in its folder of traces; 4: kernels, bandwidth;
 # 5: idle causes, kernels without a launch counted as HTA counts them; 6: the clocks' ± covers

@@ -24,7 +24,7 @@ from profiling.analysis.run.memory_growth import Reduced, combine_memory, reduce
 from profiling.analysis.run.run_map import METRIC, RunMap
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import COLUMNS, StepLog, StepLogError, decode_step_log
-from slurm.basics import LARGE_FILE_BYTES, read_regular
+from slurm.common.files import LARGE_FILE_BYTES, read_regular
 
 _READERS = 4  # on NFS, reads wait; here, from the page cache, more only contend
 _AHEAD = 4 * _READERS

@@ -24,7 +24,7 @@ from profiling.recording.config import ProfilerConfig
 from profiling.recording.schedule import ScheduleConfig
 from profiling.schema import model
 from profiling.schema.manifest import Manifest
-from slurm.settings import argv_of
+from slurm.common.settings import argv_of
 
 
 def run_section(

@@ -1,9 +1,9 @@
 """Every command's parser: argparse, with mistakes as one line, options made from config fields.
 
-Only the commands use it (``jobs/``, and the readers' ``main`` in ``profiling/``). Options that a
-config declares (:mod:`slurm.settings`) are added with :meth:`OneLineParser.add_settings` and read
-back into the config with :func:`slurm.settings.from_namespace`; a :class:`~slurm.basics.SettingError`
-raised on the way is shown naming this command's own options (:meth:`OneLineParser.describe`).
+Only the commands use it (``jobs/``). Options that a config declares (:mod:`.settings`) are
+added with :meth:`OneLineParser.add_settings` and read back into the config with
+:func:`.settings.from_namespace`; a :class:`~.errors.SettingError` raised on the way is shown
+naming this command's own options (:meth:`OneLineParser.describe`).
 """
 
 from __future__ import annotations
@@ -15,8 +15,8 @@ import sys
 from collections.abc import Sequence
 from typing import Any, NoReturn
 
-from slurm.basics import SettingError
-from slurm.settings import Option, default_of, options
+from slurm.common.errors import SettingError
+from slurm.common.settings import Option, default_of, options
 
 _BUILTIN_TYPES = (int, float, str)
 _LITERAL = re.compile(r"``(.+?)``", re.S)  # reStructuredText's inline literal

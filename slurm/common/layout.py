@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from slurm.basics import SettingError
+from slurm.common.errors import SettingError
 
 Dims = tuple[tuple[str, int], ...]  # (dimension, size), outermost first
 PIPELINE, DATA, TENSOR = "pp", "dp", "tp"  # the dimensions as DeviceMesh names them (mesh_pp, ...)

@@ -7,7 +7,7 @@ configs run their checks (:func:`check_fields`), and :func:`argv_of` writes a co
 the options that set it (for the batch script, and hints). A config made of other configs
 declares each with :func:`section`.
 
-Torch-free and importing nothing of the toolkit but :mod:`slurm.basics`: every room's configs use it.
+Torch-free and importing nothing of the toolkit but :mod:`.errors`: every room's configs use it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from slurm.basics import SettingError
+from slurm.common.errors import SettingError
 
 OPTION = "option"  # the metadata key of a field's Option
 SECTION = "section"  # the metadata key of a field that is a config of its own
@@ -108,7 +108,7 @@ def check_fields(config: Any, error: type[SettingError]) -> None:
 
 
 def option_names(config: type) -> dict[str, str]:
-    """Field name -> option, for :meth:`slurm.basics.SettingError.naming`."""
+    """Field name -> option, for :meth:`slurm.common.errors.SettingError.naming`."""
     return {path.rpartition(".")[2]: option.flag for path, _, option in options(config)}
 
 

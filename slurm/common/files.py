@@ -1,19 +1,13 @@
-"""What every room of the toolkit shares: the error a setting raises, writes a reader on NFS
-never sees half of, and the time stamp files carry.
-
-It lives in ``slurm/``, the room that imports no other, so that every arrow between rooms
-points one way (``jobs`` -> ``workload``, ``profiling`` -> ``slurm``).
-"""
+"""Files the toolkit writes so that a reader on NFS never sees half of one (written beside, then
+renamed), and reads back bounded: a regular file only, never larger than it expects."""
 
 from __future__ import annotations
 
 import contextlib
-import datetime
 import json
 import os
-import re
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -22,31 +16,6 @@ TEMP_SUFFIX = ".tmp"
 # file (a step log of a million steps, a dense trace's record, report.json at thousands of ranks)
 SMALL_FILE_BYTES = 16 << 20
 LARGE_FILE_BYTES = 2 << 30
-_FIELD = re.compile(r"\{([a-z_]+)\}")
-
-
-class SettingError(ValueError):
-    """A setting that cannot run.
-
-    A config does not know which command line (if any) set it, so its message names settings
-    by field, as ``{steps}``; ``jobs/options.py`` owns the one field -> option table and shows
-    ``--steps``. ``str()`` names fields; :meth:`naming` names options.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def naming(self, names: Mapping[str, str]) -> str:
-        """The message with each ``{field}`` replaced by ``names[field]`` (or the field itself)."""
-        return _FIELD.sub(lambda match: names.get(match[1], match[1]), self.message)
-
-    def __str__(self) -> str:
-        return self.naming({})
-
-
-def utc_now() -> str:
-    return datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="milliseconds")
 
 
 def temporary_path(path: Path) -> Path:
@@ -116,18 +85,3 @@ def _fsync(path: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-
-
-def public_names(package: str, where: Mapping[str, str]) -> tuple[list[str], Any]:
-    """A package's public names, imported from their module when first asked for (PEP 562):
-    ``where`` maps each name to its module, relative to ``package``. Returns ``__all__`` and
-    ``__getattr__`` for the package's ``__init__``: importing one light module of the package
-    does not import the heavy ones with it."""
-    import importlib
-
-    def __getattr__(name: str) -> Any:
-        if name not in where:
-            raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        return getattr(importlib.import_module(f"{package}.{where[name]}"), name)
-
-    return sorted(where), __getattr__
