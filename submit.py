@@ -3,7 +3,7 @@
 
 import sys
 
-from jobs.cli import main
+from jobs.commands.submit import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,5 +1,4 @@
-"""Capture steps of a running job: ``python -m jobs.capture <job id or folder> [--active 3]
-[--ranks 0,3|all] [--wait]`` from a login node.
+"""Capture steps of a running job from a login node (the command: :mod:`jobs.commands.capture`).
 
 Writes a request into the job folder (see :mod:`profiling.recording.capture`); every rank of the job
 looks for requests every couple of seconds, and the chosen ranks record the same steps a few
@@ -11,23 +10,16 @@ folder on the shared filesystem.
 
 from __future__ import annotations
 
-import sys
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from jobs.job_state import job_state
-from jobs.spec import TaskConfig
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import read_running
-from profiling.folder.requests import read_accepted, write_request
+from profiling.folder.requests import read_accepted
 from profiling.folder.traces import trace_file_name
-from profiling.ranks import RankSelection, RankSpecError
-from slurm.common.command_line import OneLineParser
 from slurm.queue_view import QueueView
-
-PROG = "python -m jobs.capture"
 
 
 class CaptureRequestError(ValueError):
@@ -111,45 +103,3 @@ def wait_for_traces(
                 f"(steps {accepted['first']}-{accepted['last']})"
             )
         time.sleep(0.5)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    parser.add_argument("job", help="the job's id (under --traces-root) or its folder")
-    parser.add_argument(
-        "--active", type=int, default=3, metavar="N", help="steps to record (default: %(default)s)"
-    )
-    parser.add_argument(
-        "--ranks",
-        type=RankSelection.parse_named,
-        default=RankSelection.parse_named("0"),
-        metavar="SPEC",
-        help="'all', '0,3', '0-3' (default: 0)",
-    )
-    parser.add_settings(TaskConfig, only=("traces_root",))
-    parser.add_argument(
-        "--wait", action="store_true", help="block until the traces exist, then print their paths"
-    )
-    parser.add_argument(
-        "--timeout", type=float, default=600, metavar="SECONDS", help="for --wait (default: %(default)s)"
-    )
-    args = parser.parse_args(argv)
-    try:
-        if args.active < 1:
-            raise CaptureRequestError(f"--active {args.active} must be at least 1")
-        queue = QueueView()  # one view of SLURM for the whole command: one squeue, rate-limited
-        folder, running = running_job(args.job, args.traces_root, queue)
-        chosen = sorted(args.ranks.resolve(running["world_size"]))
-        request = write_request(folder, active=args.active, ranks=str(args.ranks))
-        print(f"capture {request.id} of job {folder.job_id}: ranks {chosen}, {args.active} steps", flush=True)
-        if args.wait:
-            for path in wait_for_traces(folder, request.id, running["restart_count"], args.timeout, queue):
-                print(path)
-    except (CaptureRequestError, RankSpecError) as error:
-        parser.fail(error)
-        return 2 if not args.wait else 1
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""``python -m jobs.list --ranks JOB``: every rank's scores now, from the ranks' step logs.
+"""``python -m jobs.commands.list --ranks JOB``: every rank's scores now, from the ranks' step logs.
 
 While the job runs, from the files its ranks flush every few seconds (never a trace, never the
 job itself): per rank, its CPU time per step over the last ``--last`` steps and over the whole
@@ -124,7 +124,7 @@ def render_ranks(table: dict[str, Any], shown: int = SHOWN) -> str:
         lines += [
             "",
             f"HINT: record rank {slowest['rank']} while it is slow: "
-            f"python -m jobs.capture {table['job_id']} --ranks {slowest['rank']}",
+            f"python -m jobs.commands.capture {table['job_id']} --ranks {slowest['rank']}",
         ]
     growing = table["memory_growth"]
     if growing:

@@ -20,7 +20,7 @@ TASK_PROG = "python -m jobs.task"
 
 
 def default_traces_root() -> Path:
-    """The traces root of a command that takes it as an argument (``python -m jobs.list [ROOT]``)."""
+    """The traces root of a command that takes it as an argument (``python -m jobs.commands.list [ROOT]``)."""
     return Path(os.environ.get(TRACES_ROOT_ENV, "traces"))
 
 

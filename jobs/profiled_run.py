@@ -11,8 +11,8 @@ It takes the rank from the environment (SLURM's variables, torchrun's, or one pr
 the process group you made (it never makes one; make it before entering), and writes the job
 folder a submitted job writes, ``<root>/<job id>/`` (SLURM's job id, else torchrun's run id):
 the chosen ranks' traces, every rank's step log, ``meta/running.json`` while it runs, the
-manifest and the report when it ends. Live capture (``python -m jobs.capture``) and
-``profile_ranks="0,slowest"`` work as under ``submit.py``; ``jobs.list``, ``jobs.hang`` and the
+manifest and the report when it ends. Live capture (``python -m jobs.commands.capture``) and
+``profile_ranks="0,slowest"`` work as under ``submit.py``; ``jobs.list``, ``jobs.commands.hang`` and the
 report read the folder. A rank that records nothing runs your loop with a counter and a step
 log around it. ``submit.py``'s own task runs its loop in one (:mod:`jobs.runtime.attempt`).
 """

@@ -1,4 +1,5 @@
-"""Several ranks' traces as one Perfetto timeline: ``python -m profiling.archive <folder> [--ranks SPEC]``.
+"""Several ranks' traces as one Perfetto timeline (the command: ``python -m jobs.commands.archive
+<folder> [--ranks SPEC]``).
 
 Perfetto (ui.perfetto.dev and trace_processor, since v58.2) opens a ZIP or TAR of several traces
 as one merged trace, configured by a ``perfetto_manifest.json`` inside it (format version 1,
@@ -29,19 +30,16 @@ import io
 import json
 import os
 import shutil
-import sys
 import tarfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from profiling.folder.layout import ReportFiles
-from profiling.folder.report_json import ArchiveFields, read_archive_fields
-from profiling.ranks import RankSelection, RankSpecError, format_ranks
+from profiling.folder.report_json import ArchiveFields
+from profiling.ranks import format_ranks
 from profiling.schema import model
 from profiling.schema.model_ranks import TraceClock
-from slurm.common.command_line import OneLineParser
 from slurm.common.files import atomic_path
 
 DEFAULT_BUDGET_BYTES = 1000 * 10**6
@@ -255,38 +253,3 @@ def _is_current(path: Path, document: bytes, chosen: Sequence[Member]) -> bool:
             )
     except (OSError, KeyError, tarfile.TarError):
         return False
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m profiling.archive", description=__doc__.split("\n\n")[0])
-    parser.add_argument("folder", type=Path, help="a job folder (or a restart<k>/ folder) with its report")
-    parser.add_argument(
-        "--ranks",
-        type=RankSelection.parse_named,
-        metavar="SPEC",
-        help="'all', '0,3', '0-3,8' (default: the ranks that matter)",
-    )
-    parser.add_argument("--out", type=Path, help="where to write (default: FOLDER/meta/merged_trace.tar)")
-    args = parser.parse_args(argv)
-    files = ReportFiles.of(args.folder)
-    try:
-        report = read_archive_fields(files.json)
-    except (OSError, ValueError):
-        return parser.fail(
-            f"{args.folder} has no report ({files.json}). HINT: python -m profiling.report {args.folder}"
-        )
-    profiled = [r.rank for r in report.ranks]
-    try:
-        selection = args.ranks
-        ranks = None
-        if selection is not None:
-            ranks = profiled if selection.everyone else sorted(selection.resolve(max(profiled) + 1))
-        written = write_archive(args.folder, report, args.out or files.archive, ranks=ranks)
-    except (RankSpecError, ArchiveError, OSError) as error:
-        return parser.fail(error)
-    print(f"rank(s) {written.ranks} in {args.out or files.archive}: open it in https://ui.perfetto.dev")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

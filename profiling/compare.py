@@ -1,4 +1,4 @@
-"""Compare two jobs: ``python -m profiling.compare <job A> <job B>`` (or ``slurm-profile compare``).
+"""Compare two jobs: ``python -m jobs.commands.compare <job A> <job B>`` (or ``slurm-profile compare``).
 
 Reads each job's ``meta/report.json`` (making the report first where there is none) and, for
 every rank present in both, sets step time and each part of the step breakdown side by side:
@@ -15,7 +15,6 @@ step: backward +9.1 ms on every rank; communication, optimizer unchanged".
 from __future__ import annotations
 
 import statistics
-import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -23,17 +22,15 @@ from typing import Any
 import msgspec
 
 from profiling.analysis.across_ranks import mean
-from profiling.folder.layout import ComparisonFiles, JobFolder, ReportFiles
+from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import manifest_or_none
 from profiling.folder.traces import find_traces
-from profiling.report import ReportError, build_report
+from profiling.report.build import ReportError, build_report
 from profiling.schema import model
 from profiling.schema.comparison import Comparison
-from profiling.schema.files import write_file
 from profiling.schema.model import RankReport, Report
 from slurm.common.clock import utc_now
-from slurm.common.command_line import OneLineParser
-from slurm.common.files import LARGE_FILE_BYTES, read_regular, write_text_atomically
+from slurm.common.files import LARGE_FILE_BYTES, read_regular
 
 
 class CompareError(ValueError):
@@ -234,31 +231,3 @@ def _signed_duration(ms: float) -> str:
 
 def _stdev(values: Sequence[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else 0.0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m profiling.compare", description=__doc__.split("\n\n")[0])
-    parser.add_argument("a", type=Path, metavar="JOB_A", help="the job to compare against (a job folder)")
-    parser.add_argument("b", type=Path, metavar="JOB_B", help="the job compared (a job folder)")
-    parser.add_argument(
-        "--out", type=Path, help="where to write (default: JOB_B/meta/compare-<JOB_A's name>)"
-    )
-    parser.add_argument("--no-plot", action="store_true", help="skip compare.png")
-    args = parser.parse_args(argv)
-    try:
-        result = compare(args.a, args.b)
-    except (CompareError, OSError) as error:
-        return parser.fail(str(error))
-    out = ComparisonFiles(args.out) if args.out else ReportFiles.of(args.b).compare(args.a.resolve().name)
-    out.folder.mkdir(parents=True, exist_ok=True)
-    write_file(out.json, result)
-    write_text_atomically(out.markdown, comparison_markdown(result))
-    if not args.no_plot:
-        plot_compare(result, out.plot)
-    print(result.verdict)
-    print(f"written to {out.folder}")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

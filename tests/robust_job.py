@@ -16,7 +16,7 @@ from profiling.analysis.per_trace.peaks import FASTEST_TFLOPS
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.manifest import write_manifest
 from profiling.folder.step_log import StepLogHeader, StepLogWriter
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from profiling.schema.manifest import Manifest

@@ -19,7 +19,7 @@ from profiling.analysis.reading.collectives import Instance
 from profiling.analysis.reading.instances import instances
 from profiling.analysis.reading.trace_events import from_document
 from profiling.folder.layout import meta_of
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from tests import trace_variants as tv
 

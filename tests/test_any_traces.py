@@ -21,7 +21,7 @@ from profiling.compare import compare
 from profiling.folder.layout import ReportFiles
 from profiling.folder.traces import find_traces
 from profiling.ranks import RankSelection
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests import trace_variants as variants

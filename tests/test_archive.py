@@ -17,7 +17,7 @@ import pytest
 
 from profiling import archive
 from profiling.folder.layout import ReportFiles
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests import trace_variants as tv

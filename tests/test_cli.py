@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cli import build_parser
+from jobs.commands.submit import build_parser
 from tests.common import REPO, run_python, run_submit
 
 
@@ -102,7 +102,7 @@ def test_bad_input_is_one_line_and_submits_nothing(args: list[str], message: str
 
 def test_a_huge_rank_range_is_refused_in_milliseconds() -> None:
     # one digit too many: this used to expand every rank (49 s, 24 GB, killed by the kernel)
-    from jobs.cli import job_spec_from_args
+    from jobs.commands.submit import job_spec_from_args
 
     args = build_parser().parse_args(
         ["--dry-run", "--nodes", "2", "--gpus", "2", "--profile-ranks", "0-9999999999"]
@@ -147,10 +147,10 @@ def test_argparse_errors_are_not_tracebacks() -> None:
 
 
 def test_traces_root_from_environment(tmp_path: Path) -> None:
-    from jobs.cli import job_spec_from_args
+    from jobs.commands.submit import job_spec_from_args
 
     code = (
-        "from jobs.cli import build_parser, job_spec_from_args;"
+        "from jobs.commands.submit import build_parser, job_spec_from_args;"
         "print(job_spec_from_args(build_parser().parse_args(['--cluster','local'])).task.traces_root)"
     )
     out = run_python(code, env={**os.environ, "TRACES_ROOT": str(tmp_path / "shared")}, timeout=30)
@@ -161,7 +161,7 @@ def test_traces_root_from_environment(tmp_path: Path) -> None:
 
 def test_submit_path_does_not_import_torch() -> None:
     code = (
-        "import sys; from jobs import cli, executors, monitor;"
+        "import sys; from jobs import executors, monitor; from jobs.commands import list, submit;"
         "assert not any(m == 'torch' or m.startswith('torch.') for m in sys.modules), 'torch imported';"
         "assert 'torchvision' not in sys.modules"
     )

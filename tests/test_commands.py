@@ -8,20 +8,21 @@ from collections.abc import Callable, Sequence
 
 import pytest
 
-from jobs import capture, cli, console, hang, history, task
-from jobs import list as job_list
-from profiling import archive, compare, report
+from jobs import task
+from jobs.commands import archive, capture, compare, console, hang, history, report
+from jobs.commands import list as job_list
+from jobs.commands import submit as cli
 
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], list[str]]] = {
     "submit.py": (cli.main, []),
     "python -m jobs.task": (task.main, []),
-    "python -m jobs.list": (job_list.main, []),
-    "python -m jobs.history": (history.main, []),
-    "python -m jobs.capture": (capture.main, ["4242"]),
-    "python -m profiling.report": (report.main, ["traces/4242"]),
-    "python -m profiling.compare": (compare.main, ["traces/4242", "traces/4243"]),
-    "python -m jobs.hang": (hang.main, ["traces/4242"]),
-    "python -m profiling.archive": (archive.main, ["traces/4242"]),
+    "python -m jobs.commands.list": (job_list.main, []),
+    "python -m jobs.commands.history": (history.main, []),
+    "python -m jobs.commands.capture": (capture.main, ["4242"]),
+    "python -m jobs.commands.report": (report.main, ["traces/4242"]),
+    "python -m jobs.commands.compare": (compare.main, ["traces/4242", "traces/4243"]),
+    "python -m jobs.commands.hang": (hang.main, ["traces/4242"]),
+    "python -m jobs.commands.archive": (archive.main, ["traces/4242"]),
 }
 _OPTION = re.compile(r"(?<![\w-])--[a-z][a-z-]*")
 _MARKUP = ("``", ":mod:", ":class:", ":func:", ":meth:", ":data:")
@@ -31,13 +32,13 @@ _BAD_VALUES = ("0", "-1", "x", "", "slowest", "0-99999", "none")
 _WALKED = {
     "submit.py": ["--dry-run", "--cluster", "local"],
     "python -m jobs.task": [],  # under a batch step's variables, not a task's: it cannot start
-    "python -m jobs.list": ["/nonexistent"],
-    "python -m jobs.history": ["/nonexistent"],
-    "python -m jobs.capture": ["4242", "--traces-root", "/nonexistent"],
-    "python -m profiling.report": ["/nonexistent/4242"],
-    "python -m profiling.compare": ["/nonexistent/1", "/nonexistent/2"],
-    "python -m jobs.hang": ["/nonexistent/4242"],
-    "python -m profiling.archive": ["/nonexistent/4242"],
+    "python -m jobs.commands.list": ["/nonexistent"],
+    "python -m jobs.commands.history": ["/nonexistent"],
+    "python -m jobs.commands.capture": ["4242", "--traces-root", "/nonexistent"],
+    "python -m jobs.commands.report": ["/nonexistent/4242"],
+    "python -m jobs.commands.compare": ["/nonexistent/1", "/nonexistent/2"],
+    "python -m jobs.commands.hang": ["/nonexistent/4242"],
+    "python -m jobs.commands.archive": ["/nonexistent/4242"],
 }
 
 
@@ -54,18 +55,22 @@ def test_a_mistyped_option_is_one_line(prog: str, capsys: pytest.CaptureFixture[
 @pytest.mark.parametrize(
     ("prog", "argv", "message"),
     [
-        ("python -m profiling.report", ["traces/4242", "--jobs", "0"], "--jobs 0 must be at least 1"),
+        ("python -m jobs.commands.report", ["traces/4242", "--jobs", "0"], "--jobs 0 must be at least 1"),
         (
-            "python -m profiling.report",
+            "python -m jobs.commands.report",
             ["traces/4242", "--merge-budget-mb", "-1"],
             "--merge-budget-mb -1 must be positive",
         ),
-        ("python -m profiling.report", ["/nonexistent/4242"], "holds no trace (*.json, *.json.gz"),
-        ("python -m profiling.compare", ["/nonexistent/1", "/nonexistent/2"], "/nonexistent/1"),
-        ("python -m jobs.hang", ["/nonexistent/4242"], "is not a folder"),
-        ("python -m jobs.capture", ["4242", "--traces-root", "/nonexistent"], "no folder /nonexistent/4242"),
-        ("python -m jobs.list", ["/nonexistent"], "traces root /nonexistent is not a folder"),
-        ("python -m jobs.history", ["/nonexistent"], "traces root /nonexistent is not a folder"),
+        ("python -m jobs.commands.report", ["/nonexistent/4242"], "holds no trace (*.json, *.json.gz"),
+        ("python -m jobs.commands.compare", ["/nonexistent/1", "/nonexistent/2"], "/nonexistent/1"),
+        ("python -m jobs.commands.hang", ["/nonexistent/4242"], "is not a folder"),
+        (
+            "python -m jobs.commands.capture",
+            ["4242", "--traces-root", "/nonexistent"],
+            "no folder /nonexistent/4242",
+        ),
+        ("python -m jobs.commands.list", ["/nonexistent"], "traces root /nonexistent is not a folder"),
+        ("python -m jobs.commands.history", ["/nonexistent"], "traces root /nonexistent is not a folder"),
     ],
 )
 def test_a_wrong_value_is_one_line(
@@ -160,16 +165,24 @@ def test_slurm_profile_answers_as_the_command_it_runs(
 @pytest.mark.parametrize(
     ("prog", "argv", "message"),
     [
-        ("python -m jobs.capture", ["4242", "--ranks", "slowest"], "HINT: use 'all', a list '0,3' or ranges"),
-        ("python -m profiling.archive", ["traces/4242", "--ranks", "slowest"], "is not a rank or a range"),
-        ("python -m jobs.list", ["/nonexistent", "--last", "0"], "--last 0 must be at least 1"),
-        ("python -m jobs.list", ["/nonexistent", "--last", "5"], "HINT: add --ranks JOB"),
         (
-            "python -m profiling.report",
+            "python -m jobs.commands.capture",
+            ["4242", "--ranks", "slowest"],
+            "HINT: use 'all', a list '0,3' or ranges",
+        ),
+        (
+            "python -m jobs.commands.archive",
+            ["traces/4242", "--ranks", "slowest"],
+            "is not a rank or a range",
+        ),
+        ("python -m jobs.commands.list", ["/nonexistent", "--last", "0"], "--last 0 must be at least 1"),
+        ("python -m jobs.commands.list", ["/nonexistent", "--last", "5"], "HINT: add --ranks JOB"),
+        (
+            "python -m jobs.commands.report",
             ["traces/4242", "--archive-budget-mb", "0"],
             "--archive-budget-mb 0 must be positive. HINT: --merge-ranks",
         ),
-        ("python -m profiling.report", ["--bogus"], "unrecognized arguments: --bogus"),
+        ("python -m jobs.commands.report", ["--bogus"], "unrecognized arguments: --bogus"),
     ],
 )
 def test_the_mistakes_that_were_misnamed(
@@ -187,8 +200,8 @@ def test_slurm_profile_names_an_unknown_command(capsys: pytest.CaptureFixture[st
         "capture, hang, archive, history, or options alone to submit (slurm-profile --help)\n"
     )
     assert _errors(console.main, ["report", "--bogus"], capsys) == (
-        "python -m profiling.report: error: unrecognized arguments: --bogus. "
-        "HINT: python -m profiling.report --help\n"
+        "python -m jobs.commands.report: error: unrecognized arguments: --bogus. "
+        "HINT: python -m jobs.commands.report --help\n"
     )
 
 

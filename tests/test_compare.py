@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from profiling.compare import CompareError, compare, main
+from jobs.commands.compare import main
+from profiling.compare import CompareError, compare
 from profiling.folder.layout import meta_of
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema.comparison import Comparison
 from profiling.schema.files import read_file
@@ -89,4 +90,4 @@ def test_bad_input_is_one_line(
         compare(tmp_path / a, tmp_path / b)
     assert main([str(tmp_path / a), str(tmp_path / b)]) == 2
     error = capsys.readouterr().err.strip().splitlines()
-    assert len(error) == 1 and error[0].startswith("python -m profiling.compare: error: ")
+    assert len(error) == 1 and error[0].startswith("python -m jobs.commands.compare: error: ")

@@ -15,7 +15,7 @@ import pytest
 from profiling.analysis.across_ranks.critical_path import Meeting, RankStep, StepPath, Undecided, step_path
 from profiling.analysis.per_trace.lanes import KINDS, Lane
 from profiling.folder.layout import ReportFiles
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from profiling.schema.model_path import CriticalPath

@@ -16,7 +16,7 @@ from profiling.analysis.per_trace.peaks import peak_of
 from profiling.analysis.reading.op_flops import op_flops
 from profiling.analysis.reading.trace_events import read as read_trace
 from profiling.folder.layout import meta_of
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 
 

@@ -15,7 +15,7 @@ import pytest
 from profiling.analysis.per_trace.breakdown import analyse
 from profiling.analysis.per_trace.idle import CAUSES, idle_causes
 from profiling.analysis.reading.trace_events import from_document
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from tests import trace_variants as tv
 from tests.common import import_hta

@@ -17,7 +17,7 @@ from profiling.analysis.per_trace.kernels import kernel_family
 from profiling.analysis.per_trace.record import analyse_trace
 from profiling.analysis.reading.collectives import Collective
 from profiling.folder.traces import TraceSource
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema.model import KernelDifference
 from profiling.schema.model_ranks import KernelRow, Kernels, RankReport

@@ -21,7 +21,7 @@ from profiling.analysis.per_trace.breakdown import GPU_PARTS, analyse
 from profiling.analysis.reading.instances import instances
 from profiling.analysis.reading.trace_events import from_document, read
 from profiling.folder.layout import meta_of
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from tests.common import import_hta
 

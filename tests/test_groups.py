@@ -21,7 +21,7 @@ from profiling.analysis.reading.collectives import Collective, Instance
 from profiling.analysis.reading.instances import instances, transfer_ranks
 from profiling.folder.group_label import group_label, parse_group_label
 from profiling.folder.traces import list_traces
-from profiling.report import build_report
+from profiling.report.build import build_report
 from tests.common import REPO
 from tests.synthetic import BASE_NS, cpu_job, pipeline_job, write_job, x
 from tests.test_task_faults import free_port

@@ -17,7 +17,7 @@ import msgspec
 import pytest
 
 from jobs import profiled_run
-from jobs.hang import main as hang_main
+from jobs.commands.hang import main as hang_main
 from jobs.runtime.distributed import enable_flight_recorder
 from jobs.runtime.watchdog import EXIT_STATUS, Watchdog
 from profiling.analysis.dumps.hang import HangError, analyse_dumps

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs import history
+from jobs.commands import history
 from profiling.history.comment import MARK, MAX_CHARS, comment_line, merged_comment
 from profiling.history.jobs import nodes_named_slow, read_jobs, standing, standings
 from profiling.history.summary import SUMMARY, config_fingerprint, write_summary

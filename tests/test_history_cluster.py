@@ -85,9 +85,9 @@ def test_slowed_jobs_are_flagged_and_their_node_excluded(slurm_cluster, traces_r
     )
     assert "ablation 3 | slurm-profile:" in accounted.stdout, accounted
     # the history: node2 named in the 3 slowed jobs, given to --exclude
-    listed = run_module("jobs.history", str(traces_root))
+    listed = run_module("jobs.commands.history", str(traces_root))
     assert listed.returncode == 0, listed.stderr
     assert "node2: 3 of" in listed.stdout and "--sbatch exclude=node2" in listed.stdout, listed.stdout
     assert sum("REGRESSION" in line for line in listed.stdout.splitlines()) == 3, listed.stdout
-    document = json.loads(run_module("jobs.history", str(traces_root), "--json").stdout)
+    document = json.loads(run_module("jobs.commands.history", str(traces_root), "--json").stdout)
     assert document["exclude"] == ["node2"] and len(document["configs"]) == 2

@@ -17,13 +17,13 @@ from unittest import mock
 
 import pytest
 
-from jobs import capture
+from jobs.commands import capture
 from jobs.job_state import NO_RECORD, job_state, process_start
-from jobs.list import list_jobs
+from jobs.listing import list_jobs
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import record_attempt
 from profiling.folder.step_log import read_step_log
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from slurm import scheduler
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, run_submit, submitted_job_id
@@ -182,7 +182,7 @@ def test_a_local_job_whose_ranks_were_sigkilled(traces_root: Path) -> None:
         folder = JobFolder(traces_root, job.job_id)
         assert job_state(folder).outcome == "running"
         waiting = subprocess.Popen(
-            [sys.executable, "-m", "jobs.capture", str(folder.path), "--active", "500", "--wait"],
+            [sys.executable, "-m", "jobs.commands.capture", str(folder.path), "--active", "500", "--wait"],
             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
         deadline = time.monotonic() + 60

@@ -10,11 +10,12 @@ from pathlib import Path
 
 import pytest
 
+from jobs.commands.report import main
 from profiling.analysis.across_ranks.layout import LayoutError, job_layout, named, parse_layout
 from profiling.analysis.per_trace.groups import Group, trace_groups
 from profiling.analysis.run.run_rows import Band, node_bands, run_mesh
 from profiling.folder.layout import ReportFiles
-from profiling.report import build_report, main
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema.manifest import Manifest
 from slurm.common.layout import mesh_dims

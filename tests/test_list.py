@@ -1,4 +1,4 @@
-"""``python -m jobs.list``: one line per job folder, newest first, never a traceback."""
+"""``python -m jobs.commands.list``: one line per job folder, newest first, never a traceback."""
 
 from __future__ import annotations
 
@@ -12,11 +12,13 @@ from pathlib import Path
 import msgspec
 import pytest
 
+from jobs.commands.list import main
+from jobs.job_state import NO_RECORD as NO_MANIFEST
 from jobs.job_state import process_start
-from jobs.list import NO_MANIFEST, list_jobs, main, render_jobs
+from jobs.listing import list_jobs, render_jobs
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import write_manifest
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema.manifest import Manifest
 from tests.common import REPO
@@ -104,7 +106,7 @@ def test_json_for_scripts(root: Path, capsys: pytest.CaptureFixture) -> None:
 
 def test_missing_root_is_one_line() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "jobs.list", "/no/such/traces"],
+        [sys.executable, "-m", "jobs.commands.list", "/no/such/traces"],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -112,7 +114,7 @@ def test_missing_root_is_one_line() -> None:
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip() == (
-        "python -m jobs.list: error: traces root /no/such/traces is not a folder. "
+        "python -m jobs.commands.list: error: traces root /no/such/traces is not a folder. "
         "HINT: pass as ROOT the traces root the jobs were submitted with, or set TRACES_ROOT"
     )
 

@@ -1,5 +1,5 @@
 """Windows chosen while the job runs: ``--profile-ranks ...,slowest`` and live capture
-(``python -m jobs.capture``), as hooks of the profiler and end to end on the local executor."""
+(``python -m jobs.commands.capture``), as hooks of the profiler and end to end on the local executor."""
 
 from __future__ import annotations
 
@@ -214,7 +214,7 @@ def test_slowest_rank_is_profiled_on_the_local_executor(traces_root: Path) -> No
 
 
 def capture(*args: str, timeout: float = 200) -> subprocess.CompletedProcess:
-    return run_module("jobs.capture", *args, timeout=timeout)
+    return run_module("jobs.commands.capture", *args, timeout=timeout)
 
 
 def test_live_capture_of_a_running_local_job(traces_root: Path) -> None:

@@ -8,7 +8,7 @@ from typing import Any
 
 from profiling.analysis.per_trace.memory import StepMemory, step_memory
 from profiling.analysis.reading.trace_events import from_document
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from tests.synthetic import cpu_job, write_job, x
 

@@ -88,7 +88,7 @@ def test_a_server_down_costs_one_line(tmp_path: Path) -> None:
     textfiles = tmp_path / "textfiles"
     textfiles.mkdir()
     publisher = subprocess.Popen(
-        [sys.executable, "-m", "jobs.metrics", str(folder.path), "--node", "node1", "--job", "78",
+        [sys.executable, "-m", "jobs.commands.metrics", str(folder.path), "--node", "node1", "--job", "78",
          "--ranks", "0-1", "--whole-job", "--every", "1", "--push", f"http://127.0.0.1:{_free_port()}",
          "--textfile", str(textfiles)],
         cwd=REPO, stderr=subprocess.PIPE, text=True,

@@ -45,7 +45,7 @@ def test_a_rank_out_of_memory_says_so_everywhere_and_is_not_requeued(tmp_path: P
     assert result.stdout.index(line) < result.stdout.index("last lines of its error")
     assert job.attempts() == [job.path]  # not requeued, whatever --max-restarts allows
     listed = subprocess.run(
-        [sys.executable, "-m", "jobs.list", str(tmp_path)],
+        [sys.executable, "-m", "jobs.commands.list", str(tmp_path)],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -53,8 +53,8 @@ def test_a_rank_out_of_memory_says_so_everywhere_and_is_not_requeued(tmp_path: P
     )
     assert f"{job.job_id}: {line}" in listed.stdout
     report = subprocess.run(
-        [sys.executable, "-m", "profiling.report", str(job.path)], cwd=REPO, capture_output=True, text=True,
-        timeout=120,
+        [sys.executable, "-m", "jobs.commands.report", str(job.path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert report.returncode == 0, report.stderr
     typed = model.checked((meta_of(job.path) / "report.json").read_bytes())
@@ -75,8 +75,8 @@ def test_a_rank_that_leaks_is_named_with_its_rate_in_the_run(tmp_path: Path) -> 
     assert result.returncode == 0, result.stdout + result.stderr
     job = JobFolder(tmp_path, submitted_job_id(result.stdout))
     report = subprocess.run(
-        [sys.executable, "-m", "profiling.report", str(job.path)], cwd=REPO, capture_output=True, text=True,
-        timeout=120,
+        [sys.executable, "-m", "jobs.commands.report", str(job.path)],
+        cwd=REPO, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert report.returncode == 0, report.stderr
     run = model.checked((meta_of(job.path) / "report.json").read_bytes()).run
@@ -87,7 +87,7 @@ def test_a_rank_that_leaks_is_named_with_its_rate_in_the_run(tmp_path: Path) -> 
     assert high.memory_max_mib - low.memory_max_mib == pytest.approx(8 * 29, rel=0.2)  # type: ignore[operator]
     assert f"- {leak.line}" in (meta_of(job.path) / "report.md").read_text()
     listed = subprocess.run(
-        [sys.executable, "-m", "jobs.list", str(tmp_path), "--ranks", job.job_id], cwd=REPO,
+        [sys.executable, "-m", "jobs.commands.list", str(tmp_path), "--ranks", job.job_id], cwd=REPO,
         capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert f"memory growing to the end of the log (a leak?):\n  {leak.line}\n" in listed.stdout + "\n"

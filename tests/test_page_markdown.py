@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.page_markdown import markdown_html
 from profiling.report.settings import ReportSettings
 from tests.synthetic import cpu_job, write_job
@@ -31,7 +31,7 @@ EVERY_CONSTRUCT = """# Report of `traces/4242`
 | 1 | node\\|2 | 14.25 |
 
 ```
-python -m jobs.capture 4242 --ranks 1
+python -m jobs.commands.capture 4242 --ranks 1
 ```
 """
 
@@ -62,7 +62,7 @@ def test_every_construct_report_md_writes_is_rendered() -> None:
     table = page[page.index("<table") : page.index("</table>")]
     assert table.startswith('<table class="sortable">')
     assert '<th style="text-align:right">rank</th>' in table and "<td>node|2</td>" in table
-    assert "<pre><code>python -m jobs.capture 4242 --ranks 1\n</code></pre>" in page
+    assert "<pre><code>python -m jobs.commands.capture 4242 --ranks 1\n</code></pre>" in page
 
 
 def test_a_real_reports_ordered_list_is_a_list_on_the_page(tmp_path: Path) -> None:

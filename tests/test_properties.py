@@ -20,7 +20,7 @@ from typing import Any
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from jobs.cli import build_parser, job_spec_from_args
+from jobs.commands.submit import build_parser, job_spec_from_args
 from jobs.spec import JobSpec
 from profiling.ranks import RankSelection
 from profiling.recording.schedule import MAX_WINDOWS

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.list import list_jobs
+from jobs.listing import list_jobs
 from profiling.folder.layout import JobFolder
 from slurm import queue_view, scheduler
 from slurm.queue_view import QueueView

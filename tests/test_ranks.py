@@ -2,7 +2,7 @@ import re
 
 import pytest
 
-from jobs.cli import build_parser
+from jobs.commands.submit import build_parser
 from profiling.ranks import RankSelection, RankSpecError, format_ranks
 
 

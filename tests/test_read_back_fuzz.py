@@ -55,7 +55,7 @@ def _root(tmp_path: Path, summaries: list[dict]) -> Path:
 def _history(root: Path, *args: str) -> subprocess.CompletedProcess:
     started = time.monotonic()
     done = subprocess.run(
-        [sys.executable, "-m", "jobs.history", str(root), *args],
+        [sys.executable, "-m", "jobs.commands.history", str(root), *args],
         cwd=REPO,
         capture_output=True,
         text=True,
@@ -293,7 +293,7 @@ def test_history_holds_whatever_one_summary_among_good_ones_holds(tmp_path: Path
     prints finite numbers, and ``--json`` is strict JSON."""
     import random
 
-    from jobs import history
+    from jobs.commands import history
     from tests.test_report_fuzz import json_mutation
 
     rng = random.Random(58)

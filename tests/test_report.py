@@ -10,10 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from jobs.commands.report import main
 from profiling.analysis.per_trace.breakdown import analyse
 from profiling.analysis.reading.trace_events import from_document
 from profiling.folder.layout import JobFolder, analysis_record, meta_of
-from profiling.report import ReportError, build_report, main
+from profiling.report.build import ReportError, build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests import trace_variants as tv

@@ -10,7 +10,8 @@ from pathlib import Path
 import msgspec
 import pytest
 
-from profiling.report import build_report, model_docs
+from profiling.report import model_docs
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from profiling.schema.model import Report
@@ -63,7 +64,7 @@ def test_every_field_is_documented() -> None:
 
 
 def test_the_docs_are_made_from_the_model() -> None:
-    # after changing the model: python -m profiling.report.model_docs --write
+    # after changing the model: python -m jobs.commands.report_docs --write
     assert model_docs.SCHEMA_FILE.read_text() == model_docs.schema_text()
     assert (
         model_docs.with_reference(model_docs.REFERENCE_FILE.read_text())

@@ -17,7 +17,7 @@ import pytest
 
 from profiling.folder.layout import JobFolder, ReportFiles
 from profiling.folder.step_log import EXACT, StepLogHeader, read_step_log
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.page import render_page, write_page
 from profiling.report.page_data import ranks_table
 from profiling.report.render import report_markdown

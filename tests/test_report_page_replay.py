@@ -13,7 +13,7 @@ import pytest
 from selenium.webdriver.support.ui import Select
 
 from profiling.folder.layout import ReportFiles
-from profiling.report import build_report
+from profiling.report.build import build_report
 from tests.browser import browser, open_page  # noqa: F401 (the fixture)
 from tests.synthetic import pipeline_job, write_job
 

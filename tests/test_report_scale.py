@@ -18,7 +18,7 @@ from jobs.runtime.report_step import analyse_own_traces
 from profiling.analysis.per_trace import record as records
 from profiling.folder.layout import ReportFiles, analysis_record
 from profiling.folder.traces import list_traces
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.plot import plot_report
 from profiling.report.progress import Progress
 from profiling.report.settings import ReportSettings
@@ -170,7 +170,7 @@ def test_big_folders_are_read_by_a_slurm_job_array(slurm_cluster, tmp_path: Path
             "out = subprocess.run(sys.argv[1:], capture_output=True, text=True, timeout=600); "
             "print(out.returncode, resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss); "
             "print(out.stdout + out.stderr)"
-        ), sys.executable, "-m", "profiling.report", str(folder), "--slurm", "--tasks", "4",
+        ), sys.executable, "-m", "jobs.commands.report", str(folder), "--slurm", "--tasks", "4",
          "--no-merged-trace", "--no-plot"],
         cwd=REPO, capture_output=True, text=True, timeout=660,
     )  # fmt: skip

@@ -21,7 +21,7 @@ from profiling.analysis.per_trace.idle import idle_causes
 from profiling.folder.layout import JobFolder, ReportFiles, analysis_record, lanes_record
 from profiling.folder.step_log import EXACT, HEADER_BYTES
 from profiling.folder.traces import list_traces
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from tests.browser import browser, open_page  # noqa: F401 (the fixture)
 from tests.robust_job import copy_job, make_job, memory_instant, report_holds, said, traces, x

@@ -17,7 +17,7 @@ from profiling.analysis.run import run_logs, run_map, step_ratios
 from profiling.analysis.run.slow_nodes import slow_nodes
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from tests.common import REPO
 
@@ -225,8 +225,9 @@ def test_the_report_of_a_job_without_traces_is_its_run(tmp_path: Path) -> None:
     [segment] = run.segments
     assert (segment.rank, segment.first, segment.last, segment.traces) == (2, 30, 60, [])
     assert segment.hint == (
-        "no trace of rank 2 covers steps 30-60: while it is slow, `python -m jobs.capture 6 --ranks 2`; "
-        "in the next run, `--profile-ranks 0,2 --schedule-wait 25` records steps 30-32"
+        "no trace of rank 2 covers steps 30-60: while it is slow, "
+        "`python -m jobs.commands.capture 6 --ranks 2`; in the next run, "
+        "`--profile-ranks 0,2 --schedule-wait 25` records steps 30-32"
     )
     # no manifest: a job that did not end by itself
     assert run.ends.note.startswith("no manifest: the job did not end by itself (killed?)")
@@ -250,7 +251,11 @@ def test_a_segment_links_the_traces_that_cover_it(tmp_path: Path) -> None:
 
 def list_ranks(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "jobs.list", *args], cwd=REPO, capture_output=True, text=True, timeout=60
+        [sys.executable, "-m", "jobs.commands.list", *args],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
     )
 
 

@@ -54,7 +54,9 @@ def test_a_windowed_slowdown_live_then_in_the_report(traces_root: Path) -> None:
     assert slowest["rank"] == 1 and (28 <= slowest["slow_since"] <= 32 or differ), table
     assert slowest["recent_ms"] - other["recent_ms"] > 50, table
     assert slowest["recent_relative"] == pytest.approx(other["recent_ms"] / slowest["recent_ms"]), table
-    assert now.returncode == 0 and f"python -m jobs.capture {job.job_id} --ranks 1" in now.stdout, now.stdout
+    assert now.returncode == 0 and f"python -m jobs.commands.capture {job.job_id} --ranks 1" in now.stdout, (
+        now.stdout
+    )
     report = json.loads(folder.report.json.read_text())
     segments = report["run"]["segments"]
     assert all(

@@ -6,7 +6,7 @@ import re
 import pytest
 from torch.profiler import ProfilerAction, schedule
 
-from jobs.cli import build_parser
+from jobs.commands.submit import build_parser
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.profiler import scheduled_windows
 from profiling.recording.schedule import ScheduleConfig, ScheduleError

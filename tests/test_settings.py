@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from jobs.cli import build_parser, job_spec_from_args
+from jobs.commands.submit import build_parser, job_spec_from_args
 from jobs.options import parse_task_argv, task_argv, task_parser
 from jobs.spec import JobSpec, TaskConfig
 from profiling.ranks import RankSelection

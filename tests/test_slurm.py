@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from profiling.folder.layout import JobFolder, ReportFiles
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema import model
 from tests.common import REPO, SMALL_JOB, check_job_folder, run_submit, sacct_state, submitted_job_id
@@ -214,7 +214,7 @@ def test_live_capture_of_a_plain_sbatch_job(slurm_cluster, traces_root: Path, tm
             assert time.monotonic() < deadline, "the job did not start within 120 s"
             time.sleep(1)
         result = subprocess.run(
-            [sys.executable, "-m", "jobs.capture", job_id, "--traces-root", str(traces_root),
+            [sys.executable, "-m", "jobs.commands.capture", job_id, "--traces-root", str(traces_root),
              "--ranks", "0,3", "--active", "2", "--wait", "--timeout", "200"],
             cwd=REPO, capture_output=True, text=True, timeout=240,
         )  # fmt: skip

@@ -82,7 +82,7 @@ def test_wait_without_accounting_names_the_killed_rank(slurm_cluster, traces_roo
     try:
         job.wait_for_line(r"^\[rank 0\] step 10/", timeout=180)  # the folder exists from the start
         listing = subprocess.run(
-            [sys.executable, "-m", "jobs.list", str(traces_root)],
+            [sys.executable, "-m", "jobs.commands.list", str(traces_root)],
             cwd=REPO,
             capture_output=True,
             text=True,

@@ -195,7 +195,7 @@ def test_a_report_names_each_bad_trace_in_a_line_and_reads_the_others(tmp_path: 
               "args": {"correlation": 2**63}}  # fmt: skip
     traces[3]["traceEvents"].append(kernel)
     (tmp_path / "rank3_iter10_13.json").write_text(json.dumps(traces[3]))
-    result = run_module("profiling.report", str(tmp_path), "--no-merged-trace", "--no-plot")
+    result = run_module("jobs.commands.report", str(tmp_path), "--no-merged-trace", "--no-plot")
     assert result.returncode == 0 and "Traceback" not in result.stderr, result.stderr
     assert "skipped rank2_iter10_13.json: values nested deeper than a trace's" in result.stdout
     assert "skipped rank3_iter10_13.json: an event's `correlation` is out of range" in result.stdout

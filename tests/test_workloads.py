@@ -17,10 +17,10 @@ from typing import TypeVar
 
 import pytest
 
-from jobs import cli
-from jobs import list as job_list
+from jobs.commands import list as job_list
+from jobs.commands import submit as cli
 from profiling.folder.layout import JobFolder
-from profiling.report import build_report
+from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from tests.common import (
     REPO,
@@ -177,8 +177,8 @@ def test_live_capture_and_hang_forensics_on_a_loop_of_your_own(tmp_path: Path) -
     )
     try:
         folder = _wait_for("running job", lambda: _running_job(tmp_path / "traces"), timeout=120)
-        captured = run_module("jobs.capture", str(folder.path), "--ranks", "all", "--active", "2", "--wait",
-                              "--timeout", "120")  # fmt: skip
+        captured = run_module("jobs.commands.capture", str(folder.path), "--ranks", "all", "--active", "2",
+                              "--wait", "--timeout", "120")  # fmt: skip
         assert captured.returncode == 0, captured.stdout + captured.stderr
         first_line, *paths = captured.stdout.splitlines()
         assert first_line == f"capture 1 of job {folder.job_id}: ranks [0, 1], 2 steps"
@@ -187,7 +187,7 @@ def test_live_capture_and_hang_forensics_on_a_loop_of_your_own(tmp_path: Path) -
 
         hang_when.touch()
         _wait_for("hang dumps", lambda: len(folder.hang_dumps()) == 2, timeout=60)
-        hung = run_module("jobs.hang", str(folder.path), timeout=60)
+        hung = run_module("jobs.commands.hang", str(folder.path), timeout=60)
         assert hung.returncode == 0, hung.stdout + hung.stderr
         lines = hung.stdout.splitlines()
         assert lines[0].endswith(": the verdict is from the dumps so far"), lines

@@ -1,7 +1,7 @@
 """Live metrics for Prometheus while a job runs, in the OpenMetrics text format of the official
 client library (``prometheus_client``), from the ranks' step logs: never from the step loop.
 
-Each node's publisher (:mod:`jobs.metrics`, a process of its own beside the ranks) reads its
+Each node's publisher (:mod:`jobs.commands.metrics`, a process of its own beside the ranks) reads its
 node's ranks' step logs every few seconds, as ``jobs.list --ranks`` does, and publishes:
 
 - ``slurm_profile_step``: each rank's last step in its log;

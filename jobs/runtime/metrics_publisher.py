@@ -39,7 +39,8 @@ class MetricsPublisher:
         # at the lowest priority: on a node whose cores the ranks keep busy, it takes what they leave
         command = [
             *(["nice", "-n", "19"] if shutil.which("nice") else []),
-            sys.executable, "-m", "jobs.metrics", str(folder.path), "--node", node, "--job", identity.job_id,
+            sys.executable, "-m", "jobs.commands.metrics", str(folder.path),
+            "--node", node, "--job", identity.job_id,
             "--ranks", f"{first}-{first + identity.local_world_size - 1}", "--every", str(sinks.every_s),
         ]  # fmt: skip
         if identity.rank == 0:

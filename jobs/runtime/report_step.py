@@ -48,12 +48,13 @@ def report_on(trace_dir: Path, log: Callable[[str], None], *, comment_on: str | 
     """Rank 0, after the job: combine the records into the report, reading what has none; then,
     with ``comment_on`` (a SLURM job id), put its verdict in one line into the job's Comment."""
     from profiling.folder.layout import ReportFiles
-    from profiling.report import build_report  # numpy, msgspec: only where there is a report to make
+    from profiling.report.build import build_report  # numpy, msgspec: only where there is a report to make
 
     try:
         report = build_report(trace_dir)
     except Exception as error:  # the traces are what the job is for; a report can be redone
-        log(f"report failed ({type(error).__name__}: {error}); rerun: python -m profiling.report {trace_dir}")
+        rerun = f"python -m jobs.commands.report {trace_dir}"
+        log(f"report failed ({type(error).__name__}: {error}); rerun: {rerun}")
         return
     reading = report.reading
     verdict = f": {report.straggler.text}" if report.straggler else ""

@@ -36,6 +36,7 @@ into folders). One job is one folder: to copy, list or delete.
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
 from pathlib import Path
 
@@ -113,7 +114,7 @@ class ReportFiles:
         return self.folder / "merged_trace.tar"
 
     def compare(self, other: str) -> ComparisonFiles:
-        """Where this job's comparison with job ``other`` goes (``python -m profiling.compare``)."""
+        """Where this job's comparison with job ``other`` goes (``python -m jobs.commands.compare``)."""
         return ComparisonFiles(self.folder / f"compare-{other}")
 
 
@@ -217,7 +218,7 @@ class JobFolder:
 
     @property
     def capture(self) -> Path:
-        """Live capture requests and what the ranks agreed on (``python -m jobs.capture``)."""
+        """Live capture requests and what the ranks agreed on (``python -m jobs.commands.capture``)."""
         return self.meta / _CAPTURE
 
     def capture_request(self, number: int) -> Path:
@@ -319,6 +320,14 @@ def lanes_record(trace: Path, folder: Path | None = None) -> Path:
 def submitit_folder(root: Path) -> Path:
     """The folder submitit is given: each job's ``logs/``, its id filled in by submitit (``%j``)."""
     return JobFolder(root, "%j").logs
+
+
+def job_folders(root: Path) -> list[JobFolder]:
+    """The job folders under a traces root, by name: the one way every command reads a root
+    (a symlink is followed to no folder: a root is the jobs' own)."""
+    with os.scandir(root) as entries:
+        found = sorted(Path(e.path) for e in entries if e.is_dir(follow_symlinks=False))
+    return [JobFolder.at(path) for path in found if is_job_folder(path)]
 
 
 def is_job_folder(path: Path) -> bool:

@@ -1,4 +1,4 @@
-"""Live-capture requests in the job folder: written by ``python -m jobs.capture``, read by every
+"""Live-capture requests in the job folder: written by ``python -m jobs.commands.capture``, read by every
 rank (:mod:`profiling.recording.capture`), and answered with the steps the ranks agreed on."""
 
 from __future__ import annotations

@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import os
 import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from profiling.folder.layout import job_folders
 from profiling.history.summary import SUMMARY, read_summary
 from profiling.schema.files import FileRefused
 from profiling.schema.summary import JobSummary
@@ -84,10 +84,8 @@ def read_jobs(root: Path) -> tuple[list[JobSummary], list[str]]:
     """Every job's line under ``root`` (``root/<job>/meta/summary.json``); and a line for each
     that does not read (damaged, of a newer toolkit), which is left out."""
     found, skipped = [], []
-    with os.scandir(root) as entries:
-        folders = sorted(entry.path for entry in entries if entry.is_dir(follow_symlinks=False))
-    for folder in folders:
-        path = Path(folder) / "meta" / SUMMARY
+    for folder in job_folders(root):
+        path = folder.meta / SUMMARY
         try:
             found.append(read_summary(path))
         except FileNotFoundError:

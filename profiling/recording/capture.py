@@ -1,7 +1,7 @@
 """Live capture of a running job: each rank's watch for requests (their files:
 :mod:`profiling.folder.requests`).
 
-``python -m jobs.capture`` writes ``meta/capture/request-<n>.json`` into the job folder. Each
+``python -m jobs.commands.capture`` writes ``meta/capture/request-<n>.json`` into the job folder. Each
 rank looks for new requests at most every :data:`POLL_S` seconds (one stat of that folder), so
 a step without a request costs a clock read. The first rank to see a request proposes the step
 the capture starts at, far enough ahead that every rank has seen the request by then (they

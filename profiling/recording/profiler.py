@@ -2,7 +2,7 @@
 
 A *window* is a run of steps to record: the schedule's (on the ranks ``--profile-ranks``
 selects), the slowest rank's (``--profile-ranks slowest``, chosen before each window, see
-:class:`SlowestRank`), or a live capture (``python -m jobs.capture``, see
+:class:`SlowestRank`), or a live capture (``python -m jobs.commands.capture``, see
 :mod:`profiling.recording.capture`). Each window gets a ``torch.profiler.profile`` of its own, started
 for its warm-up and stopped once its trace is written, so between windows a step costs a
 counter and a comparison: a rank with nothing to record runs the plain loop.

@@ -1,4 +1,4 @@
-"""Cross-rank report of a folder of traces: ``python -m profiling.report <job folder>``.
+"""Cross-rank report of a folder of traces: ``python -m jobs.commands.report <job folder>``.
 
 A map and a reduce: each trace is read once, by whoever is nearest to it, into an analysis
 record (:mod:`profiling.analysis.per_trace.record`, kept in ``meta/analysis/``; :mod:`.read`,

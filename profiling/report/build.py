@@ -56,7 +56,7 @@ def build_report(
     folder: Path, settings: ReportSettings | None = None, *, progress: TextIO | None = None
 ) -> model.Report:
     """Report on every trace in ``folder`` as ``settings`` say (None: the defaults, as
-    ``python -m profiling.report`` has them); returns ``report.json``'s content.
+    ``python -m jobs.commands.report`` has them); returns ``report.json``'s content.
 
     ``settings.jobs`` processes read the traces that have no fresh record. The job's step logs,
     if it has some, add the whole run (``run``, ``run.png``); a job with step logs and no trace

@@ -1,6 +1,6 @@
 """A hang's report: ``meta/hang/hang.json`` (the verdict, typed) and ``hang.md`` (the verdict,
 every rank's state and stacks), from the ranks' dumps (:mod:`profiling.analysis.dumps.hang`).
-Made by ``python -m jobs.hang``, ``submit.py --wait`` and rank 0 on its way out."""
+Made by ``python -m jobs.commands.hang``, ``submit.py --wait`` and rank 0 on its way out."""
 
 from __future__ import annotations
 

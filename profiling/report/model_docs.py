@@ -3,13 +3,12 @@ Schema (``docs/report.schema.json``, for programs) and the field reference in
 ``docs/report.md`` (for people), between two marker lines. ``tests/test_report_model.py`` holds
 both to the model; after changing it::
 
-    python -m profiling.report.model_docs --write
+    python -m jobs.commands.report_docs --write
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +17,7 @@ from profiling.schema.model import SCHEMA_VERSION, json_schema
 DOCS = Path(__file__).resolve().parents[2] / "docs"
 SCHEMA_FILE = DOCS / "report.schema.json"
 REFERENCE_FILE = DOCS / "report.md"
-BEGIN = "<!-- report.json fields: made by python -m profiling.report.model_docs --write -->"
+BEGIN = "<!-- report.json fields: made by python -m jobs.commands.report_docs --write -->"
 END = "<!-- end of the report.json fields -->"
 
 
@@ -62,14 +61,7 @@ def with_reference(document: str) -> str:
     return head + reference() + tail
 
 
-def main(argv: list[str]) -> int:
-    if argv != ["--write"]:
-        print(__doc__)
-        return 2
+def write() -> None:
+    """Both documents written anew from the model."""
     SCHEMA_FILE.write_text(schema_text())
     REFERENCE_FILE.write_text(with_reference(REFERENCE_FILE.read_text()))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -131,7 +131,7 @@ def _archive_lines(archive: Archive | None, folder: str) -> list[str]:
         f"Merged timeline: `{archive.file}` (open in ui.perfetto.dev: the traces as they are, one "
         f"machine per rank, clocks pinned to rank {archive.reference_rank}'s): "
         f"rank(s) {archive.ranks}, {archive.bytes / 1e6:.1f} MB of traces{left_out}. Others: "
-        f"`python -m profiling.archive {folder} --ranks SPEC`.",
+        f"`python -m jobs.commands.archive {folder} --ranks SPEC`.",
         "",
     ]
 

@@ -111,8 +111,8 @@ def _gain(gain: ReplayGain, report: Report) -> str:
     if gain.what == "rank like its peers":
         return (
             f"**Rank {gain.rank} like its peers**: {amount}. Next: `--profile-ranks {gain.rank}` for its "
-            f"detail, or `python -m jobs.capture <job id> --ranks {gain.rank}` while it runs; a slow "
-            "node: `--exclude-slow-from <job folder>`."
+            f"detail, or `python -m jobs.commands.capture <job id> --ranks {gain.rank}` while it runs; a "
+            "slow node: `--exclude-slow-from <job folder>`."
         )
     if gain.what == "stage like the median stage":
         stage = (gain.coordinate or "").split()[-1]

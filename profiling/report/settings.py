@@ -1,5 +1,5 @@
 """The report's own settings, declared once: each field carries its option (:mod:`slurm.common.settings`),
-and ``python -m profiling.report``'s parser, its checks and its hints are made from them, as
+and ``python -m jobs.commands.report``'s parser, its checks and its hints are made from them, as
 ``submit.py``'s are from the job spec."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``python -m profiling.report FOLDER --slurm``: the traces without a fresh record are read on
+"""``python -m jobs.commands.report FOLDER --slurm``: the traces without a fresh record are read on
 the cluster, by a submitit job array, not on the login node.
 
 Each task takes a chunk of the traces, sized by their bytes, and saves their records beside

@@ -1,4 +1,4 @@
-"""``compare.json``, typed: two jobs part by part (``python -m profiling.compare``), written
+"""``compare.json``, typed: two jobs part by part (``python -m jobs.commands.compare``), written
 through :mod:`profiling.schema.files`."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Benchmark: ``slurm-profile history`` over a traces root of many jobs, each its
 ``meta/summary.json`` (written as reports write them): 10 configs, 20 nodes, one job in 20 with
-a slow node. Each run is a fresh process (``python -m jobs.history ROOT``, its output thrown
+a slow node. Each run is a fresh process (``python -m jobs.commands.history ROOT``, its output thrown
 away); *cold* is the first, after the files were written (in the page cache: a fresh NFS client
 would read them from the server), *warm* the best of the next ``--rounds``. Not a test: it asserts
 nothing. Asked (#48): ≤ 2 s warm at 10 000 jobs.
@@ -55,7 +55,10 @@ def write_jobs(root: Path, count: int) -> None:
 def timed(root: Path) -> float:
     started = time.perf_counter()
     subprocess.run(
-        [sys.executable, "-m", "jobs.history", str(root)], cwd=REPO, check=True, stdout=subprocess.DEVNULL
+        [sys.executable, "-m", "jobs.commands.history", str(root)],
+        cwd=REPO,
+        check=True,
+        stdout=subprocess.DEVNULL,
     )
     return time.perf_counter() - started
 

@@ -54,7 +54,7 @@ DATA = REPO / "tests" / "data" / "gpu_traces"
 DENSE_EVERY = 10  # every 10th compute kernel an all-reduce: 2091 per trace of 58 MB
 PACKAGES = ("jobs", "workload", "profiling", "slurm")  # setup.cfg's
 OURS = (
-    "import sys\nfrom pathlib import Path\nfrom profiling.report import build_report\n"
+    "import sys\nfrom pathlib import Path\nfrom profiling.report.build import build_report\n"
     "build_report(Path(sys.argv[1]))"
 )
 HTA = (

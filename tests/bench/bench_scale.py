@@ -9,7 +9,7 @@ in a fresh process, its wall time and the peak memory of its process tree printe
 (:func:`tests.bench.bench_report.timed`):
 
 - ``report``: the whole report from every rank's record (json, md, png, run.png, the archive);
-- ``list --ranks``: ``python -m jobs.list ROOT --ranks JOB``, the live table of every rank;
+- ``list --ranks``: ``python -m jobs.commands.list ROOT --ranks JOB``, the live table of every rank;
 - the run map alone: the step logs read and combined, slow ranks and slow nodes found;
 - the archive's choice of ranks: what it reads of report.json
   (:func:`profiling.folder.report_json.read_archive_fields`), then
@@ -49,7 +49,7 @@ RUN_MAP = (
     "found, nodes = run_map.segments(run), slow_nodes(run)\n"
     "print(len(found), [n.node for n in nodes], round(time.perf_counter() - started, 2))\n"
 )
-REPORT = "import sys\nfrom profiling.report import main\nsys.exit(main(sys.argv[1:]))\n"
+REPORT = "import sys\nfrom jobs.commands.report import main\nsys.exit(main(sys.argv[1:]))\n"
 LIST_RANKS = "import sys\nfrom jobs.list import main\nsys.exit(main(sys.argv[1:]))\n"
 ARCHIVE_CHOICE = (
     "import sys, time\n"

@@ -1,4 +1,4 @@
-"""Why a job hung, from its ranks' dumps (``python -m jobs.hang``, ``submit.py --wait``, and the
+"""Why a job hung, from its ranks' dumps (``python -m jobs.commands.hang``, ``submit.py --wait``, and the
 ranks themselves on their way out).
 
 Every rank of a job watches its own progress (:mod:`jobs.runtime.watchdog`). A rank that makes no

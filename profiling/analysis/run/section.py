@@ -130,7 +130,7 @@ def _hint(segment: Segment, job: JobFolder, manifest: Manifest | None) -> str:
     )
     return (
         f"no trace of rank {segment.rank} covers steps {segment.first}-{segment.last}: while it is slow, "
-        f"`python -m jobs.capture {job.job_id} --ranks {segment.rank}`; in the next run, "
+        f"`python -m jobs.commands.capture {job.job_id} --ranks {segment.rank}`; in the next run, "
         f"`{shlex.join(argv_of(next_run))}` records steps {segment.first}-{segment.first + active - 1}"
     )
 

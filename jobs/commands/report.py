@@ -1,4 +1,4 @@
-"""``python -m profiling.report <folder>``: the command line of the report."""
+"""``python -m jobs.commands.report <folder>``: the command line of the report."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ from slurm.common.command_line import OneLineParser
 from slurm.common.settings import from_namespace
 from slurm.resources import SlurmResources
 
-PROG = "python -m profiling.report"
+PROG = "python -m jobs.commands.report"
 
 
 def build_parser() -> OneLineParser:

@@ -30,7 +30,7 @@ _SHAPE = ("batch_size", "image_size", "dtype", "parallel")  # what a config's he
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m jobs.history", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m jobs.commands.history", description=__doc__.split("\n\n")[0])
     add_traces_root(parser)
     parser.add_argument("--json", action="store_true", help="one JSON document, for programs")
     args = parser.parse_args(argv)

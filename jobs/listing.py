@@ -1,36 +1,27 @@
-"""The jobs under a traces root: ``python -m jobs.list [traces root] [--json]`` (``slurm-profile list``);
-``--ranks JOB``: one job's ranks instead, their scores now (:mod:`jobs.list_ranks`).
+"""The jobs under a traces root, one row each (the command: :mod:`jobs.commands.list`).
 
-One line per job folder, newest first: job id, when it started, nodes x tasks (as submitted,
-for a job that never reached its first step too), launcher, whether it runs or how it ended
-(:func:`jobs.job_state.job_state`: the manifest, the scheduler, its processes), its
-median step time, the report's straggler verdict, and its traces and their size. Reads only
-small files (the manifest, ``report.json``, ``submitted.json``), never a trace, and asks SLURM
-about every job at once.
+A row per job folder, newest first: job id, when it started, nodes x tasks (as submitted, for a
+job that never reached its first step too), launcher, whether it runs or how it ended
+(:func:`jobs.job_state.job_state`: the manifest, the scheduler, its processes), its median step
+time, the report's straggler verdict, and its traces and their size. Reads only small files (the
+manifest, ``report.json``, ``submitted.json``), never a trace, and asks SLURM about every job at
+once.
 """
 
 from __future__ import annotations
 
 import datetime
-import json
 import statistics
-import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from jobs.job_state import NO_RECORD, job_state, launcher_of, read_submitted, size
-from jobs.list_ranks import RECENT_STEPS, NoStepLogs, rank_scores, render_ranks
-from jobs.options import add_traces_root, not_a_traces_root
+from jobs.job_state import job_state, launcher_of, read_submitted, size
 from profiling.analysis.dumps.oom import oom_verdict_lines
-from profiling.folder.layout import JobFolder, is_job_folder
+from profiling.folder.layout import JobFolder, job_folders
 from profiling.folder.manifest import manifest_or_none, read_running
 from profiling.folder.report_json import read_straggler
 from profiling.folder.traces import list_traces
-from slurm.common.command_line import OneLineParser
 from slurm.queue_view import QueueView
-
-NO_MANIFEST = NO_RECORD
 
 
 def job_row(folder: JobFolder, queue: QueueView) -> dict[str, Any]:
@@ -83,7 +74,7 @@ def _straggler(folder: JobFolder) -> str | None:
 
 
 def list_jobs(root: Path) -> list[dict[str, Any]]:
-    folders = [JobFolder.at(path) for path in root.iterdir() if is_job_folder(path)]
+    folders = job_folders(root)
     queue = QueueView()
     # one squeue for all, and one sacct for all that have left the queue
     queue.watch([f.job_id for f in folders if f.job_id.replace("_", "").isdigit()])
@@ -123,63 +114,3 @@ def render_jobs(jobs: list[dict[str, Any]]) -> str:
     # why a job failed, where a rank ran out of memory: one line under the table each
     causes = [f"{job['job_id']}: {line}" for job in jobs for line in job.get("out_of_memory", [])[:1]]
     return "\n".join(table + causes)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m jobs.list", description=__doc__.split("\n\n")[0])
-    add_traces_root(parser)
-    parser.add_argument("--json", action="store_true", help="one JSON list, for scripts")
-    parser.add_argument(
-        "--ranks",
-        metavar="JOB",
-        help="instead: every rank's scores now, from the step logs of job JOB (an id under the root, or "
-        "its folder), the slowest first",
-    )
-    parser.add_argument(
-        "--last",
-        type=int,
-        metavar="N",
-        help=f"with --ranks: 'now' is the last N steps (default: {RECENT_STEPS})",
-    )
-    args = parser.parse_args(argv)
-    if args.last is not None and args.last < 1:
-        return parser.fail(f"--last {args.last} must be at least 1")
-    if args.last is not None and args.ranks is None:
-        return parser.fail(f"--last {args.last} applies to a job's ranks. HINT: add --ranks JOB")
-    if args.ranks is not None:
-        return _ranks(parser, args)
-    if (wrong := not_a_traces_root(args.root)) is not None:
-        return parser.fail(wrong)
-    jobs = list_jobs(args.root)
-    print(
-        json.dumps(jobs, indent=2)
-        if args.json
-        else render_jobs(jobs)
-        if jobs
-        else f"no job folder in {args.root}"
-    )
-    return 0
-
-
-def _ranks(parser: OneLineParser, args: Any) -> int:
-    path = Path(args.ranks)
-    folder = (
-        JobFolder.at(path)
-        if path.is_dir() and args.ranks not in ("", ".")
-        else JobFolder(args.root, args.ranks)
-    )
-    if not folder.path.is_dir():
-        return parser.fail(
-            f"--ranks {args.ranks}: no job folder {folder.path}. HINT: pass a job id under the traces root "
-            f"({args.root}) or a job folder"
-        )
-    try:
-        table = rank_scores(folder, args.last or RECENT_STEPS)
-    except NoStepLogs as error:
-        return parser.fail(str(error))
-    print(json.dumps(table, indent=2) if args.json else render_ranks(table))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,4 +1,4 @@
-"""``python -m jobs.metrics FOLDER --node NODE --job ID --ranks A-B``: one node's publisher of
+"""``python -m jobs.commands.metrics FOLDER --node NODE --job ID --ranks A-B``: one node's publisher of
 live metrics for Prometheus (:mod:`jobs.runtime.live_metrics`), started by the node's first rank
 (:mod:`jobs.runtime.metrics_publisher`) and ended by it with SIGTERM, after which it publishes
 once more and removes its textfile. It also ends where that rank has gone (killed, say).
@@ -28,7 +28,7 @@ PUSH_TIMEOUT_S = 5.0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m jobs.metrics", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m jobs.commands.metrics", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="the job's folder")
     parser.add_argument("--node", required=True, help="this node's name (the metrics' node label)")
     parser.add_argument("--job", required=True, help="the job's id (the slurm_job_id label)")

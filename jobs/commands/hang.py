@@ -1,4 +1,4 @@
-"""``python -m jobs.hang <job folder>``: why a job hung, from the dumps its ranks left in
+"""``python -m jobs.commands.hang <job folder>``: why a job hung, from the dumps its ranks left in
 ``meta/hang/`` (:mod:`profiling.analysis.dumps.hang`), and whether the job still runs."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from slurm.common.command_line import OneLineParser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = OneLineParser(prog="python -m jobs.hang", description=__doc__.split("\n\n")[0])
+    parser = OneLineParser(prog="python -m jobs.commands.hang", description=__doc__.split("\n\n")[0])
     parser.add_argument("folder", type=Path, help="a job folder, <traces root>/<job id>")
     args = parser.parse_args(argv)
     if not args.folder.is_dir():

@@ -1,10 +1,9 @@
 """``slurm-profile [command] [options]``: one command for the toolkit's tools.
 
-``slurm-profile`` alone or with options is ``submit.py``; the first word may name another tool:
-``submit``, ``list`` (``python -m jobs.list``), ``report`` (``python -m profiling.report``),
-``compare`` (``python -m profiling.compare``), ``capture`` (``python -m jobs.capture``), ``hang``
-(``python -m jobs.hang``), ``archive`` (``python -m profiling.archive``), ``history``
-(``python -m jobs.history``). Each keeps its own ``--help``.
+``slurm-profile`` alone or with options is ``submit.py``; the first word may name another tool,
+each a module of this room (``python -m jobs.commands.<command>``): ``submit``, ``list``,
+``report``, ``compare``, ``capture``, ``hang``, ``archive``, ``history``. Each keeps its own
+``--help``.
 """
 
 from __future__ import annotations
@@ -17,14 +16,8 @@ from slurm.common.command_line import plain_text
 
 # command -> module whose main() it runs; imported only when chosen (a login node stays fast)
 COMMANDS = {
-    "submit": "jobs.cli",
-    "list": "jobs.list",
-    "report": "profiling.report",
-    "compare": "profiling.compare",
-    "capture": "jobs.capture",
-    "hang": "jobs.hang",
-    "archive": "profiling.archive",
-    "history": "jobs.history",
+    name: f"jobs.commands.{name}"
+    for name in ("submit", "list", "report", "compare", "capture", "hang", "archive", "history")
 }
 
 
