@@ -8,20 +8,20 @@ is adding a field.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from jobs.spec import TRACES_ROOT_ENV, TaskConfig
+from jobs.spec import TaskConfig
 from slurm.common.command_line import OneLineParser
 from slurm.common.settings import argv_of, from_namespace
+from slurm.common.traces_root import TRACES_ROOT_ENV, traces_root
 
 TASK_PROG = "python -m jobs.task"
 
 
 def default_traces_root() -> Path:
     """The traces root of a command that takes it as an argument (``python -m jobs.commands.list [ROOT]``)."""
-    return Path(os.environ.get(TRACES_ROOT_ENV, "traces"))
+    return traces_root()
 
 
 def add_traces_root(parser: OneLineParser) -> None:

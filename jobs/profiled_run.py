@@ -39,10 +39,10 @@ from jobs.runtime.records import Attempt, gather_and_write_manifest, rank_record
 from jobs.runtime.report_step import analyse_own_traces, report_on
 from jobs.runtime.shared_folder import check_shared_folder
 from jobs.runtime.watchdog import Watchdog
-from jobs.spec import TRACES_ROOT_ENV
+from jobs.spec import TaskConfig
 from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader
-from profiling.ranks import RankSelection
+from profiling.ranks import DEFAULT_RANKS, RankSelection
 from profiling.recording.capture import CaptureWatcher
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.profiler import StepHook, StepProfiler, scheduled_windows
@@ -52,13 +52,14 @@ from profiling.recording.step_timing import StepTiming
 from profiling.report import hang
 from slurm.common.clock import utc_now
 from slurm.common.errors import SettingError
-from slurm.common.layout import Dims
+from slurm.common.mesh import Dims
+from slurm.common.traces_root import traces_root as resolved_traces_root
 from slurm.identity import DistributedIdentity, from_environment
 
 _LOG = logging.getLogger(__name__)
 
 OPEN_ENDED = 2**31 - 1  # the steps of a loop that did not say how many it runs
-# A rank the watchdog ends (where it may) has had no step for timeout_s plus this long: by then
+# A rank the watchdog ends (where it may) has had no step for dist_timeout_s plus this long: by then
 # the others' collectives have timed out, and nothing but this rank keeps the job alive.
 WATCHDOG_GRACE_S = 30.0
 MIN_DUMP_AFTER_S = 5.0  # a rank's hang dump never comes sooner (a short timeout, a slow step)
@@ -77,8 +78,10 @@ class RunSettings:
     profiler: ProfilerConfig
     traces_root: Path
     steps: int = OPEN_ENDED  # the loop's steps, where known: windows past them are not recorded
-    timeout_s: float = 300.0  # how long a rank may wait for the others to start and end
-    # the watchdog ends a rank with no step for timeout_s plus a grace: the toolkit's task, where
+    dist_timeout_s: float = (
+        TaskConfig.dist_timeout_s
+    )  # how long a rank may wait for the others to start and end
+    # the watchdog ends a rank with no step for dist_timeout_s plus a grace: the toolkit's task, where
     # nothing else would end it under submitit's local executor; a loop of your own is only dumped
     end_stuck_rank: bool = False
     report: bool = True  # rank 0 writes the cross-rank report when the run ends
@@ -94,16 +97,16 @@ class ProfiledRun:
     def __init__(
         self,
         *,
-        profile_ranks: str = "0",
+        profile_ranks: str = DEFAULT_RANKS,
         traces_root: str | os.PathLike[str] | None = None,
         steps: int | None = None,
-        wait: int = 10,
-        warmup: int = 5,
-        active: int = 3,
-        repeat: int = 1,
-        gzip: bool = False,
-        report: bool = True,
-        timeout_s: float = 300.0,
+        wait: int = ScheduleConfig.wait,
+        warmup: int = ScheduleConfig.warmup,
+        active: int = ScheduleConfig.active,
+        repeat: int = ScheduleConfig.repeat,
+        gzip: bool = ProfilerConfig.gzip,
+        report: bool = TaskConfig.report,
+        dist_timeout_s: float = TaskConfig.dist_timeout_s,
     ) -> None:
         """As ``submit.py``'s options: ``profile_ranks`` is ``--profile-ranks``, ``wait``,
         ``warmup``, ``active`` and ``repeat`` the schedule, ``traces_root`` ``--traces-root``
@@ -123,12 +126,12 @@ class ProfiledRun:
                 profiler.schedule.check_fits(steps)
         except SettingError as error:
             raise RunError(error.naming(_KEYWORDS)) from None
-        root = Path(traces_root or os.environ.get(TRACES_ROOT_ENV) or "traces").expanduser().absolute()
+        root = resolved_traces_root(traces_root)
         self.settings = RunSettings(
             profiler=profiler,
             traces_root=root,
             steps=steps or OPEN_ENDED,
-            timeout_s=timeout_s,
+            dist_timeout_s=dist_timeout_s,
             report=report,
         )
         self.identity: DistributedIdentity | None = None  # from the environment, on entering
@@ -237,7 +240,7 @@ class ProfiledRun:
                 f"rank {identity.rank} on {identity.node_name or socket.gethostname()} (pid {os.getpid()})"
             )
             record["analysis"] = analyse_own_traces(
-                self.profiler.trace_files, reader=reader, limit_s=self.settings.timeout_s / 2
+                self.profiler.trace_files, reader=reader, limit_s=self.settings.dist_timeout_s / 2
             )
         gather_and_write_manifest(self.attempt, self.group, record, self.next_step, self.hooks)
         return record
@@ -321,7 +324,7 @@ class ProfiledRun:
 
     def _watchdog(self) -> Watchdog:
         """Dumps at half the timeout, before the others give up waiting for this rank."""
-        identity, timeout_s = self.identity, self.settings.timeout_s
+        identity, timeout_s = self.identity, self.settings.dist_timeout_s
         return Watchdog(
             rank=identity.rank,
             node=identity.node_name,

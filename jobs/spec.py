@@ -12,11 +12,11 @@ from pathlib import Path
 from profiling.recording.config import ProfilerConfig
 from slurm.common.errors import SettingError
 from slurm.common.settings import at_least, check_fields, section, setting
+from slurm.common.traces_root import TRACES_ROOT_ENV, traces_root
 from slurm.launchers import Device, Executor
 from slurm.resources import SlurmResources
 from workload.config import WorkloadConfig
 
-TRACES_ROOT_ENV = "TRACES_ROOT"
 AUTO_CLUSTER = "auto"  # slurm where sbatch is on PATH, else local
 _WHERE = "where"
 
@@ -76,7 +76,7 @@ class TaskConfig:
         check=lambda value: None if value >= 1 else "must be at least 1 second",
     )
     traces_root: Path = setting(
-        Path("traces").absolute(),
+        traces_root(env={}),
         flag="--traces-root",
         help=f"shared folder; traces go to PATH/<job id>/ (default: ${TRACES_ROOT_ENV} or ./traces)",
         group="output",

@@ -18,6 +18,7 @@ _HINT = "HINT: use 'all', 'none', a list '0,3', ranges '0-3,8', or 'slowest'"
 _NAMED_HINT = "HINT: use 'all', a list '0,3' or ranges '0-3,8'"
 SLOWEST = "slowest"
 NONE = "none"
+DEFAULT_RANKS = "0"  # the tutorial's: rank 0 records, as --profile-ranks, ProfiledRun and capture default
 
 
 class RankSpecError(SettingError):

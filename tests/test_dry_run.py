@@ -145,7 +145,7 @@ def test_a_parallel_job_the_ranks_would_refuse_is_refused_before_it_is_queued() 
 def test_the_readmes_parallel_job_runs_with_its_defaults() -> None:
     """``--parallel dp=2,pp=2`` with the default batch of 10: 5 microbatches of 2, not a refusal
     in every rank ("--batch-size 10 does not split into microbatches=4")."""
-    from slurm.common.layout import parse_layout
+    from slurm.common.mesh import parse_layout
     from workload.lm_settings import lm_settings
 
     assert lm_settings({}, parse_layout("dp=2,pp=2"), 10)["microbatches"] == 5

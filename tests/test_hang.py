@@ -171,7 +171,7 @@ def test_a_loop_of_ones_own_leaves_a_hang_dump_but_not_once_it_waits_for_its_req
     for name in [n for n in os.environ if n.startswith(("SLURM_", "TORCHELASTIC_"))] + ["RANK", "WORLD_SIZE"]:
         monkeypatch.delenv(name, raising=False)  # one process
     monkeypatch.setattr(profiled_run, "MIN_DUMP_AFTER_S", 0.5)
-    with profiled_run.ProfiledRun(traces_root=tmp_path, profile_ranks="none", timeout_s=1.0) as run:
+    with profiled_run.ProfiledRun(traces_root=tmp_path, profile_ranks="none", dist_timeout_s=1.0) as run:
         run.step()
         time.sleep(2.2)  # no step for longer than half the timeout: stuck, as far as anyone knows
         [written] = run.attempt.folder.hang_dumps()

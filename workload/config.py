@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
-from slurm.common.layout import MESH_ORDER, Dims, layout_size, layout_text, parse_layout
+from slurm.common.mesh import MESH_ORDER, Dims, layout_size, layout_text, parse_layout
 from slurm.common.settings import at_least, check_fields, one_of, positive_integer, setting
 from workload.errors import WorkloadError
 from workload.lm_settings import lm_settings

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from slurm.common.layout import Dims, mesh_dims
+from slurm.common.mesh import Dims, mesh_dims
 from workload.errors import WorkloadError
 
 DEFAULTS = {"layers": 2, "dim": 64, "heads": 4, "seq": 32, "vocab": 256}

@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from slurm.common.layout import MESH_ORDER, mesh_dims
+from slurm.common.mesh import MESH_ORDER, mesh_dims
 from workload.config import DTYPES
 from workload.contract import WorkloadContext
 from workload.lm_settings import lm_settings

@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from jobs.capture import CaptureRequestError, running_job, wait_for_traces
 from jobs.spec import TaskConfig
 from profiling.folder.requests import write_request
-from profiling.ranks import RankSelection, RankSpecError
+from profiling.ranks import DEFAULT_RANKS, RankSelection, RankSpecError
 from slurm.common.command_line import OneLineParser
 from slurm.queue_view import QueueView
 
@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--ranks",
         type=RankSelection.parse_named,
-        default=RankSelection.parse_named("0"),
+        default=RankSelection.parse_named(DEFAULT_RANKS),
         metavar="SPEC",
         help="'all', '0,3', '0-3' (default: 0)",
     )

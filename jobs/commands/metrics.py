@@ -22,7 +22,7 @@ from types import FrameType
 from jobs.runtime.live_metrics import Sinks, publish, registry_of, remove_textfile
 from profiling.analysis.run.run_logs import read_run
 from slurm.common.command_line import OneLineParser
-from slurm.common.layout import coordinates, parse_layout
+from slurm.common.mesh import coordinates, parse_layout
 
 PUSH_TIMEOUT_S = 5.0
 

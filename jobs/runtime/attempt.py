@@ -92,7 +92,7 @@ def _settings(config: TaskConfig, dtype: tuple[str, str]) -> RunSettings:
         profiler=config.profiler,
         traces_root=config.traces_root,
         steps=config.workload.steps,
-        timeout_s=config.dist_timeout_s,
+        dist_timeout_s=config.dist_timeout_s,
         report=False,  # run_task writes it once the group is left
         end_stuck_rank=True,  # under submitit's local executor nothing else would end it
         workload={"name": config.workload.workload, **dataclasses.asdict(config.workload)},

@@ -14,7 +14,7 @@ import sys
 from jobs.runtime.live_metrics import Sinks, remove_textfile
 from jobs.runtime.output import say
 from profiling.folder.layout import JobFolder
-from slurm.common.layout import Dims, layout_text
+from slurm.common.mesh import Dims, layout_text
 from slurm.identity import DistributedIdentity
 
 STOP_WAIT_S = 15.0  # its last push, bounded by its timeout: then it is killed

@@ -28,6 +28,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+from profiling.analysis.robust import MAD_TO_SIGMA
 from profiling.folder.layout import job_folders
 from profiling.history.summary import SUMMARY, read_summary
 from profiling.schema.files import FileRefused
@@ -114,7 +115,7 @@ def standing(job: JobSummary, others: Iterable[JobSummary]) -> Standing:
     steps = [b.step_median_ms for b in before if b.step_median_ms is not None]
     baseline = statistics.median(steps)
     change = job.step_median_ms / baseline - 1.0 if baseline > 0 else 0.0
-    spread = SPREAD_SIGMAS * 1.4826 * statistics.median(abs(step - baseline) for step in steps)
+    spread = SPREAD_SIGMAS * MAD_TO_SIGMA * statistics.median(abs(step - baseline) for step in steps)
     noise = max(job.noise_ms or 0.0, spread)
     regression = len(steps) >= BASELINE_JOBS and change > REGRESSION and job.step_median_ms - baseline > noise
     return Standing(job.job_id, [b.job_id for b in before], baseline, change, regression)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any
 
-from profiling.ranks import RankSelection
+from profiling.ranks import DEFAULT_RANKS, RankSelection
 from profiling.recording.schedule import ScheduleConfig
 from slurm.common.errors import SettingError
 from slurm.common.settings import at_least, section, setting
@@ -14,7 +14,7 @@ from slurm.common.settings import at_least, section, setting
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProfilerConfig:
     ranks: RankSelection = setting(
-        default_factory=lambda: RankSelection.parse("0"),
+        default_factory=lambda: RankSelection.parse(DEFAULT_RANKS),
         flag="--profile-ranks",
         help="ranks that record: 'all', 'none', '0,3', '0-3,8', '0,slowest'; every rank keeps its step "
         "times anyway (meta/steps/)",

@@ -7,7 +7,7 @@ from __future__ import annotations
 from profiling.schema.model import Report
 from profiling.schema.model_path import CriticalPath
 from profiling.schema.model_replay import Replay, ReplayGain, UndecidedStep
-from slurm.common.layout import DATA, PIPELINE, TENSOR
+from slurm.common.mesh import DATA, PIPELINE, TENSOR
 
 SHOWN = 5
 _OTHERS = {"rank": "the other ranks'", PIPELINE: "the other stages'", DATA: "the other replicas'"}

@@ -8,11 +8,11 @@ import dataclasses
 from pathlib import Path
 
 from profiling.analysis.across_ranks import DEFAULT_BUDGET_BYTES as DEFAULT_MERGE_BUDGET_BYTES
-from profiling.analysis.across_ranks import parse_layout
 from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
 from profiling.ranks import RankSelection
 from profiling.report import slurm_array
 from slurm.common.errors import SettingError
+from slurm.common.mesh import parse_layout
 from slurm.common.settings import Check, at_least, check_fields, setting
 
 _MERGED = "the merged timeline"

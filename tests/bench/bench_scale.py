@@ -36,7 +36,7 @@ sys.path.insert(0, str(REPO))
 from profiling.analysis.per_trace import record as records  # noqa: E402
 from profiling.folder.layout import JobFolder  # noqa: E402
 from profiling.folder.step_log import MAGIC as STEP_LOG_MAGIC  # noqa: E402
-from slurm.common.layout import parse_layout  # noqa: E402
+from slurm.common.mesh import parse_layout  # noqa: E402
 from tests.bench.bench_report import timed  # noqa: E402
 
 RUN_MAP = (

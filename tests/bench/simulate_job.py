@@ -51,7 +51,7 @@ from profiling.folder.layout import JobFolder  # noqa: E402
 from profiling.folder.step_log import BUCKET, EXACT, HEADER_BYTES, StepLogHeader, StepLogWriter  # noqa: E402
 from profiling.folder.traces import TraceSource  # noqa: E402
 from profiling.schema.manifest import AttemptRecord  # noqa: E402
-from slurm.common.layout import Dims, coordinates, layout_size, parse_layout  # noqa: E402
+from slurm.common.mesh import Dims, coordinates, layout_size, parse_layout  # noqa: E402
 
 TRACE = REPO / "tests" / "data" / "gpu_traces" / "nccl_data.json.gz"  # ProfilerStep#4-6
 TRACE_NAME = "rank{rank}_iter4_6.json.gz"

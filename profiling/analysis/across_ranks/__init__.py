@@ -5,7 +5,6 @@ the critical path, the job's summary (``report.json``'s measures) and the merged
 from profiling.analysis.across_ranks.combine import mean, summarise
 from profiling.analysis.across_ranks.critical_path import PATH_KINDS
 from profiling.analysis.across_ranks.gpu_sections import LINK_SHARE, SHOWN_KERNELS
-from profiling.analysis.across_ranks.layout import LayoutError, parse_layout
 from profiling.analysis.across_ranks.merge import (
     DEFAULT_BUDGET_BYTES,
     MergedTraceWriter,
@@ -21,7 +20,6 @@ from profiling.analysis.across_ranks.verdict import decided_with_logs
 __all__ = [
     "DEFAULT_BUDGET_BYTES",
     "LINK_SHARE",
-    "LayoutError",
     "MergeStats",
     "MergedTraceWriter",
     "PATH_KINDS",
@@ -31,7 +29,6 @@ __all__ = [
     "lane_metadata",
     "mean",
     "merge_stats",
-    "parse_layout",
     "plan_depth",
     "summarise",
     "write_part",

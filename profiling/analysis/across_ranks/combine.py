@@ -19,7 +19,7 @@ import msgspec
 
 from profiling.analysis.across_ranks import gpu_sections
 from profiling.analysis.across_ranks.critical_steps import critical_path
-from profiling.analysis.across_ranks.layout import Dims, job_layout, named
+from profiling.analysis.across_ranks.mesh_from_groups import Dims, job_layout, named
 from profiling.analysis.across_ranks.stages import stage_balance
 from profiling.analysis.across_ranks.straggler import find_straggler
 from profiling.analysis.across_ranks.verdict import follows_replay, stages_follow_replay
@@ -30,7 +30,7 @@ from profiling.analysis.per_trace.efficiency import rank_flops, rank_memory
 from profiling.analysis.reading.collectives import is_sequenced
 from profiling.schema import model, model_path, model_ranks
 from slurm.common.clock import utc_now
-from slurm.common.layout import stages_of
+from slurm.common.mesh import stages_of
 
 Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 

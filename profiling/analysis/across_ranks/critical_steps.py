@@ -27,7 +27,7 @@ from profiling.analysis.per_trace.record import load_lanes
 from profiling.analysis.reading.collectives import is_sequenced
 from profiling.analysis.reading.instances import transfer_of
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
-from slurm.common.layout import stages_of
+from slurm.common.mesh import stages_of
 
 Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)

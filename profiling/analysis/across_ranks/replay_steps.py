@@ -64,7 +64,7 @@ from profiling.schema.model_replay import (
     ReplayWhatIf,
     UndecidedStep,
 )
-from slurm.common.layout import DATA, PIPELINE, stages_of
+from slurm.common.mesh import DATA, PIPELINE, stages_of
 
 MAX_RANKS_APART = 32  # at most this many ranks get a variant of their own (the most off the mean)
 MAX_CELLS = 64  # the heat map's stage x replica cells, each a variant; beyond, rank x step

@@ -12,7 +12,7 @@ from profiling.analysis.across_ranks.replay import Replayed
 from profiling.analysis.across_ranks.replay_graph import DELAY, WORK_KINDS, StepGraph
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from profiling.schema.model_replay import ReplayHeat, ReplayMost, ReplayStrip, ReplayStrips
-from slurm.common.layout import DATA, PIPELINE, stages_of
+from slurm.common.mesh import DATA, PIPELINE, stages_of
 
 Part = tuple  # ("rank", r), ("mesh", dim, index), ("kind", name), ("peers", r), ("stage", s), ...
 SHARED = 0.5  # a coordinate whose every rank exceeds its peers this much of the most's is named

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 
 from profiling.schema import model
 from profiling.schema.model_ranks import RankReport
-from slurm.common.layout import PIPELINE
+from slurm.common.mesh import PIPELINE
 
 IMBALANCE = 0.10  # a stage's compute this much above the others' median
 SPREAD_FACTOR = 2.0  # ... and this many times the largest spread within one stage

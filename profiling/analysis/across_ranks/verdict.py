@@ -14,10 +14,10 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
-from profiling.analysis.across_ranks.layout import named
+from profiling.analysis.across_ranks.mesh_from_groups import named
 from profiling.schema.model import Report, Run, StageBalance, Straggler
 from profiling.schema.model_replay import Replay, ReplayMost
-from slurm.common.layout import PIPELINE
+from slurm.common.mesh import PIPELINE
 
 
 def follows_replay(

@@ -58,12 +58,13 @@ import numpy as np
 from profiling.analysis.clocks.offset_search import MIN_PAIRS, MIN_SHARE, PairLine, match_all, search_offset
 from profiling.analysis.reading.collectives import Instance, is_sequenced
 from profiling.analysis.reading.instances import transfer_ranks
+from profiling.analysis.robust import MAD_TO_SIGMA, MEDIAN_ERROR_PER_SIGMA
 
 # How far apart two ends of one collective may be after alignment, tried in turn.
 TOLERANCES_US = (5.0, 15.0, 50.0, 150.0, 500.0, 1_500.0, 5_000.0, 20_000.0)
 _MIN_WINDOW_US = 2000.0
-# The standard error of a median of n draws, per MAD and over sqrt(n): 1.2533 x 1.4826.
-_MEDIAN_ERROR = 1.858
+# The standard error of a median of n draws, per MAD and over sqrt(n)
+_MEDIAN_ERROR = MEDIAN_ERROR_PER_SIGMA * MAD_TO_SIGMA
 _MIN_GROUP = 3  # pairs in a group whose median counts towards the systematic error
 
 

@@ -3,7 +3,7 @@
 ``pg_size`` and ``ranks``, from ``distributed_c10d._get_all_pg_configs``). A DeviceMesh names
 the groups of each of its dimensions ``mesh_<dim>`` (``torch/distributed/device_mesh.py``):
 ``mesh_dp``, ``mesh_pp``, ``mesh_tp``; the job's layout is made of those
-(:mod:`profiling.analysis.across_ranks.layout`)."""
+(:mod:`profiling.analysis.across_ranks.mesh_from_groups`)."""
 
 from __future__ import annotations
 

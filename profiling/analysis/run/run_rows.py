@@ -3,7 +3,7 @@ layout: a slow stage is a band of rows, not stripes scattered over the map.
 
 The layout is known before any trace is read (the map is drawn while they are): the report's
 ``--layout``, else the toolkit's own ``--parallel`` job as its manifest records it, laid out as
-the job built its DeviceMesh (:func:`slurm.common.layout.mesh_dims`). Without either the rows stay in
+the job built its DeviceMesh (:func:`slurm.common.mesh.mesh_dims`). Without either the rows stay in
 rank order. Only the drawing is reordered: the run's analysis (segments, slow nodes) reads the
 map in rank order.
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 from profiling.analysis.run.run_map import RunMap
 from profiling.schema.manifest import Manifest
-from slurm.common.layout import DATA, PIPELINE, Dims, coordinates, layout_size, mesh_dims
+from slurm.common.mesh import DATA, PIPELINE, Dims, coordinates, layout_size, mesh_dims
 
 STAGE, REPLICA = PIPELINE, DATA  # the bands: stages, and within each, its data-parallel replicas
 Mesh = Mapping[int, Mapping[str, int]]  # rank -> its coordinates

@@ -10,7 +10,8 @@ from typing import TypeVar
 
 import numpy as np
 
-_MAD_TO_SIGMA = 1.4826
+from profiling.analysis.robust import MAD_TO_SIGMA
+
 # numpy's partitions, sorts and ufuncs release the GIL: a map's parts go to a few threads
 _THREADS = min(4, len(os.sched_getaffinity(0)))
 _Part = TypeVar("_Part")
@@ -41,7 +42,7 @@ def threshold_of(ratio: np.ndarray, min_excess: float, sigmas: float) -> tuple[f
     middle = sorted({(finite - 1) // 2, finite // 2})
     flat.partition(middle)  # NaN sorts last
     median = float(flat[middle].mean())
-    noise = _MAD_TO_SIGMA * median / np.sqrt(2)
+    noise = MAD_TO_SIGMA * median / np.sqrt(2)
     return max(min_excess, sigmas * noise), noise
 
 

@@ -16,9 +16,7 @@ from collections.abc import Mapping, Sequence
 
 from profiling.analysis.per_trace.groups import Group
 from profiling.schema import model
-from slurm.common.layout import Dims, LayoutError, coordinates, layout_size, layout_text, parse_layout
-
-__all__ = ["Dims", "LayoutError", "job_layout", "named", "parse_layout"]
+from slurm.common.mesh import Dims, coordinates, layout_size, layout_text
 
 
 def job_layout(
