@@ -2,7 +2,7 @@
 
 submitit's controller makes its log folder with one ``mkdir`` of the folder as it is given,
 ``%j`` and all, so ``<root>/%j/logs`` fails: there is no ``<root>/%j``. This one fills in the job
-id first. :func:`jobs.executors.make_executor` has it run instead of submitit's: the local
+id first. :func:`jobs.submission.make_executor` has it run instead of submitit's: the local
 executor's setup line ``exec``s it, so that it runs as the job's own process, whose pid is the
 job's id.
 """

@@ -161,7 +161,7 @@ def test_traces_root_from_environment(tmp_path: Path) -> None:
 
 def test_submit_path_does_not_import_torch() -> None:
     code = (
-        "import sys; from jobs import executors, monitor; from jobs.commands import list, submit;"
+        "import sys; from jobs import monitor, submission; from jobs.commands import list, submit;"
         "assert not any(m == 'torch' or m.startswith('torch.') for m in sys.modules), 'torch imported';"
         "assert 'torchvision' not in sys.modules"
     )

@@ -88,18 +88,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"{parser.prog}: error: {parser.describe(error)}", file=sys.stderr)
         return 2
 
-    from jobs import executors  # submitit is only needed past validation
+    from jobs import submission  # submitit is only needed past validation
 
     if args.dry_run:
         try:
-            print(executors.submission_script(spec), end="")
+            print(submission.submission_script(spec), end="")
         except ValueError as error:  # --cluster local or debug: no script to show
             print(f"{parser.prog}: error: {parser.describe(error)}", file=sys.stderr)
             return 2
         return 0
     try:
         with _stderr_of_children() as child_stderr:  # sbatch writes its refusal there itself
-            job = executors.submit(spec)
+            job = submission.submit(spec)
     except Exception as error:  # sbatch's own refusal, say: show it as one line, not a traceback
         reason = " ".join(str(error).split()) or " ".join(child_stderr.read().split())
         print(f"{parser.prog}: error: submission failed: {reason}", file=sys.stderr)

@@ -19,8 +19,9 @@ from profiling.analysis.per_trace import load_fresh
 from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceSource
 from profiling.report.progress import Progress
+from slurm.executors import drop_submission_links, slurm_executor
 from slurm.queue_view import QueueView
-from slurm.resources import SlurmResources, drop_submission_links, slurm_executor
+from slurm.resources import SlurmResources
 
 POLL_S = 2.0
 

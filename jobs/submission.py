@@ -1,9 +1,9 @@
-"""JobSpec -> a configured submitit executor; submission and the sbatch dry run.
+"""A JobSpec submitted: its executor (made by :mod:`slurm.executors`), the submission, and the
+sbatch dry run.
 
 Torch-free: submitit pickles :class:`jobs.task.ProfiledTraining` by reference, so the task's
 heavy imports happen on the compute node only. Each job's logs and pickles go to its own
-folder, ``<traces root>/<job id>/logs/`` (submitit fills in ``%j``). SLURM's executor is made by
-the toolkit's one builder, :func:`slurm.resources.slurm_executor`.
+folder, ``<traces root>/<job id>/logs/`` (submitit fills in ``%j``).
 """
 
 from __future__ import annotations
@@ -19,26 +19,24 @@ from jobs.spec import JobSpec
 from jobs.task import ProfiledTraining
 from profiling.folder.layout import submitit_folder
 from slurm import scheduler
+from slurm.executors import debug_executor, drop_submission_links, local_executor, slurm_executor
 from slurm.launchers import Executor
-from slurm.resources import SIGNAL_DELAY_S, drop_submission_links, slurm_executor
 
 
 def make_executor(spec: JobSpec, *, script_only: bool = False) -> submitit.Executor:
+    """The executor ``spec`` runs on (:mod:`slurm.executors` makes each)."""
     folder = submitit_folder(spec.task.traces_root)
     if spec.cluster is Executor.DEBUG:
-        return submitit.DebugExecutor(folder)
+        return debug_executor(folder)
     if spec.cluster is Executor.LOCAL:
-        executor = submitit.LocalExecutor(folder)
-        executor.update_parameters(
+        return local_executor(
+            folder,
+            tasks_per_node=spec.tasks_per_node,
+            gpus_per_node=spec.gpus_per_node,
+            time_min=spec.slurm.time_min,
             # submitit's controller cannot make a folder with %j in it: ours replaces it
             setup=[f"exec {shlex.quote(sys.executable)} -m jobs.local_controller {shlex.quote(str(folder))}"],
-            nodes=1,
-            tasks_per_node=spec.tasks_per_node,
-            gpus_per_node=spec.gpus_per_node,  # CUDA_VISIBLE_DEVICES=0..G-1 for every task; none for 0
-            timeout_min=spec.slurm.time_min,
-            signal_delay_s=SIGNAL_DELAY_S,
         )
-        return executor
     # Slurm does not create the folder of --output: a job that starts before its folder exists
     # fails at once (0:53). The folder can only be made once sbatch has said the job's id, so
     # the job is submitted held and released by submit().
