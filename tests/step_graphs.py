@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path import Meeting, RankStep
+from profiling.analysis.across_ranks.critical_path.walk import Meeting, RankStep
 from profiling.analysis.per_trace.lanes import KINDS, PHASES, Lane
 
 

@@ -12,7 +12,13 @@ import msgspec
 import numpy as np
 import pytest
 
-from profiling.analysis.across_ranks.critical_path import Meeting, RankStep, StepPath, Undecided, step_path
+from profiling.analysis.across_ranks.critical_path.walk import (
+    Meeting,
+    RankStep,
+    StepPath,
+    Undecided,
+    step_path,
+)
 from profiling.analysis.per_trace.lanes import KINDS, Lane
 from profiling.folder.layout import ReportFiles
 from profiling.report.build import build_report

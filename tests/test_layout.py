@@ -11,14 +11,14 @@ from pathlib import Path
 import pytest
 
 from jobs.commands.report import main
-from profiling.analysis.across_ranks.mesh_from_groups import job_layout, named
+from profiling.analysis.across_ranks.mesh_from_groups import job_layout
 from profiling.analysis.per_trace.groups import Group, trace_groups
 from profiling.analysis.run.run_rows import Band, node_bands, run_mesh
 from profiling.folder.layout import ReportFiles
 from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from profiling.schema.manifest import Manifest
-from slurm.common.mesh import LayoutError, mesh_dims, parse_layout
+from slurm.common.mesh import LayoutError, mesh_dims, named, parse_layout
 from tests.synthetic import cpu_job, write_job
 from tests.test_gpu_traces import DATA
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from profiling.analysis.across_ranks.critical_path import StepPath, step_path
+from profiling.analysis.across_ranks.critical_path.walk import StepPath, step_path
 from tests.step_graphs import one_f_one_b
 
 

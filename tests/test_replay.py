@@ -1,4 +1,4 @@
-"""The replay (profiling/analysis/across_ranks/replay.py, replay_steps.py) on steps whose answer
+"""The replay (profiling/analysis/across_ranks/critical_path/replay.py, what_if.py) on steps whose answer
 is worked out by hand: a 4-stage 1F1B pipeline whose last stage is 25 % slower, one rank 25 %
 slower among 16 data-parallel ranks, and both balanced. Replayed as measured, each step comes
 out at its measured length; the slowdown S, every attribution and every what-if are the hand's."""
@@ -9,9 +9,9 @@ import dataclasses
 
 import pytest
 
-from profiling.analysis.across_ranks.replay_graph import StepGraph, step_graph
-from profiling.analysis.across_ranks.replay_steps import replayed
-from profiling.analysis.across_ranks.verdict import follows_replay
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph, step_graph
+from profiling.analysis.across_ranks.critical_path.verdict import follows_replay
+from profiling.analysis.across_ranks.critical_path.what_if import replayed
 from profiling.schema.model import Straggler
 from profiling.schema.model_path import Replay
 from tests.step_graphs import data_parallel, gpu_pipelines, lane_of, one_f_one_b

@@ -26,6 +26,7 @@ LAYERS = (
     ("profiling.analysis.dumps",),
     ("profiling.analysis.run",),
     ("profiling.analysis.across_ranks",),
+    ("profiling.analysis.across_ranks.critical_path",),  # what limits the step: the path, the replay
     ("profiling.analysis.clocks",),
     ("profiling.analysis.per_trace",),
     ("profiling.analysis.reading",),

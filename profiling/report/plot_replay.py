@@ -1,7 +1,7 @@
 """``report.png``'s replay row: the heat map of what stragglers cost, S by stage x replica (a
 heavy stage is a hot row, a slow rank one hot cell) or by rank x step, and the replayed gains
-that add up, from the measured step down to what is left (:mod:`.replay_steps` of
-``profiling.analysis.across_ranks``)."""
+that add up, from the measured step down to what is left
+(:mod:`profiling.analysis.across_ranks.critical_path.what_if`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """report.md's "What limits the step": what stragglers cost the job (S), the part that holds the
 most of it, and the replayed gains that add up, the largest first, each with the next thing to do
-(:mod:`profiling.analysis.across_ranks.replay_steps`)."""
+(:mod:`profiling.analysis.across_ranks.critical_path.what_if`)."""
 
 from __future__ import annotations
 

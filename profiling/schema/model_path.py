@@ -1,5 +1,5 @@
 """``report.json``'s ``critical_path``, typed (see :mod:`profiling.schema.model` for the whole
-report; :mod:`profiling.analysis.across_ranks.critical_path` for how the path is walked)."""
+report; :mod:`profiling.analysis.across_ranks.critical_path.walk` for how the path is walked)."""
 
 from __future__ import annotations
 

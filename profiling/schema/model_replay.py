@@ -1,5 +1,5 @@
 """``report.json``'s ``critical_path.replay``, typed: every followed step replayed on its
-cross-rank graph (:mod:`profiling.analysis.across_ranks.replay_steps` says how)."""
+cross-rank graph (:mod:`profiling.analysis.across_ranks.critical_path.what_if` says how)."""
 
 from __future__ import annotations
 

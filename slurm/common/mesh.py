@@ -61,3 +61,8 @@ def coordinates(rank: int, dims: Dims) -> dict[str, int]:
 def stages_of(mesh: Mapping[int, Mapping[str, int]]) -> dict[int, int]:
     """Each rank's pipeline stage, for the ranks of ``mesh`` that have one."""
     return {rank: where[PIPELINE] for rank, where in mesh.items() if PIPELINE in where}
+
+
+def named(rank: int, mesh: Mapping[str, int] | None) -> str:
+    """``rank 13 (dp 1, pp 3, tp 1)``, or ``rank 13`` without a layout."""
+    return f"rank {rank} ({', '.join(f'{d} {i}' for d, i in mesh.items())})" if mesh else f"rank {rank}"

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
-import profiling.analysis.across_ranks.critical_steps as critical_steps  # noqa: E402
+import profiling.analysis.across_ranks.critical_path.path as critical_steps  # noqa: E402
 from profiling.report.build import build_report  # noqa: E402
 from tests import trace_variants  # noqa: E402
 from tests.bench.bench_report import DENSE_EVERY, gpu_folder, load  # noqa: E402

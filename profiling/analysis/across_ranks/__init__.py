@@ -3,7 +3,8 @@ the critical path, the job's summary (``report.json``'s measures) and the merged
 
 # the stage's entry points: what the rooms above it (the report) may take from it
 from profiling.analysis.across_ranks.combine import mean, summarise
-from profiling.analysis.across_ranks.critical_path import PATH_KINDS
+from profiling.analysis.across_ranks.critical_path.verdict import decided_with_logs
+from profiling.analysis.across_ranks.critical_path.walk import PATH_KINDS
 from profiling.analysis.across_ranks.gpu_sections import LINK_SHARE, SHOWN_KERNELS
 from profiling.analysis.across_ranks.merge import (
     DEFAULT_BUDGET_BYTES,
@@ -15,7 +16,6 @@ from profiling.analysis.across_ranks.merge import (
     plan_depth,
     write_part,
 )
-from profiling.analysis.across_ranks.verdict import decided_with_logs
 
 __all__ = [
     "DEFAULT_BUDGET_BYTES",

@@ -4,7 +4,7 @@ Clocks first: every trace is aligned against the first rank's trace of the same 
 (:mod:`profiling.analysis.clocks.rank_clocks`); then, per rank, the means of what the records
 measured per step (:mod:`profiling.analysis.per_trace.breakdown` defines each figure), each
 collective's arrivals on the common clock, bisected onto its step, and from them the waiting,
-the straggler verdict (:mod:`.straggler`) and the critical path (:mod:`.critical_steps`).
+the straggler verdict (:mod:`.straggler`) and the critical path (:mod:`.critical_path.path`).
 """
 
 from __future__ import annotations
@@ -18,11 +18,11 @@ from typing import Any
 import msgspec
 
 from profiling.analysis.across_ranks import gpu_sections
-from profiling.analysis.across_ranks.critical_steps import critical_path
-from profiling.analysis.across_ranks.mesh_from_groups import Dims, job_layout, named
-from profiling.analysis.across_ranks.stages import stage_balance
+from profiling.analysis.across_ranks.critical_path.path import critical_path
+from profiling.analysis.across_ranks.critical_path.stages import stage_balance
+from profiling.analysis.across_ranks.critical_path.verdict import follows_replay, stages_follow_replay
+from profiling.analysis.across_ranks.mesh_from_groups import Dims, job_layout
 from profiling.analysis.across_ranks.straggler import find_straggler
-from profiling.analysis.across_ranks.verdict import follows_replay, stages_follow_replay
 from profiling.analysis.across_ranks.waiting import WaitSplit, split_waiting
 from profiling.analysis.clocks.alignment import Alignment
 from profiling.analysis.clocks.rank_clocks import Aligned
@@ -30,7 +30,7 @@ from profiling.analysis.per_trace.efficiency import rank_flops, rank_memory
 from profiling.analysis.reading.collectives import is_sequenced
 from profiling.schema import model, model_path, model_ranks
 from slurm.common.clock import utc_now
-from slurm.common.mesh import stages_of
+from slurm.common.mesh import named, stages_of
 
 Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 

@@ -78,8 +78,3 @@ def _from_groups(
         {rank: {dim: where[dim] for dim in order if dim in where} for rank, where in coordinates.items()},
         said,
     )
-
-
-def named(rank: int, mesh: Mapping[str, int] | None) -> str:
-    """``rank 13 (dp 1, pp 3, tp 1)``, or ``rank 13`` without a layout."""
-    return f"rank {rank} ({', '.join(f'{d} {i}' for d, i in mesh.items())})" if mesh else f"rank {rank}"

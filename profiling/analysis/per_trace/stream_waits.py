@@ -5,7 +5,7 @@ the last activity launched there before the ``cudaEventRecord`` whose correlatio
 
 A wait so tied says which activity the next one waited for: a compute kernel after a receive
 waited for the receive, however far apart the two streams' recorded clocks put their ends
-(:mod:`profiling.analysis.across_ranks.replay_graph` reads it so). A wait whose record, stream or
+(:mod:`profiling.analysis.across_ranks.critical_path.graph` reads it so). A wait whose record, stream or
 activities the trace lacks ties nothing."""
 
 from __future__ import annotations

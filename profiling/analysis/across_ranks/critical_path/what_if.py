@@ -30,17 +30,8 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.across_ranks.ideal_trace import ideal_trace
-from profiling.analysis.across_ranks.replay import (
-    AT_MOST_TYPICAL,
-    MEAN,
-    MEASURED,
-    STAGE_MEDIAN,
-    ZERO,
-    replay,
-)
-from profiling.analysis.across_ranks.replay_gains import Plan, added_gains, stacked
-from profiling.analysis.across_ranks.replay_graph import (
+from profiling.analysis.across_ranks.critical_path.gains import Plan, added_gains, stacked
+from profiling.analysis.across_ranks.critical_path.graph import (
     COMMUNICATION,
     DELAY,
     HOST,
@@ -48,7 +39,16 @@ from profiling.analysis.across_ranks.replay_graph import (
     WORK_KINDS,
     StepGraph,
 )
-from profiling.analysis.across_ranks.replay_views import (
+from profiling.analysis.across_ranks.critical_path.ideal_trace import ideal_trace
+from profiling.analysis.across_ranks.critical_path.replay import (
+    AT_MOST_TYPICAL,
+    MEAN,
+    MEASURED,
+    STAGE_MEDIAN,
+    ZERO,
+    replay,
+)
+from profiling.analysis.across_ranks.critical_path.views import (
     WHAT,
     Part,
     Strips,

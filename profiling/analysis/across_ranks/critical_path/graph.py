@@ -34,7 +34,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path import WORK, Meeting, RankStep
+from profiling.analysis.across_ranks.critical_path.walk import WORK, Meeting, RankStep
 from profiling.analysis.per_trace.lanes import EPSILON_US, KINDS, PHASES, Lane
 
 WORK_KINDS = ("forward", "backward", "optimizer", "compute", "memory", "communication", "host", "other")

@@ -15,8 +15,8 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.across_ranks.replay import Variants, replay, scales
-from profiling.analysis.across_ranks.replay_graph import BLOCK, WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import BLOCK, WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.critical_path.replay import Variants, replay, scales
 from profiling.analysis.per_trace.lanes import EPSILON_US
 
 MAX_RANKS = 64  # the ranks drawn: a trace of thousands of rows helps nobody

@@ -1,4 +1,4 @@
-"""What the replay shows beside its numbers (:mod:`.replay_steps`): the part that holds the most
+"""What the replay shows beside its numbers (:mod:`.what_if`): the part that holds the most
 of the slowdown, the heat map of S, and each rank's step in each what-if (report.html's strips)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.across_ranks.replay import Replayed
-from profiling.analysis.across_ranks.replay_graph import DELAY, WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import DELAY, WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.critical_path.replay import Replayed
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from profiling.schema.model_replay import ReplayHeat, ReplayMost, ReplayStrip, ReplayStrips
 from slurm.common.mesh import DATA, PIPELINE, stages_of

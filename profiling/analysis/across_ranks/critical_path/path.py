@@ -1,6 +1,6 @@
-"""``report.json``'s ``critical_path``: every recorded step walked across ranks
-(:mod:`profiling.analysis.across_ranks.critical_path`) from the lanes in the traces' records, on the clocks
-the report aligned, and summed into what limits the step and what fixing it would gain."""
+"""``report.json``'s ``critical_path``: every recorded step walked across ranks (:mod:`.walk`)
+from the lanes in the traces' records, on the clocks the report aligned, and summed into what
+limits the step and what fixing it would gain."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ import statistics
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from profiling.analysis.across_ranks.critical_path import (
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph, step_graph
+from profiling.analysis.across_ranks.critical_path.walk import (
     WHAT_IF,
     Meeting,
     RankStep,
@@ -19,8 +20,7 @@ from profiling.analysis.across_ranks.critical_path import (
     Undecided,
     step_path,
 )
-from profiling.analysis.across_ranks.replay_graph import StepGraph, step_graph
-from profiling.analysis.across_ranks.replay_steps import replayed
+from profiling.analysis.across_ranks.critical_path.what_if import replayed
 from profiling.analysis.clocks.rank_clocks import Aligned
 from profiling.analysis.per_trace.lanes import Lane, StepLane
 from profiling.analysis.per_trace.record import load_lanes
@@ -61,7 +61,7 @@ def critical_path(
     each receive with its send. ``mesh``: each rank's coordinates, where the job has a layout:
     a pipeline's bubble is told apart (:func:`~.critical_path.step_path`), and the replay
     attributes the slowdown to each coordinate. Every followed step is also replayed on its
-    graph (:mod:`.replay_steps`): ``critical_path.replay``; ``ideal_sink`` is given its first
+    graph (:mod:`.what_if`): ``critical_path.replay``; ``ideal_sink`` is given its first
     step's ideal trace.
     """
     stage_of = stages_of(mesh or {})

@@ -1,4 +1,4 @@
-"""A step replayed on its cross-rank dependency graph (:mod:`.replay_graph`), with the
+"""A step replayed on its cross-rank dependency graph (:mod:`.graph`), with the
 durations changed: the what-if analysis of "Understanding Stragglers in Large Model Training
 Using What-if Analysis" (OSDI 2025).
 
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from profiling.analysis.across_ranks.replay_graph import ARRIVE, HOST, StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import ARRIVE, HOST, StepGraph
 from profiling.analysis.per_trace.lanes import EPSILON_US
 
 # what a variant does to a duration (the module's docstring says how)

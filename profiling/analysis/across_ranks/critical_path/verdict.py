@@ -1,4 +1,4 @@
-"""The straggler verdict, made to follow the replay (:mod:`.replay_steps`).
+"""The straggler verdict, made to follow the replay (:mod:`.what_if`).
 
 Arrival alone (:mod:`.straggler`) names the rank the others waited for at a collective; in a
 pipeline that is often a rank downstream of the slow one (it arrives late because its inputs
@@ -14,10 +14,9 @@ from collections.abc import Callable, Mapping
 
 import msgspec
 
-from profiling.analysis.across_ranks.mesh_from_groups import named
 from profiling.schema.model import Report, Run, StageBalance, Straggler
 from profiling.schema.model_replay import Replay, ReplayMost
-from slurm.common.mesh import PIPELINE
+from slurm.common.mesh import PIPELINE, named
 
 
 def follows_replay(

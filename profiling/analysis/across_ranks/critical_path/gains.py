@@ -1,5 +1,5 @@
 """The gains that add up (``report.json``'s ``critical_path.replay.gains``): the largest
-what-ifs of :mod:`.replay_steps`, replayed on top of each other, the largest first, each gain what
+what-ifs of :mod:`.what_if`, replayed on top of each other, the largest first, each gain what
 it adds to those before it. A rank's or a stage's what-if goes before a job-wide one it nearly
 matches; a rank's before its stage's where it alone gains nearly as much (a stage slow because of
 one of its ranks is that rank's, not its layers')."""
@@ -11,9 +11,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from profiling.analysis.across_ranks.replay import MEASURED, Variants, combined, replay
-from profiling.analysis.across_ranks.replay_graph import StepGraph
-from profiling.analysis.across_ranks.replay_views import SPECIFIC_PARTS, WHAT, Part, identity
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph
+from profiling.analysis.across_ranks.critical_path.replay import MEASURED, Variants, combined, replay
+from profiling.analysis.across_ranks.critical_path.views import SPECIFIC_PARTS, WHAT, Part, identity
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from profiling.schema.model_replay import ReplayGain
 
