@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 import gc
 import gzip
 import json
@@ -83,17 +84,34 @@ def _collecting_less() -> Iterator[None]:
         gc.set_threshold(*before)
 
 
+@dataclasses.dataclass(frozen=True)
+class ReportJob:
+    """One report's job, made once and handed to each part of the build."""
+
+    folder: Path  # the folder of traces reported on
+    job: JobFolder  # the job folder above it (its step logs, manifest, dumps, history)
+    files: ReportFiles  # where the report's files go
+    settings: ReportSettings
+    workers: Workers  # the processes that read traces without a fresh record
+    pictures: Pictures | None  # report.png and run.png, drawn in the plot's process; None: no plot
+    manifest: Manifest | None  # the job's, where it has one that reads
+    refused: list[str]  # why the manifest was not read, where it was not
+    started: float  # perf_counter() when the build began
+    progress: TextIO | None  # where reading is shown, if a terminal
+
+
 def _build_report(folder: Path, settings: ReportSettings, progress: TextIO | None) -> model.Report:
     started = time.perf_counter()
     sources = find_traces(folder)
-    if not sources and not JobFolder.of_traces(folder).step_logs():  # said before any process starts
+    job_folder = JobFolder.of_traces(folder)
+    if not sources and not job_folder.step_logs():  # said before any process starts
         raise _nothing_to_report(folder)
     files = ReportFiles(settings.out) if settings.out else ReportFiles.of(folder)
     # the plot's process is forked first, while this one is small: forked later, it would count
     # (and copy, as either writes) what this one holds by then: 370 MB of step logs at 4096 ranks
-    plot, workers = settings.plot, Workers(settings.jobs)
-    with Ahead(prepare_plot, enabled=plot and workers.jobs > 1) as plotter:
-        pictures = Pictures(plotter, read_drawn(files.json)) if plot else None
+    workers = Workers(settings.jobs)
+    with Ahead(prepare_plot, enabled=settings.plot and workers.jobs > 1) as plotter:
+        pictures = Pictures(plotter, read_drawn(files.json)) if settings.plot else None
         if pictures and sum(source.path.stat().st_size for source in sources) < _READ_WHILE_IMPORTING:
             pictures.warm()  # little to read: matplotlib's import overlaps it, not what follows
         run = read_run(folder)
@@ -101,24 +119,16 @@ def _build_report(folder: Path, settings: ReportSettings, progress: TextIO | Non
             raise _nothing_to_report(folder)
         has_run = run is not None
         files.folder.mkdir(parents=True, exist_ok=True)
-        # the run needs only the step logs: its map is drawn while the traces are read
-        manifest, refused = _manifest(folder)
-        section, levels = (
-            _run_report(folder, run, manifest, pictures, files, settings) if run else (None, None)
+        job = ReportJob(
+            folder, job_folder, files, settings, workers, pictures, *_manifest(job_folder), started, progress
         )
+        # the run needs only the step logs: its map is drawn while the traces are read
+        section, levels = _run_report(job, run) if run else (None, None)
         del run  # the map and its ratios: 400 MB at 4096 ranks, not needed past this point
         with workers:
-            if sources:
-                nodes = manifest.nodes_by_rank if manifest else {}
-                report = _traces_report(
-                    folder, sources, has_run, nodes, files, workers, pictures, started, settings, progress
-                )
-            else:
-                report = _empty_report(folder)
+            report = _traces_report(job, sources, has_run) if sources else _empty_report(folder)
         # report.md and report.html are made while report.png is drawn (the page takes it last)
-        return _write_report(
-            folder, report, section, levels, manifest, refused, files, pictures, started, settings
-        )
+        return _write_report(job, report, section, levels)
 
 
 def _write_gzip_json(path: Path, document: dict[str, Any]) -> None:
@@ -128,20 +138,12 @@ def _write_gzip_json(path: Path, document: dict[str, Any]) -> None:
 
 
 def _write_report(
-    folder: Path,
-    report: model.Report,
-    section: model.Run | None,
-    levels: dict[str, Any] | None,
-    manifest: Manifest | None,
-    refused: list[str],
-    files: ReportFiles,
-    pictures: Pictures | None,
-    started: float,
-    settings: ReportSettings,
+    job: ReportJob, report: model.Report, section: model.Run | None, levels: dict[str, Any] | None
 ) -> model.Report:
     """The report's files; report.json last but the job's summary, once its pictures are on disk:
     a picture whose drawing failed is not taken for current by the next report."""
-    oom, unread_dumps = out_of_memory(JobFolder.of_traces(folder))
+    files, pictures = job.files, job.pictures
+    oom, unread_dumps = out_of_memory(job.job)
     report = msgspec.structs.replace(
         report,
         oom=oom,
@@ -149,17 +151,17 @@ def _write_report(
         run=section,
         run_plot=files.run_plot.name if pictures and section else None,
         drawn=pictures.drawn if pictures else {},
-        warnings=[*report.warnings, *refused, *unread_dumps],
-        seconds=round(time.perf_counter() - started, 3),
+        warnings=[*report.warnings, *job.refused, *unread_dumps],
+        seconds=round(time.perf_counter() - job.started, 3),
     )
-    report, summary = with_baseline(report, manifest, JobFolder.of_traces(folder).path.parent)
+    report, summary = with_baseline(report, job.manifest, job.job.path.parent)
     encoded = encode_report(report)
     # what was built is held to its model as programs will read it: a float field holding a
     # string, or a field the model lacks, fails here and not in a reader
     typed = model.checked(encoded)
     markdown = report_markdown(typed)
     write_text_atomically(files.markdown, markdown)
-    if settings.html:
+    if job.settings.html:
         _page(files, typed, markdown, levels, pictures)
     if pictures is not None:
         pictures.wait()
@@ -184,45 +186,31 @@ def _page(
 
 
 def _run_report(
-    folder: Path,
-    run: tuple[RunMap, list[str]],
-    manifest: Manifest | None,
-    pictures: Pictures | None,
-    files: ReportFiles,
-    settings: ReportSettings,
+    job: ReportJob, run: tuple[RunMap, list[str]]
 ) -> tuple[model.Run | None, dict[str, Any] | None]:
     """``report.json``'s ``run`` (run.png drawn meanwhile), and the map's levels for report.html
     (a few MB, where the map is hundreds)."""
-    section = run_section(folder, *run, manifest)
-    view = RunView(run[0], section, run_mesh(settings.layout, manifest))
-    if pictures:
-        pictures.draw(plot_run, view.picture, files.run_plot)
+    section = run_section(job.folder, *run, job.manifest)
+    view = RunView(run[0], section, run_mesh(job.settings.layout, job.manifest))
+    if job.pictures:
+        job.pictures.draw(plot_run, view.picture, job.files.run_plot)
     # the page's levels made while run.png is drawn
-    return section, run_levels(view) if settings.html else None
+    return section, run_levels(view) if job.settings.html else None
 
 
-def _traces_report(
-    folder: Path,
-    sources: Sequence[TraceSource],
-    has_run: bool,
-    nodes: dict[int, str],
-    files: ReportFiles,
-    workers: Workers,
-    pictures: Pictures | None,
-    started: float,
-    settings: ReportSettings,
-    progress: TextIO | None,
-) -> model.Report:
-    read = read_records(sources, workers, progress)
-    workers.close()  # their heaps hold what they read: 100 MB for the dense folder's two
+def _traces_report(job: ReportJob, sources: Sequence[TraceSource], has_run: bool) -> model.Report:
+    folder, files, settings, pictures = job.folder, job.files, job.settings, job.pictures
+    read = read_records(sources, job.workers, job.progress)
+    job.workers.close()  # their heaps hold what they read: 100 MB for the dense folder's two
     if pictures:  # a core is free from here: this process aligns the clocks alone
         pictures.warm()
     if not read.traces and not has_run:
         raise ReportError(f"{folder} holds no trace the report can read: {'; '.join(read.skipped)}")
     if not read.traces:
         return msgspec.structs.replace(_empty_report(folder), warnings=read.skipped)
-    reading = _reading(read.records, read.read_here, time.perf_counter() - started)
+    reading = _reading(read.records, read.read_here, time.perf_counter() - job.started)
     aligning = time.perf_counter()
+    nodes = job.manifest.nodes_by_rank if job.manifest else {}
     per_rank = kept_alignment(files.clocks, read.traces, read.records, nodes)
     aligning = time.perf_counter() - aligning
     report = summarise(
@@ -251,7 +239,7 @@ def _traces_report(
     )
     merged_json = settings.merged_json and settings.merged_trace
     merge = (
-        write_merged_json(per_rank, files.merged, workers, settings.merge_budget_bytes)
+        write_merged_json(per_rank, files.merged, job.workers, settings.merge_budget_bytes)
         if merged_json
         else None
     )
@@ -270,11 +258,11 @@ def _drawn(report: model.Report) -> model.Report:
     return msgspec.structs.replace(report, critical_path=plot_path.drawn(path)) if path else report
 
 
-def _manifest(folder: Path) -> tuple[Manifest | None, list[str]]:
+def _manifest(job: JobFolder) -> tuple[Manifest | None, list[str]]:
     """The job's manifest (none for traces of another origin), and the line that says why it
     was not read where it does not read."""
     try:
-        return read_manifest(JobFolder.of_traces(folder)), []
+        return read_manifest(job), []
     except FileRefused as refused:
         return None, [
             f"the manifest was not read: {refused}; the ranks' nodes and the run's steps are not known"
