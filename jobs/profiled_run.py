@@ -27,6 +27,7 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import msgspec
 import torch
 import torch.distributed as dist
 
@@ -50,6 +51,7 @@ from profiling.recording.schedule import ScheduleConfig
 from profiling.recording.slowest import SlowestRank
 from profiling.recording.step_timing import StepTiming
 from profiling.report import hang
+from profiling.schema.manifest import RankRecord
 from slurm.common.clock import utc_now
 from slurm.common.errors import SettingError
 from slurm.common.mesh import Dims
@@ -217,7 +219,7 @@ class ProfiledRun:
         if self.settings.report and self.identity.is_main:
             report_on(self.trace_dir, say)
 
-    def finish(self, *, analyse: bool = False) -> dict[str, Any]:
+    def finish(self, *, analyse: bool = False) -> RankRecord:
         """Every rank's record to rank 0's manifest; returns this rank's. ``analyse``: each rank
         first reads its own traces into their analysis records, where they were written, so
         that the report only combines (bounded by half the timeout: the ranks then meet)."""
@@ -233,15 +235,16 @@ class ProfiledRun:
             profiled=self.profiled,
             about=self.settings.about,
         )
-        record["step_log"] = self.timing.manifest_record()
+        record = msgspec.structs.replace(record, step_log=self.timing.manifest_record())
         if analyse and self.profiler.trace_files:
             identity = self.identity
             reader = (
                 f"rank {identity.rank} on {identity.node_name or socket.gethostname()} (pid {os.getpid()})"
             )
-            record["analysis"] = analyse_own_traces(
+            analysis = analyse_own_traces(
                 self.profiler.trace_files, reader=reader, limit_s=self.settings.dist_timeout_s / 2
             )
+            record = msgspec.structs.replace(record, analysis=analysis)
         gather_and_write_manifest(self.attempt, self.group, record, self.next_step, self.hooks)
         return record
 

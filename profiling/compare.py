@@ -17,7 +17,6 @@ from __future__ import annotations
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
@@ -27,7 +26,7 @@ from profiling.folder.manifest import manifest_or_none
 from profiling.folder.traces import find_traces
 from profiling.report.build import ReportError, build_report
 from profiling.schema import model
-from profiling.schema.comparison import Comparison
+from profiling.schema.comparison import Comparison, RankComparison, SideBySide
 from profiling.schema.model import RankReport, Report
 from slurm.common.clock import utc_now
 from slurm.common.files import LARGE_FILE_BYTES, read_regular
@@ -77,55 +76,61 @@ def compare(folder_a: Path, folder_b: Path) -> Comparison:
         )
     same_device = all(ranks_a[r].device == ranks_b[r].device for r in common)
     rows = [_rank_row(ranks_a[r], ranks_b[r], same_device) for r in common]
-    parts = list(rows[0]["parts"]) if same_device else []
-    summary = _summary(rows, parts)
-    document = {
-        "a": str(folder_a),
-        "b": str(folder_b),
-        "generated_at": utc_now(),
-        "ranks": rows,
-        "ranks_only_in_a": sorted(set(ranks_a) - set(ranks_b)),
-        "ranks_only_in_b": sorted(set(ranks_b) - set(ranks_a)),
-        "differences": _job_differences(folder_a, folder_b, report_a, report_b, same_device),
-        **summary,
-    }
-    return msgspec.convert(document, Comparison)
+    parts = list(rows[0].parts) if same_device else []
+    return _summary(
+        Comparison(
+            a=str(folder_a),
+            b=str(folder_b),
+            generated_at=utc_now(),
+            ranks=rows,
+            ranks_only_in_a=sorted(set(ranks_a) - set(ranks_b)),
+            ranks_only_in_b=sorted(set(ranks_b) - set(ranks_a)),
+            differences=_job_differences(folder_a, folder_b, report_a, report_b, same_device),
+        ),
+        parts,
+    )
 
 
-def _side_by_side(a: Sequence[float], b: Sequence[float]) -> dict[str, Any]:
+def _side_by_side(a: Sequence[float], b: Sequence[float]) -> SideBySide:
     mean_a, mean_b = mean(a), mean(b)
     noise = max(_stdev(a), _stdev(b))
     diff = mean_b - mean_a
-    return {
-        "a_ms": mean_a,
-        "b_ms": mean_b,
-        "diff_ms": diff,
-        "diff_pct": 100 * diff / mean_a if mean_a else None,
-        "noise_ms": noise,
-        "beyond_noise": abs(diff) > max(2 * noise, 0.01 * abs(mean_a), 1e-3),
-    }
+    return SideBySide(
+        a_ms=mean_a,
+        b_ms=mean_b,
+        diff_ms=diff,
+        diff_pct=100 * diff / mean_a if mean_a else None,
+        noise_ms=noise,
+        beyond_noise=abs(diff) > max(2 * noise, 0.01 * abs(mean_a), 1e-3),
+    )
 
 
-def _rank_row(a: RankReport, b: RankReport, same_device: bool) -> dict[str, Any]:
-    row: dict[str, Any] = {"rank": a.rank, "step": _side_by_side(a.step_ms, b.step_ms), "parts": {}}
-    if same_device:
-        for part in a.breakdown_ms:
-            row["parts"][part] = _side_by_side(a.breakdown_steps_ms[part], b.breakdown_steps_ms[part])
-    return row
+def _rank_row(a: RankReport, b: RankReport, same_device: bool) -> RankComparison:
+    parts = (
+        {
+            part: _side_by_side(a.breakdown_steps_ms[part], b.breakdown_steps_ms[part])
+            for part in a.breakdown_ms
+        }
+        if same_device
+        else {}
+    )
+    return RankComparison(rank=a.rank, step=_side_by_side(a.step_ms, b.step_ms), parts=parts)
 
 
-def _summary(rows: list[dict[str, Any]], parts: list[str]) -> dict[str, Any]:
-    step_a = mean([r["step"]["a_ms"] for r in rows])
-    step_b = mean([r["step"]["b_ms"] for r in rows])
+def _summary(compared: Comparison, parts: list[str]) -> Comparison:
+    """``compared`` with what its rows say as a whole: the step, the parts that changed, the verdict."""
+    rows = compared.ranks
+    step_a = mean([r.step.a_ms for r in rows])
+    step_b = mean([r.step.b_ms for r in rows])
     pct = 100 * (step_b - step_a) / step_a if step_a else 0.0
-    changed_ranks = sum(r["step"]["beyond_noise"] for r in rows)
+    changed_ranks = sum(r.step.beyond_noise for r in rows)
     changed, unchanged = [], []
     for part in parts:
-        moved = [r for r in rows if r["parts"][part]["beyond_noise"]]
+        moved = [r for r in rows if r.parts[part].beyond_noise]
         if not moved:
             unchanged.append(part)
             continue
-        diff = mean([r["parts"][part]["diff_ms"] for r in moved])
+        diff = mean([r.parts[part].diff_ms for r in moved])
         where = "on every rank" if len(moved) == len(rows) else f"on {len(moved)} of {len(rows)} ranks"
         changed.append((abs(diff), f"{part} {_signed_duration(diff)} {where}"))
     if changed_ranks * 2 > len(rows):
@@ -135,15 +140,16 @@ def _summary(rows: list[dict[str, Any]], parts: list[str]) -> dict[str, Any]:
     details = [text for _, text in sorted(changed, reverse=True)]
     if unchanged:
         details.append(f"{', '.join(unchanged)} unchanged")
-    return {
-        "step_a_ms": step_a,
-        "step_b_ms": step_b,
-        "step_diff_pct": pct,
-        "ranks_with_changed_step": changed_ranks,
-        "parts_changed": [text for _, text in sorted(changed, reverse=True)],
-        "parts_unchanged": unchanged,
-        "verdict": headline + (": " + "; ".join(details) if details else ""),
-    }
+    return msgspec.structs.replace(
+        compared,
+        step_a_ms=step_a,
+        step_b_ms=step_b,
+        step_diff_pct=pct,
+        ranks_with_changed_step=changed_ranks,
+        parts_changed=[text for _, text in sorted(changed, reverse=True)],
+        parts_unchanged=unchanged,
+        verdict=headline + (": " + "; ".join(details) if details else ""),
+    )
 
 
 def _job_differences(

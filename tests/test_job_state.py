@@ -25,6 +25,7 @@ from profiling.folder.manifest import record_attempt
 from profiling.folder.step_log import read_step_log
 from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
+from profiling.schema.manifest import AttemptRecord, JobFacts
 from slurm import scheduler
 from tests.common import REPO, SMALL_JOB, SMALL_WORKLOAD, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob, task_processes
@@ -135,10 +136,11 @@ def test_accounting_that_stays_behind_is_waited_for_a_bounded_time(monkeypatch: 
 def test_an_outcome_in_the_manifest_ends_the_job_whatever_running_json_says(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "7")
     write(folder.running, {"restart_count": 0, "launcher": "submitit-local", "pid": os.getpid()})
-    failed = {"restart_count": 0, "folder": ".", "resumed_from_step": 0, "next_step": 3, "trace_files": []}
-    failed |= {"outcome": "failed", "started_at": "2026-12-01T08:00:00.000+00:00"}
-    failed |= {"ended_at": "2026-12-01T08:02:31.123+00:00", "error": "X: y"}
-    facts = {"job_id": "7", "launcher": "submitit-local", "nodes": 1, "master": "h:1", "backend": "gloo"}
+    failed = AttemptRecord(
+        restart_count=0, folder=".", resumed_from_step=0, next_step=3, trace_files=[], outcome="failed",
+        started_at="2026-12-01T08:00:00.000+00:00", ended_at="2026-12-01T08:02:31.123+00:00", error="X: y",
+    )  # fmt: skip
+    facts = JobFacts(job_id="7", launcher="submitit-local", nodes=1, master="h:1", backend="gloo")
     record_attempt(folder, facts, failed)
     state = job_state(folder)
     assert (state.running, state.outcome) == (False, "failed")

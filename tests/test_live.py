@@ -7,12 +7,13 @@ import subprocess
 import time
 from pathlib import Path
 
+import msgspec
 import pytest
 import torch
 import torch.distributed as dist
 
 import profiling.recording.capture
-from jobs.capture import main as capture_main
+from jobs.commands.capture import main as capture_main
 from profiling.folder.layout import JobFolder
 from profiling.folder.requests import read_accepted, write_request
 from profiling.folder.step_log import StepLogHeader, read_step_log
@@ -71,9 +72,9 @@ def test_slowest_rank_joins_the_window_with_the_times_behind_the_choice(tmp_path
     # this rank's mean is its step log's: the CPU time of steps 0-3, before the warm-up
     assert gathered[0] == pytest.approx(read_step_log(timing.writer.path).median["cpu"][:4].mean() / 1e3)
     [choice] = hook.choices
-    assert (choice["first"], choice["last"], choice["rank"]) == (5, 6, 1)
-    assert choice["median_ms"] == pytest.approx(12.0)
-    assert choice["over_median_pct"] > 1000
+    assert (choice.first, choice.last, choice.rank) == (5, 6, 1)
+    assert choice.median_ms == pytest.approx(12.0)
+    assert choice.over_median_pct > 1000
     assert [t.path.name for t in list_traces(tmp_path)] == ["rank1_iter5_6.json"]
 
 
@@ -86,7 +87,7 @@ def test_a_rank_that_is_not_the_slowest_does_not_record(tmp_path: Path) -> None:
     profiler = StepProfiler(CONFIG, rank=0, steps=10, trace_dir=tmp_path, scheduled=False, hooks=hooks)
     train(profiler, range(10))
     timing.close()
-    assert hook.choices[0]["rank"] == 1
+    assert hook.choices[0].rank == 1
     assert list_traces(tmp_path) == []
 
 
@@ -128,7 +129,7 @@ def test_ranks_that_see_a_request_apart_record_the_same_steps(tmp_path: Path, po
             hooks=[SeesRequestsFrom(watcher, sees_at)],
         )  # fmt: skip
         train(profiler, range(40), before_step=lambda step: time.sleep(0.02))
-    first = watchers[0].captures[0]["first"]
+    first = watchers[0].captures[0].first
     assert first > 8  # after every rank has seen it
     assert [w.captures for w in watchers] == [watchers[0].captures] * 2
     assert sorted(t.path.name for t in list_traces(folder.path)) == [
@@ -137,7 +138,7 @@ def test_ranks_that_see_a_request_apart_record_the_same_steps(tmp_path: Path, po
     for trace in list_traces(folder.path):
         assert profiler_steps(load_trace(trace.path)) == [first, first + 1, first + 2]
     accepted = read_accepted(folder, request.id)
-    assert accepted == {**watchers[0].captures[0], "within_run": True}
+    assert accepted == {**msgspec.to_builtins(watchers[0].captures[0]), "within_run": True}
     assert accepted["ranks"] == [0, 1]
 
 
@@ -159,7 +160,7 @@ def test_a_capture_steps_around_the_scheduled_window_and_past_the_end_records_no
     train(profiler, range(9), before_step=lambda step: time.sleep(0.2))  # a look every step
     [capture] = watcher.captures
     # seen after step 0, due at step 3, which would overlap 4-6 (and its warm-up): after it
-    assert capture["first"] == 8 and not capture["within_run"]
+    assert capture.first == 8 and not capture.within_run
     assert log == ["capture 1: rank 0 cannot record steps 8-9 (past the end?)"]
     assert list_traces(folder.path) == []
 
@@ -177,7 +178,7 @@ def test_a_capture_keeps_clear_of_a_scheduled_windows_warm_up(tmp_path: Path, po
     train(profiler, range(12), before_step=lambda step: time.sleep(0.2))
     [capture] = watcher.captures
     # seen after step 0, due at step 3: inside the warm-up (3-6), so after the window
-    assert (capture["first"], capture["last"]) == (10, 11) and capture["within_run"]
+    assert (capture.first, capture.last) == (10, 11) and capture.within_run
     assert [t.path.name for t in list_traces(folder.path)] == ["rank0_iter10_11.json"]
 
 

@@ -18,12 +18,12 @@ from profiling.folder.manifest import (
     write_manifest,
 )
 from profiling.schema.files import FileRefused
-from profiling.schema.manifest import Manifest
+from profiling.schema.manifest import AttemptRecord, JobFacts, Manifest, StepTimeSummary
 
 
 def test_step_time_summary_without_windows() -> None:
-    summary = step_time_summary([0.4, 0.1, 0.2, 0.3])
-    assert summary == {
+    summary = msgspec.structs.asdict(step_time_summary([0.4, 0.1, 0.2, 0.3]))
+    assert {key: value for key, value in summary.items() if value is not None} == {
         "steps": 4,
         "mean_s": pytest.approx(0.25),
         "median_s": pytest.approx(0.25),
@@ -32,7 +32,7 @@ def test_step_time_summary_without_windows() -> None:
         "max_s": 0.4,
         "first_s": 0.4,
     }
-    assert step_time_summary([]) == {"steps": 0}
+    assert step_time_summary([]) == StepTimeSummary(steps=0)
 
 
 def test_step_time_summary_splits_recorded_after_and_other_steps() -> None:
@@ -40,10 +40,10 @@ def test_step_time_summary_splits_recorded_after_and_other_steps() -> None:
     # warm-up of the loop and counts in no kind
     seconds = [9.0, 1.0, 1.2, 2.0, 2.2, 5.0, 1.1, 0.9, 1.0, 1.3]
     summary = step_time_summary(seconds, first_step=10, windows=[(13, 14)])
-    assert summary["recorded_median_s"] == pytest.approx(2.1)
-    assert summary["after_window_mean_s"] == pytest.approx(5.0)
-    assert summary["unrecorded_median_s"] == pytest.approx(1.05)  # steps 11, 12, 16-19
-    assert summary["first_s"] == 9.0 and summary["steps"] == 10
+    assert summary.recorded_median_s == pytest.approx(2.1)
+    assert summary.after_window_mean_s == pytest.approx(5.0)
+    assert summary.unrecorded_median_s == pytest.approx(1.05)  # steps 11, 12, 16-19
+    assert summary.first_s == 9.0 and summary.steps == 10
 
 
 def test_attempt_record_lists_that_attempts_traces(tmp_path) -> None:
@@ -55,21 +55,21 @@ def test_attempt_record_lists_that_attempts_traces(tmp_path) -> None:
     record = attempt_record(
         job, restart_count=1, resumed_from_step=6, next_step=20, outcome="completed", started_at="t0"
     )
-    assert record["folder"] == job.attempt_name(1)
-    assert record["trace_files"] == [str((job.attempt(1) / "rank0_iter8_9.json").relative_to(job.path))]
-    assert (record["restart_count"], record["resumed_from_step"], record["next_step"]) == (1, 6, 20)
-    assert "error" not in record
+    assert record.folder == job.attempt_name(1)
+    assert record.trace_files == [str((job.attempt(1) / "rank0_iter8_9.json").relative_to(job.path))]
+    assert (record.restart_count, record.resumed_from_step, record.next_step) == (1, 6, 20)
+    assert record.error is None and "error" not in msgspec.json.decode(msgspec.json.encode(record))
     first = attempt_record(
         job, restart_count=0, resumed_from_step=0, next_step=6, outcome="preempted", started_at="t", error="x"
     )
-    assert first["folder"] == "." and first["trace_files"] == ["rank0_iter3_4.json"] and first["error"] == "x"
+    assert first.folder == "." and first.trace_files == ["rank0_iter3_4.json"] and first.error == "x"
 
 
 def test_attempts_accumulate_and_a_rerun_replaces_its_own(tmp_path) -> None:
     job = JobFolder(tmp_path, "7")
-    facts = {"job_id": "7", "launcher": "slurm", "nodes": 2, "master": "node1:29500", "backend": "nccl"}
+    facts = JobFacts(job_id="7", launcher="slurm", nodes=2, master="node1:29500", backend="nccl")
 
-    def attempt(count: int, outcome: str) -> dict:
+    def attempt(count: int, outcome: str) -> AttemptRecord:
         return attempt_record(
             job, restart_count=count, resumed_from_step=0, next_step=5, outcome=outcome, started_at="t"
         )

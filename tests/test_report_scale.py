@@ -71,14 +71,14 @@ def test_a_ranks_own_analysis_is_bounded_and_cannot_fail_the_job(tmp_path: Path)
     write_job(tmp_path, cpu_job(8, lambda step: {}), 8)
     (trace, _) = list_traces(tmp_path)
     done = analyse_own_traces([trace.path], reader="rank 0 on n1 (pid 1)", limit_s=60)
-    assert (done["outcome"], done["records"]) == ("written", [trace.path.name])
+    assert (done.outcome, done.records) == ("written", [trace.path.name])
     assert records.load_fresh(trace.source).analysed_by == "rank 0 on n1 (pid 1)"
     unfinished = analyse_own_traces([trace.path], reader="rank 0", limit_s=0)
-    assert unfinished["outcome"].startswith("unfinished after 0 s (half --dist-timeout): left to rank 0")
+    assert unfinished.outcome.startswith("unfinished after 0 s (half --dist-timeout): left to rank 0")
     broken = tmp_path / "rank5_iter10_17.json"
     broken.write_text("{not json")
     failed = analyse_own_traces([broken], reader="rank 5", limit_s=60)
-    assert failed["outcome"].startswith("failed: TraceFormatError") and failed["records"] == []
+    assert failed.outcome.startswith("failed: TraceFormatError") and failed.records == []
 
 
 def test_progress_only_on_a_terminal() -> None:

@@ -188,3 +188,54 @@ def test_no_function_name_means_two_things() -> None:
                 where.setdefault(node.name, []).append(module)
     twice = {name: places for name, places in where.items() if len(places) > 1}
     assert not twice, twice
+
+
+def test_the_typed_files_are_built_as_their_structs() -> None:
+    """One owner per file: what schema/ types is built as its Struct by the code that writes it,
+    never as a dict literal converted (or not) on the way out."""
+    from typing import get_type_hints
+
+    from jobs.runtime import records, report_step
+    from profiling import compare
+    from profiling.folder import manifest
+    from profiling.history import summary
+    from profiling.recording import config, profiler, step_timing
+    from profiling.schema import comparison
+    from profiling.schema import manifest as typed
+    from profiling.schema.summary import JobSummary
+
+    builders = {
+        manifest.step_time_summary: typed.StepTimeSummary,
+        manifest.attempt_record: typed.AttemptRecord,
+        manifest.build_manifest: typed.Manifest,
+        records.rank_record: typed.RankRecord,
+        records.Attempt.facts: typed.JobFacts,
+        records.Attempt.record: typed.AttemptRecord,
+        config.ProfilerConfig.record: typed.ProfilerRecord,
+        config.ProfilerConfig.schedule_record: typed.Schedule,
+        profiler.windows_record: list[typed.WindowRecord],
+        step_timing.StepTiming.manifest_record: typed.StepLogRecord,
+        report_step.analyse_own_traces: typed.OwnAnalysis,
+        compare.compare: comparison.Comparison,
+        summary.job_summary: JobSummary,
+    }
+    wrong = {
+        f.__qualname__: get_type_hints(f)["return"]
+        for f, kind in builders.items()
+        if get_type_hints(f)["return"] != kind
+    }
+    assert not wrong, wrong
+    # and the grep: no function of the rooms that write files returns a record as a plain dict
+    untyped = []
+    for module, path in _modules().items():
+        if module.startswith("profiling.schema"):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and node.returns is not None:
+                returns = ast.unparse(node.returns)
+                # what the toolkit's own files hold (Perfetto's manifest and torch's flight
+                # recorder dump are theirs, read and written as they define them)
+                named = re.search(r"(^|_)(record|facts|summary|dump)$|^manifest_", node.name)
+                if named and returns.startswith(("dict[str, Any]", "list[dict[str, Any]]")):
+                    untyped.append(f"{module}.{node.name} -> {returns}")
+    assert not untyped, untyped

@@ -10,6 +10,8 @@ import socket
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from jobs.job_state import process_start
 from jobs.runtime.group import JobGroup
 from jobs.runtime.output import say
@@ -19,6 +21,7 @@ from profiling.recording.config import ProfilerConfig
 from profiling.recording.process_memory import peak_resident_bytes
 from profiling.recording.profiler import StepHook, StepProfiler, windows_record
 from profiling.recording.step_timing import StepTiming
+from profiling.schema.manifest import AttemptRecord, DtypeChoice, JobFacts, RankRecord
 from slurm.common.clock import utc_now
 from slurm.common.files import write_json_atomically
 from slurm.identity import DistributedIdentity
@@ -40,20 +43,20 @@ class Attempt:
     def trace_dir(self) -> Path:
         return self.folder.attempt(self.identity.restart_count)
 
-    def facts(self) -> dict[str, Any]:
+    def facts(self) -> JobFacts:
         """What the manifest says about the job as a whole."""
         identity = self.identity
-        return {
-            "job_id": identity.job_id,
-            "launcher": str(identity.launcher),
-            "nodes": identity.num_nodes,
-            "master": f"{identity.master_addr}:{identity.master_port}",
-            "backend": self.backend,
-            "job_name": identity.job_name,
-            "user": pwd.getpwuid(os.getuid()).pw_name,
-        }
+        return JobFacts(
+            job_id=identity.job_id,
+            launcher=str(identity.launcher),
+            nodes=identity.num_nodes,
+            master=f"{identity.master_addr}:{identity.master_port}",
+            backend=self.backend,
+            job_name=identity.job_name,
+            user=pwd.getpwuid(os.getuid()).pw_name,
+        )
 
-    def record(self, outcome: str, next_step: int, error: str | None = None) -> dict[str, Any]:
+    def record(self, outcome: str, next_step: int, error: str | None = None) -> AttemptRecord:
         return manifest.attempt_record(
             self.folder,
             restart_count=self.identity.restart_count,
@@ -100,36 +103,37 @@ def rank_record(
     threads: int,
     profiled: bool,
     about: dict[str, Any],
-) -> dict[str, Any]:
+) -> RankRecord:
     """What this rank did, as the manifest lists it under ``ranks`` (``about``: what the loop
     adds, the dtype it chose, say)."""
     identity = attempt.identity
     about = dict(about)
-    return {
-        "rank": identity.rank,
-        "local_rank": identity.local_rank,
-        "node_rank": identity.node_rank,
-        "node": identity.node_name or socket.gethostname(),
-        "hostname": socket.gethostname(),
-        "device": device,
-        "dtype": about.pop("dtype", None),
-        "about": about,
-        "threads": threads,
-        "launcher": str(identity.launcher),
-        "profiled": profiled or bool(profiler.recorded),
-        "trace_files": [path.name for path in profiler.trace_files],
-        "windows": windows_record(profiler.recorded),  # what each trace holds, and why it was recorded
-        "step_time": manifest.step_time_summary(
+    dtype = about.pop("dtype", None)
+    return RankRecord(
+        rank=identity.rank,
+        local_rank=identity.local_rank,
+        node_rank=identity.node_rank,
+        node=identity.node_name or socket.gethostname(),
+        hostname=socket.gethostname(),
+        device=device,
+        dtype=msgspec.convert(dtype, DtypeChoice) if dtype is not None else None,
+        about=about,
+        threads=threads,
+        launcher=str(identity.launcher),
+        profiled=profiled or bool(profiler.recorded),
+        trace_files=[path.name for path in profiler.trace_files],
+        windows=windows_record(profiler.recorded),  # what each trace holds, and why it was recorded
+        step_time=manifest.step_time_summary(
             timing.step_seconds, first_step=attempt.start_step, windows=profiler.windows
         ),
-        "trace_export_s": round(profiler.export_seconds, 4),
-        "peak_rss_mib": round(peak_resident_bytes() / 2**20, 1),
-        "started_at": attempt.started_at,
-    }
+        trace_export_s=round(profiler.export_seconds, 4),
+        peak_rss_mib=round(peak_resident_bytes() / 2**20, 1),
+        started_at=attempt.started_at,
+    )
 
 
 def gather_and_write_manifest(
-    attempt: Attempt, group: JobGroup, record: dict[str, Any], next_step: int, hooks: list[StepHook]
+    attempt: Attempt, group: JobGroup, record: RankRecord, next_step: int, hooks: list[StepHook]
 ) -> None:
     """Every rank's record to rank 0, which writes the manifest."""
     identity = attempt.identity
@@ -137,13 +141,14 @@ def gather_and_write_manifest(
     if records is not None and identity.is_main:
         attempts = manifest.with_attempt(attempt.folder, attempt.record("completed", next_step))
         written = manifest.build_manifest(
-            facts={**attempt.facts(), "restart_count": identity.restart_count},
+            facts=msgspec.structs.replace(attempt.facts(), restart_count=identity.restart_count),
             ranks=records,
             attempts=attempts,
+            schedule=attempt.profiler.schedule_record(),
             profiler=attempt.profiler.record(),
             workload=attempt.workload,
             hooks={hook.manifest_key: hook.manifest_section() for hook in hooks},
-            started_at=min([attempts[0].started_at, *(r["started_at"] for r in records)]),
+            started_at=min([attempts[0].started_at, *(r.started_at for r in records)]),
             ended_at=utc_now(),
         )
         path = manifest.write_manifest(attempt.folder, written)

@@ -10,11 +10,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from profiling.schema.manifest import OwnAnalysis
+
 if TYPE_CHECKING:
     from profiling.schema.model import Report
 
 
-def analyse_own_traces(traces: list[Path], *, reader: str, limit_s: float) -> dict[str, Any]:
+def analyse_own_traces(traces: list[Path], *, reader: str, limit_s: float) -> OwnAnalysis:
     """Read this rank's traces into their records; what the manifest says of it.
 
     Bounded by ``limit_s`` (half the collective timeout), since every rank then meets the others
@@ -40,8 +42,11 @@ def analyse_own_traces(traces: list[Path], *, reader: str, limit_s: float) -> di
     worker.join(timeout=limit_s)
     if worker.is_alive():
         outcome["outcome"] = f"unfinished after {limit_s:g} s (half --dist-timeout): left to rank 0"
-    outcome["seconds"] = round(time.monotonic() - started, 3)
-    return dict(outcome, records=list(outcome["records"]))
+    return OwnAnalysis(
+        records=list(outcome["records"]),
+        seconds=round(time.monotonic() - started, 3),
+        outcome=outcome["outcome"],
+    )
 
 
 def report_on(trace_dir: Path, log: Callable[[str], None], *, comment_on: str | None = None) -> None:

@@ -1,9 +1,9 @@
 """The manifest (:attr:`JobFolder.manifest`, typed by :mod:`profiling.schema.manifest`): what a
 job folder holds and how it was made.
 
-Rank 0 writes it when an attempt ends (completed, preempted or failed): the ranks' records
-come as dicts (gathered over the process group), and become the typed manifest here, held to
-its Struct before it is written.
+Rank 0 writes it when an attempt ends (completed, preempted or failed), from the ranks' records
+(gathered over the process group), each built as its Struct; :func:`~profiling.schema.files.write_file`
+holds the whole to its Struct before it is written.
 """
 
 from __future__ import annotations
@@ -21,14 +21,22 @@ import msgspec
 from profiling.folder.layout import JobFolder
 from profiling.folder.traces import list_traces
 from profiling.schema.files import FileRefused, read_file, write_file
-from profiling.schema.manifest import AttemptRecord, Manifest
+from profiling.schema.manifest import (
+    AttemptRecord,
+    JobFacts,
+    Manifest,
+    ProfilerRecord,
+    RankRecord,
+    Schedule,
+    StepTimeSummary,
+)
 from slurm.common.clock import utc_now
 from slurm.common.files import SMALL_FILE_BYTES, read_regular
 
 
 def step_time_summary(
     seconds: Sequence[float], *, first_step: int = 0, windows: Sequence[tuple[int, int]] = ()
-) -> dict[str, float | int]:
+) -> StepTimeSummary:
     """Step times of one rank; with recorded ``windows``, split by what the profiler was doing.
 
     ``seconds[i]`` is step ``first_step + i``, from the end of the previous step to the end of
@@ -36,37 +44,31 @@ def step_time_summary(
     lands in the step after it, reported as ``after_window_mean_s``.
     """
     if not seconds:
-        return {"steps": 0}
-    summary: dict[str, float | int] = {
-        "steps": len(seconds),
-        "mean_s": statistics.fmean(seconds),
-        "median_s": statistics.median(seconds),
-        "p90_s": float(statistics.quantiles(seconds, n=10, method="inclusive")[-1])
-        if len(seconds) > 1
-        else seconds[0],
-        "min_s": min(seconds),
-        "max_s": max(seconds),
-        "first_s": seconds[0],
-    }
-    if windows:
-        steps = range(first_step, first_step + len(seconds))
-        recorded = {s for first, last in windows for s in range(first, last + 1)}
-        after = {last + 1 for _, last in windows}
-        by_kind = {
-            "recorded_median_s": [t for s, t in zip(steps, seconds, strict=True) if s in recorded],
-            "after_window_mean_s": [t for s, t in zip(steps, seconds, strict=True) if s in after],
-            "unrecorded_median_s": [
-                t
-                for s, t in zip(steps, seconds, strict=True)
-                if s not in recorded and s not in after and s != first_step
-            ],
-        }
-        for key, values in by_kind.items():
-            if values:
-                summary[key] = (
-                    statistics.fmean(values) if key.endswith("mean_s") else statistics.median(values)
-                )
-    return summary
+        return StepTimeSummary(steps=0)
+    summary = StepTimeSummary(
+        steps=len(seconds),
+        mean_s=statistics.fmean(seconds),
+        median_s=statistics.median(seconds),
+        p90_s=statistics.quantiles(seconds, n=10, method="inclusive")[-1] if len(seconds) > 1 else seconds[0],
+        min_s=min(seconds),
+        max_s=max(seconds),
+        first_s=seconds[0],
+    )
+    if not windows:
+        return summary
+    steps = range(first_step, first_step + len(seconds))
+    recorded = {s for first, last in windows for s in range(first, last + 1)}
+    after = {last + 1 for _, last in windows}
+    timed = list(zip(steps, seconds, strict=True))
+    recorded_s = [t for s, t in timed if s in recorded]
+    after_s = [t for s, t in timed if s in after]
+    other_s = [t for s, t in timed if s not in recorded and s not in after and s != first_step]
+    return msgspec.structs.replace(
+        summary,
+        recorded_median_s=statistics.median(recorded_s) if recorded_s else None,
+        after_window_mean_s=statistics.fmean(after_s) if after_s else None,
+        unrecorded_median_s=statistics.median(other_s) if other_s else None,
+    )
 
 
 def versions() -> dict[str, str]:
@@ -88,21 +90,19 @@ def attempt_record(
     outcome: str,
     started_at: str,
     error: str | None = None,
-) -> dict[str, Any]:
+) -> AttemptRecord:
     """One attempt (one run of the job, SLURM_RESTART_COUNT=k): what it ran and what it wrote."""
-    record = {
-        "restart_count": restart_count,
-        "folder": job.attempt_name(restart_count),
-        "resumed_from_step": resumed_from_step,
-        "next_step": next_step,
-        "outcome": outcome,  # "completed", "preempted" or "failed"
-        "trace_files": [str(t.path.relative_to(job.path)) for t in list_traces(job.attempt(restart_count))],
-        "started_at": started_at,
-        "ended_at": utc_now(),
-    }
-    if error:
-        record["error"] = error
-    return record
+    return AttemptRecord(
+        restart_count=restart_count,
+        folder=job.attempt_name(restart_count),
+        resumed_from_step=resumed_from_step,
+        next_step=next_step,
+        outcome=outcome,  # "completed", "preempted" or "failed"
+        trace_files=[str(t.path.relative_to(job.path)) for t in list_traces(job.attempt(restart_count))],
+        started_at=started_at,
+        ended_at=utc_now(),
+        error=error or None,
+    )
 
 
 def read_manifest(job: JobFolder) -> Manifest | None:
@@ -133,65 +133,66 @@ def read_running(job: JobFolder) -> dict[str, Any] | None:
 
 
 def with_attempt(
-    job: JobFolder, attempt: dict[str, Any], manifest: Manifest | None = None
+    job: JobFolder, attempt: AttemptRecord, manifest: Manifest | None = None
 ) -> list[AttemptRecord]:
     """Earlier attempts, as the manifest on disk (or ``manifest``) lists them, and ``attempt``.
 
     ``attempt`` replaces an earlier record of the same restart count (a failed attempt's, say).
     """
-    new = msgspec.convert(attempt, AttemptRecord)
     earlier = manifest if manifest is not None else read_manifest(job)
-    others = [a for a in (earlier.attempts if earlier else []) if a.restart_count != new.restart_count]
-    return sorted([*others, new], key=lambda a: a.restart_count)
+    others = [a for a in (earlier.attempts if earlier else []) if a.restart_count != attempt.restart_count]
+    return sorted([*others, attempt], key=lambda a: a.restart_count)
 
 
-def record_attempt(job: JobFolder, facts: dict[str, Any], attempt: dict[str, Any]) -> Path:
+def record_attempt(job: JobFolder, facts: JobFacts, attempt: AttemptRecord) -> Path:
     """Rank 0, when an attempt ends early (preempted, failed): keep the manifest up to date."""
     on_disk = read_manifest(job)
     attempts = with_attempt(job, attempt, on_disk)
     trace_files = [name for a in attempts for name in a.trace_files]
+    known = {name: value for name, value in msgspec.structs.asdict(facts).items() if value is not None}
     if on_disk is None:
-        manifest = msgspec.convert({**facts, "attempts": attempts, "trace_files": trace_files}, Manifest)
+        manifest = Manifest(**known, attempts=attempts, trace_files=trace_files)
     else:
-        manifest = msgspec.structs.replace(on_disk, **facts, attempts=attempts, trace_files=trace_files)
+        manifest = msgspec.structs.replace(on_disk, **known, attempts=attempts, trace_files=trace_files)
     return write_manifest(job, manifest)
 
 
 def build_manifest(
     *,
-    facts: dict[str, Any],
-    ranks: Sequence[dict[str, Any]],
+    facts: JobFacts,
+    ranks: Sequence[RankRecord],
     attempts: Sequence[AttemptRecord],
-    profiler: dict[str, Any],
+    schedule: Schedule,
+    profiler: ProfilerRecord,
     workload: dict[str, Any],
     hooks: dict[str, Any],
     started_at: str,
     ended_at: str,
 ) -> Manifest:
-    """Assemble the manifest from the job's facts and every rank's own record (by rank), held
-    to its Struct: a record of another form fails here, on rank 0, not in a reader."""
-    ranks = sorted(ranks, key=lambda record: record["rank"])
+    """Assemble the manifest from the job's facts and every rank's own record (by rank)."""
+    ranks = sorted(ranks, key=lambda record: record.rank)
     hosts: list[str] = []
-    for record in sorted(ranks, key=lambda record: record["node_rank"]):
-        if record["node"] not in hosts:
-            hosts.append(record["node"])
-    document = {
-        **facts,
-        "world_size": len(ranks),
-        "hostnames": hosts,
-        "profiled_ranks": [record["rank"] for record in ranks if record["profiled"]],
-        "trace_files": [name for attempt in attempts for name in attempt.trace_files],
-        "attempts": list(attempts),
-        "schedule": profiler["schedule"],
-        "profiler": {key: value for key, value in profiler.items() if key != "schedule"},
-        "workload": workload,
-        "versions": versions(),
-        "started_at": started_at,
-        "ended_at": ended_at,
-        "ranks": list(ranks),
-        **hooks,
-    }
-    return msgspec.convert(document, Manifest, from_attributes=True)
+    for record in sorted(ranks, key=lambda record: record.node_rank):
+        if record.node not in hosts:
+            hosts.append(record.node)
+    return Manifest(
+        **msgspec.structs.asdict(facts),
+        world_size=len(ranks),
+        hostnames=hosts,
+        profiled_ranks=[record.rank for record in ranks if record.profiled],
+        trace_files=[name for attempt in attempts for name in attempt.trace_files],
+        attempts=list(attempts),
+        schedule=schedule,
+        profiler=profiler,
+        workload=workload,
+        versions=versions(),
+        started_at=started_at,
+        ended_at=ended_at,
+        ranks=list(ranks),
+        slowest=hooks.get("slowest"),
+        captures=hooks.get("captures"),
+        step_log=hooks.get("step_log"),
+    )
 
 
 def write_manifest(job: JobFolder, manifest: Manifest) -> Path:

@@ -7,8 +7,11 @@ import dataclasses
 import json
 from typing import Any
 
+import msgspec
+
 from profiling.folder.layout import JobFolder
 from profiling.ranks import RankSelection
+from profiling.schema.manifest import CaptureRecord
 from slurm.common.clock import utc_now
 from slurm.common.files import SMALL_FILE_BYTES, read_regular, write_json_atomically
 
@@ -48,9 +51,9 @@ def read_requests(folder: JobFolder) -> list[CaptureRequest]:
     return sorted(found, key=lambda request: request.id)
 
 
-def write_accepted(folder: JobFolder, request_id: int, accepted: dict[str, Any]) -> None:
+def write_accepted(folder: JobFolder, request_id: int, accepted: CaptureRecord) -> None:
     """The steps and ranks the job agreed on for a request (written by one of its ranks)."""
-    write_json_atomically(folder.capture_accepted(request_id), accepted)
+    write_json_atomically(folder.capture_accepted(request_id), msgspec.to_builtins(accepted))
 
 
 def read_accepted(folder: JobFolder, request_id: int) -> dict[str, Any] | None:

@@ -17,11 +17,11 @@ import os
 import statistics
 import time
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from profiling.folder.layout import JobFolder
 from profiling.folder.requests import CaptureRequest, read_requests, write_accepted
 from profiling.recording.profiler import StepProfiler, Window
+from profiling.schema.manifest import CaptureRecord
 
 POLL_S = 2.0
 CAPTURE_WARMUP = 1  # steps of profiler warm-up before a capture's first recorded step
@@ -50,7 +50,7 @@ class CaptureWatcher:
         self._seen_mtime: int | None = None
         self._handled: set[int] = set()
         self._step_ends: list[float] = []
-        self.captures: list[dict[str, Any]] = []
+        self.captures: list[CaptureRecord] = []
 
     def after_step(self, step: int, profiler: StepProfiler) -> None:
         now = time.monotonic()
@@ -71,7 +71,7 @@ class CaptureWatcher:
                 self._handled.add(request.id)
                 self._accept(request, step, profiler)
 
-    def manifest_section(self) -> list[dict[str, Any]]:
+    def manifest_section(self) -> list[CaptureRecord]:
         """Each capture: its id, when it was asked for, the steps and ranks agreed on."""
         return list(self.captures)
 
@@ -84,16 +84,16 @@ class CaptureWatcher:
             self._log(
                 f"capture {request.id}: rank {self.rank} cannot record steps {first}-{last} (past the end?)"
             )
-        record = {
-            "id": request.id,
-            "requested_at": request.requested_at,
-            "first": first,
-            "last": last,
-            "ranks": sorted(request.selection().resolve(self.world_size)),
-            "within_run": last < profiler.steps,
-        }
+        record = CaptureRecord(
+            id=request.id,
+            requested_at=request.requested_at,
+            first=first,
+            last=last,
+            ranks=sorted(request.selection().resolve(self.world_size)),
+            within_run=last < profiler.steps,
+        )
         self.captures.append(record)
-        if self.rank == min(record["ranks"], default=0):
+        if self.rank == min(record.ranks, default=0):
             write_accepted(self.folder, request.id, record)
 
     def _proposal(self, request: CaptureRequest, step: int) -> int:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from profiling.ranks import DEFAULT_RANKS, RankSelection
 from profiling.recording.schedule import ScheduleConfig
+from profiling.schema.manifest import ProfilerRecord, Schedule
 from slurm.common.errors import SettingError
 from slurm.common.settings import at_least, section, setting
 
@@ -66,14 +66,17 @@ class ProfilerConfig:
                 "step was timed. HINT: use {wait} 1 or more (default 10)"
             )
 
-    def record(self) -> dict[str, Any]:
-        """As the manifest keeps it: the schedule, and what was recorded on which ranks."""
-        return {
-            "schedule": dataclasses.asdict(self.schedule),
-            "ranks": str(self.ranks),
-            "record_shapes": self.record_shapes,
-            "with_stack": self.with_stack,
-            "gzip": self.gzip,
-            "profile_memory": self.profile_memory,
-            "memory_history": self.memory_history,
-        }
+    def schedule_record(self) -> Schedule:
+        """The schedule, as the manifest keeps it."""
+        return Schedule(**dataclasses.asdict(self.schedule))
+
+    def record(self) -> ProfilerRecord:
+        """What was recorded on which ranks, as the manifest keeps it beside the schedule."""
+        return ProfilerRecord(
+            ranks=str(self.ranks),
+            record_shapes=self.record_shapes,
+            with_stack=self.with_stack,
+            gzip=self.gzip,
+            profile_memory=self.profile_memory,
+            memory_history=self.memory_history,
+        )

@@ -28,6 +28,7 @@ from torch.profiler import ProfilerAction, ProfilerActivity, profile
 from profiling.folder.traces import export_trace, trace_file_name
 from profiling.recording.config import ProfilerConfig
 from profiling.recording.group_labels import GroupLabels, needs_labels
+from profiling.schema.manifest import WindowRecord
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,7 +72,7 @@ class StepHook(Protocol):
 
     def after_step(self, step: int, profiler: StepProfiler) -> None: ...
 
-    def manifest_section(self) -> list[dict[str, Any]]: ...
+    def manifest_section(self) -> list[Any]: ...  # each item a JSON object, or a Struct of one
 
 
 class StepProfiler:
@@ -206,6 +207,6 @@ class StepProfiler:
         self.export_seconds += time.perf_counter() - started
 
 
-def windows_record(recorded: Sequence[tuple[Window, Path]]) -> list[dict[str, Any]]:
+def windows_record(recorded: Sequence[tuple[Window, Path]]) -> list[WindowRecord]:
     """What the manifest lists of a rank's windows."""
-    return [{"first": w.first, "last": w.last, "reason": w.reason, "file": p.name} for w, p in recorded]
+    return [WindowRecord(first=w.first, last=w.last, reason=w.reason, file=p.name) for w, p in recorded]

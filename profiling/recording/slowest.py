@@ -14,10 +14,10 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Sequence
-from typing import Any
 
 from profiling.recording.profiler import StepProfiler, Window
 from profiling.recording.step_timing import StepTiming
+from profiling.schema.manifest import SlowestChoice
 
 
 class SlowestRank:
@@ -39,9 +39,9 @@ class SlowestRank:
         self._gather = gather  # this rank's mean -> every rank's, in rank order (a collective)
         self._timing = timing  # called before this hook, each step
         self._spent, self._steps = 0.0, 0
-        self.choices: list[dict[str, Any]] = []
+        self.choices: list[SlowestChoice] = []
 
-    def manifest_section(self) -> list[dict[str, Any]]:
+    def manifest_section(self) -> list[SlowestChoice]:
         """Each window's choice: the rank, its compute per step, the median and how far above."""
         return list(self.choices)
 
@@ -55,14 +55,14 @@ class SlowestRank:
         slowest = max(range(len(means)), key=lambda rank: means[rank])
         median = statistics.median(means)
         self.choices.append(
-            {
-                "first": window.first,
-                "last": window.last,
-                "rank": slowest,
-                "compute_ms": means[slowest] * 1e3,
-                "median_ms": median * 1e3,
-                "over_median_pct": 100 * (means[slowest] - median) / median if median else 0.0,
-            }
+            SlowestChoice(
+                first=window.first,
+                last=window.last,
+                rank=slowest,
+                compute_ms=means[slowest] * 1e3,
+                median_ms=median * 1e3,
+                over_median_pct=100 * (means[slowest] - median) / median if median else 0.0,
+            )
         )
         if slowest == self.rank and not self.recording:
             profiler.add(Window(window.first, window.last, window.warmup, "slowest"))

@@ -23,6 +23,7 @@ from typing import Any
 from profiling.folder.step_log import StepLogHeader, StepLogWriter
 from profiling.recording.process_memory import ResidentMemory
 from profiling.recording.profiler import StepProfiler
+from profiling.schema.manifest import StepLogRecord
 
 FLUSH_S = 5.0
 # steps whose GPU time is still unknown; past that, the oldest is written without it (the GPU
@@ -95,17 +96,19 @@ class StepTiming:
         """Each step's time so far (see ``_seconds``); after :meth:`close`, every step's."""
         return self._seconds.tolist()
 
-    def manifest_section(self) -> list[dict[str, Any]]:
+    def manifest_section(self) -> list[StepLogRecord]:
         return [self.manifest_record()]
 
-    def manifest_record(self) -> dict[str, Any]:
+    def manifest_record(self) -> StepLogRecord:
         """What this rank's manifest record says of its step log."""
         writer = self.writer
-        gpu = self._event is not None
-        return {
-            "file": writer.path.name, "steps": writer.steps, "rows": writer.rows, "gpu": gpu,
-            "memory": writer.header.memory,
-        }  # fmt: skip
+        return StepLogRecord(
+            file=writer.path.name,
+            steps=writer.steps,
+            rows=writer.rows,
+            gpu=self._event is not None,
+            memory=writer.header.memory,
+        )
 
     def _drain(self, *, wait: bool = False, final: bool = False) -> None:
         pending = self._pending

@@ -33,10 +33,11 @@ class Comparison(Versioned):
     ranks_only_in_a: list[int]
     ranks_only_in_b: list[int]
     differences: list[str]  # besides timings: world size, device, workload, schedule
-    step_a_ms: float
-    step_b_ms: float
-    step_diff_pct: float
-    ranks_with_changed_step: int
-    parts_changed: list[str]
-    parts_unchanged: list[str]
-    verdict: str  # the first line, for people
+    # what the rows say as a whole (made from them: profiling.compare)
+    step_a_ms: float = 0.0
+    step_b_ms: float = 0.0
+    step_diff_pct: float = 0.0
+    ranks_with_changed_step: int = 0
+    parts_changed: list[str] = []
+    parts_unchanged: list[str] = []
+    verdict: str = ""  # the first line, for people

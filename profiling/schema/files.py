@@ -67,10 +67,15 @@ def read_file(path: Path, kind: type[T]) -> T:
 
 
 def write_file(path: Path, value: Versioned) -> None:
-    """``value`` to ``path``, atomically (a reader on NFS never sees half of it)."""
+    """``value`` to ``path``, atomically (a reader on NFS never sees half of it), held to its
+    Struct first as :func:`read_file` will hold it: a Struct's constraints (a count below 0, a
+    value of another type) hold when decoded, not when made, and a file its reader would refuse
+    fails here, in its writer, with the field named."""
+    encoded = msgspec.json.encode(value)
+    msgspec.json.decode(encoded, type=type(value))
     path.parent.mkdir(parents=True, exist_ok=True)
     with atomic_path(path) as temp:
-        temp.write_bytes(msgspec.json.format(msgspec.json.encode(value), indent=2) + b"\n")
+        temp.write_bytes(msgspec.json.format(encoded, indent=2) + b"\n")
 
 
 def first_line(error: BaseException) -> str:

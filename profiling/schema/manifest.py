@@ -107,30 +107,70 @@ class Schedule(Record):
     repeat: NonNegative
 
 
-class Manifest(Versioned):
+class SlowestChoice(Record):
+    """One window's slowest rank, chosen while the job ran (``--profile-ranks slowest``)."""
+
+    first: int
+    last: int
+    rank: NonNegative
+    compute_ms: float  # its CPU time per step before the window
+    median_ms: float  # the ranks' median
+    over_median_pct: float
+
+
+class CaptureRecord(Record):
+    """One live capture (``python -m jobs.commands.capture``): the steps and ranks agreed on."""
+
+    id: int
+    requested_at: str
+    first: int
+    last: int
+    ranks: list[int]
+    within_run: bool  # its last step before the run's end
+
+
+class ProfilerRecord(msgspec.Struct, kw_only=True):
+    """The profiler's settings beside its schedule, each written
+    (:meth:`profiling.recording.config.ProfilerConfig.record`)."""
+
+    ranks: str  # --profile-ranks, as given
+    record_shapes: bool
+    with_stack: bool
+    gzip: bool
+    profile_memory: bool
+    memory_history: NonNegative
+
+
+class JobFacts(Versioned, kw_only=True):
+    """What the manifest says of the job as a whole, known from its start: written with each
+    attempt's record, the first of the manifest's fields."""
+
     job_id: str
     launcher: str
     nodes: NonNegative
     master: str
     backend: str
-    attempts: list[AttemptRecord]
-    trace_files: list[str]
     restart_count: NonNegative | None = None
-    world_size: NonNegative | None = None
     job_name: str | None = None  # SLURM's; null outside SLURM
     user: str | None = None
+
+
+class Manifest(JobFacts, kw_only=True):
+    attempts: list[AttemptRecord]
+    trace_files: list[str]
+    world_size: NonNegative | None = None
     hostnames: list[str] = []
     profiled_ranks: list[int] = []
     schedule: Schedule | None = None
-    profiler: dict[str, Any] = {}  # the profiler's settings beside its schedule
+    profiler: ProfilerRecord | None = None
     workload: dict[str, Any] = {}  # what the loop ran, and its settings (``steps``, ...)
     versions: dict[str, str] = {}
     started_at: str | None = None
     ended_at: str | None = None
     ranks: list[RankRecord] = []
     # what the loop's hooks add: the slowest rank's choices, live captures, rank 0's step log
-    slowest: list[dict[str, Any]] | None = None
-    captures: list[dict[str, Any]] | None = None
+    slowest: list[SlowestChoice] | None = None
+    captures: list[CaptureRecord] | None = None
     step_log: list[StepLogRecord] | None = None
 
     @property

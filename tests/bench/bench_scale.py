@@ -50,7 +50,7 @@ RUN_MAP = (
     "print(len(found), [n.node for n in nodes], round(time.perf_counter() - started, 2))\n"
 )
 REPORT = "import sys\nfrom jobs.commands.report import main\nsys.exit(main(sys.argv[1:]))\n"
-LIST_RANKS = "import sys\nfrom jobs.list import main\nsys.exit(main(sys.argv[1:]))\n"
+LIST_RANKS = "import sys\nfrom jobs.commands.list import main\nsys.exit(main(sys.argv[1:]))\n"
 ARCHIVE_CHOICE = (
     "import sys, time\n"
     "from pathlib import Path\n"

@@ -50,7 +50,13 @@ from profiling.folder import manifest  # noqa: E402
 from profiling.folder.layout import JobFolder  # noqa: E402
 from profiling.folder.step_log import BUCKET, EXACT, HEADER_BYTES, StepLogHeader, StepLogWriter  # noqa: E402
 from profiling.folder.traces import TraceSource  # noqa: E402
-from profiling.schema.manifest import AttemptRecord  # noqa: E402
+from profiling.schema.manifest import (  # noqa: E402
+    AttemptRecord,
+    JobFacts,
+    ProfilerRecord,
+    RankRecord,
+    Schedule,
+)
 from slurm.common.mesh import Dims, coordinates, layout_size, parse_layout  # noqa: E402
 
 TRACE = REPO / "tests" / "data" / "gpu_traces" / "nccl_data.json.gz"  # ProfilerStep#4-6
@@ -173,39 +179,40 @@ def _of_layout(template: records.TraceRecord, rank: int, dims: Dims) -> tuple[li
 
 
 def write_manifest(job: JobFolder, template: dict, ranks: int, per_node: int, steps: int) -> None:
-    base = template["ranks"][-1]
+    base = msgspec.convert(template["ranks"][-1], RankRecord)
     rank_records = []
     for rank in range(ranks):
         node = f"node{rank // per_node + 1}"
         rank_records.append(
-            {
-                **base,
-                "rank": rank,
-                "local_rank": rank % per_node,
-                "node_rank": rank // per_node,
-                "node": node,
-                "hostname": node,
-                "profiled": True,
-                "trace_files": [TRACE_NAME.format(rank=rank)],
-            }
+            msgspec.structs.replace(
+                base,
+                rank=rank,
+                local_rank=rank % per_node,
+                node_rank=rank // per_node,
+                node=node,
+                hostname=node,
+                profiled=True,
+                trace_files=[TRACE_NAME.format(rank=rank)],
+            )
         )
-    attempt = {**template["attempts"][-1], "trace_files": [r["trace_files"][0] for r in rank_records]}
+    attempt = {**template["attempts"][-1], "trace_files": [r.trace_files[0] for r in rank_records]}
     written = manifest.build_manifest(
-        facts={
-            "job_id": job.job_id,
-            "launcher": "slurm",
-            "restart_count": 0,
-            "nodes": ranks // per_node,
-            "master": "node1:29500",
-            "backend": template.get("backend", "nccl"),
-        },
+        facts=JobFacts(
+            job_id=job.job_id,
+            launcher="slurm",
+            restart_count=0,
+            nodes=ranks // per_node,
+            master="node1:29500",
+            backend=template.get("backend", "nccl"),
+        ),
         ranks=rank_records,
         attempts=[msgspec.convert(attempt, AttemptRecord)],
         hooks={},
-        profiler={"schedule": template["schedule"], **template["profiler"]},
+        schedule=msgspec.convert(template["schedule"], Schedule),
+        profiler=msgspec.convert(template["profiler"], ProfilerRecord),
         workload={**template["workload"], "name": "simulated", "steps": steps},
-        started_at=base["started_at"],
-        ended_at=base["started_at"],
+        started_at=base.started_at,
+        ended_at=base.started_at,
     )
     manifest.write_manifest(job, written)
 

@@ -267,16 +267,8 @@ def _rank_summary(
 
 
 def _clock(clock: Alignment) -> model_ranks.Clock:
-    return model_ranks.Clock(
-        method=clock.method,
-        shift_us=clock.shift_us,
-        pairs=clock.pairs,
-        residual_us=clock.residual_us,
-        max_residual_us=clock.max_residual_us,
-        paired_share=clock.paired_share,
-        uncertainty_us=clock.uncertainty_us,
-        note=clock.note,
-    )
+    """The alignment as report.json keeps it: the model's fields, read from the dataclass."""
+    return msgspec.convert(clock, model_ranks.Clock, from_attributes=True)
 
 
 def mean(values: Sequence[float]) -> float:

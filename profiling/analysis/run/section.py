@@ -95,13 +95,7 @@ def _segment(
         if t.rank == segment.rank and t.first_step <= segment.last and t.last_step >= segment.first
     ]
     return model.Segment(
-        rank=segment.rank,
-        node=segment.node,
-        first=segment.first,
-        last=segment.last,
-        slow_steps=segment.slow_steps,
-        excess_ms=segment.excess_ms,
-        ratio=segment.ratio,
+        **dataclasses.asdict(segment),
         traces=covering,
         hint=None if covering else _hint(segment, job, manifest),
     )
