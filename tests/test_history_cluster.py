@@ -40,10 +40,18 @@ def _job(traces_root: Path, *args: str) -> str:
 
 
 def _comment(job_id: str) -> str:
-    shown = subprocess.run(
-        ["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30, check=True
-    ).stdout
-    return shown.split("Comment=", 1)[1].split("\n", 1)[0].strip() if "Comment=" in shown else ""
+    """The job's Comment: slurmctld's while it still holds the job, else the accounting's (a job
+    ended more than MinJobAge ago, 60 s here, is gone from slurmctld: CI's ninth job came
+    three jobs after the one it asked about)."""
+    shown = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, timeout=30)
+    if shown.returncode == 0:
+        out = shown.stdout
+        return out.split("Comment=", 1)[1].split("\n", 1)[0].strip() if "Comment=" in out else ""
+    accounted = subprocess.run(
+        ["sacct", "-X", "-n", "-j", job_id, "-o", "Comment%500"], capture_output=True, text=True, timeout=30
+    )
+    assert accounted.returncode == 0, accounted
+    return accounted.stdout.strip()
 
 
 def test_slowed_jobs_are_flagged_and_their_node_excluded(slurm_cluster, traces_root: Path) -> None:
