@@ -93,8 +93,9 @@ def wait_for_traces(
             rank: next((trace_dir / n for n in options if (trace_dir / n).exists()), None)
             for rank, options in names.items()
         }
-        if all(found.values()):
-            return sorted(found.values())
+        paths = [path for path in found.values() if path is not None]
+        if len(paths) == len(found):
+            return sorted(paths)
         still_running.check()
         if time.monotonic() > deadline:
             missing = sorted(rank for rank, path in found.items() if path is None)

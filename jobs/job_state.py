@@ -135,10 +135,9 @@ def _from_processes(
             "running" if running else "pending",
             f"job {job_id} is running (its processes are alive)",
         )
-    if alive is None:
-        return JobState(
-            job_id, None, "unknown", f"job {job_id} runs elsewhere (its processes are on {running['host']})"
-        )
+    if alive is None:  # only where running.json names another host
+        host = running.get("host") if running else None
+        return JobState(job_id, None, "unknown", f"job {job_id} runs elsewhere (its processes are on {host})")
     if last is not None and last.outcome:
         return _from_attempt(job_id, last)
     seen = max((p.stat().st_mtime for p in (folder.running, folder.logs) if p.exists()), default=None)

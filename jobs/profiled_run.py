@@ -162,7 +162,7 @@ class ProfiledRun:
             started_at=utc_now(),
             start_step=self.start_step,
         )
-        check_shared_folder(self.identity, self.attempt.folder, self.group)
+        check_shared_folder(self.attempt.identity, self.attempt.folder, self.group)
         if identity.is_main:
             write_running(self.attempt)
         self.cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
@@ -216,7 +216,7 @@ class ProfiledRun:
                 self._on_failure(error)
             return
         self.finish(analyse=self.settings.report)
-        if self.settings.report and self.identity.is_main:
+        if self.settings.report and self.attempt.identity.is_main:
             report_on(self.trace_dir, say)
 
     def finish(self, *, analyse: bool = False) -> RankRecord:
@@ -237,7 +237,7 @@ class ProfiledRun:
         )
         record = msgspec.structs.replace(record, step_log=self.timing.manifest_record())
         if analyse and self.profiler.trace_files:
-            identity = self.identity
+            identity = self.attempt.identity
             reader = (
                 f"rank {identity.rank} on {identity.node_name or socket.gethostname()} (pid {os.getpid()})"
             )
@@ -266,17 +266,17 @@ class ProfiledRun:
         if oom.is_out_of_memory(error):
             series = oom.MemorySeries(*self.timing.memory_series())
             why = oom.dump_out_of_memory(
-                self.attempt.folder, self.identity.rank, self.next_step, error, self.memory, series
+                self.attempt.folder, self.attempt.identity.rank, self.next_step, error, self.memory, series
             )
             _LOG.error(why)
-        if self.identity.is_main:
+        if self.attempt.identity.is_main:
             self.attempt.ended("failed", -1, why)
         if not (isinstance(error, dist.DistError) or "timed out" in str(error).lower()):
             return
         first_line = next(iter(str(error).strip().splitlines()), "")
         self.watchdog.dump(f"{type(error).__name__}: {first_line}", error)
         # the ranks' first dumps, at half the timeout, are there by now
-        verdict = hang.verdict_lines(self.attempt.folder) if self.identity.is_main else None
+        verdict = hang.verdict_lines(self.attempt.folder) if self.attempt.identity.is_main else None
         if verdict:
             _LOG.warning("\n".join(verdict))
 
@@ -285,13 +285,13 @@ class ProfiledRun:
         The watchdog stops too: the ranks now wait, on purpose, to be ended by the requeue."""
         self._ended = True
         self.watchdog.__exit__(None, None, None)
-        if self.identity.is_main:
+        if self.attempt.identity.is_main:
             self.attempt.ended("preempted", next_step)
 
     def _profiler(self) -> tuple[StepProfiler, list[StepHook]]:
         """This rank's profiler with its hooks: the step log first (its clocks read before the
         others' work), then those that add windows while the job runs."""
-        identity, settings = self.identity, self.settings
+        identity, settings = self.attempt.identity, self.settings
         schedule = scheduled_windows(settings.profiler, settings.steps, self.start_step)
         hooks: list[StepHook] = [
             CaptureWatcher(
@@ -327,7 +327,7 @@ class ProfiledRun:
 
     def _watchdog(self) -> Watchdog:
         """Dumps at half the timeout, before the others give up waiting for this rank."""
-        identity, timeout_s = self.identity, self.settings.dist_timeout_s
+        identity, timeout_s = self.attempt.identity, self.settings.dist_timeout_s
         return Watchdog(
             rank=identity.rank,
             node=identity.node_name,

@@ -152,7 +152,7 @@ class JobSpec:
         group=_WHERE,
         check=lambda value: None if value >= 0 else "must be 0 (a CPU job) or more",
     )
-    tasks_per_node: int = setting(  # type: ignore[assignment]  # None: one per GPU, made so in __post_init__
+    tasks_per_node: int = setting(  # None: one per GPU, made so in __post_init__
         None,
         flag="--tasks-per-node",
         help="tasks per node (default: --gpus, or 1 with --gpus 0); with GPUs, one per GPU",

@@ -59,7 +59,8 @@ def submission_script(spec: JobSpec) -> str:
             f"--dry-run shows an sbatch script; --cluster {spec.cluster} has none. HINT: use --cluster slurm"
         )
     executor = make_executor(spec, script_only=True)
-    script = executor._make_submission_file_text(executor._submitit_command_str, "dry-run")
+    # submitit's own rendering of the script it would hand to sbatch (private: no public API)
+    script = executor._make_submission_file_text(executor._submitit_command_str, "dry-run")  # type: ignore[attr-defined]
     return script + _task_comment(spec)
 
 

@@ -20,6 +20,7 @@ from jobs.options import TASK_PROG, parse_task_argv, task_parser
 from jobs.runtime.output import show_task_output
 from jobs.runtime.preemption import Preemption
 from jobs.spec import TaskConfig
+from profiling.schema.manifest import RankRecord
 from slurm.common.errors import SettingError
 from slurm.identity import DistributedEnvError, from_environment
 
@@ -30,7 +31,7 @@ class ProfiledTraining(Checkpointable):
     def __init__(self, config: TaskConfig) -> None:
         self.config = config
 
-    def __call__(self) -> dict[str, Any]:
+    def __call__(self) -> RankRecord:
         from jobs.runtime.attempt import run_task
 
         show_task_output()
@@ -39,7 +40,8 @@ class ProfiledTraining(Checkpointable):
         except SettingError as error:  # submitit shows str(error): name the options, as submit.py does
             raise type(error)(task_parser().describe(error)) from None
 
-    def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission | None:
+    # None: submitit requeues nothing (its job_environment checks for it); its stub says a submission
+    def checkpoint(self, *args: Any, **kwargs: Any) -> DelayedSubmission | None:  # type: ignore[override]
         # submitit calls this on rank 0 when the job is preempted, after run_task has saved the
         # training state to the job folder: the requeued job is this same callable, which
         # resumes from that state. None (no requeue) once --max-restarts is used up.

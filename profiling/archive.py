@@ -34,9 +34,9 @@ import tarfile
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from profiling.folder.report_json import ArchiveFields
+from profiling.folder.report_json import ArchiveFields, ArchiveRank
 from profiling.ranks import format_ranks
 from profiling.schema import model
 from profiling.schema.model_ranks import TraceClock
@@ -45,7 +45,7 @@ from slurm.common.files import atomic_path
 DEFAULT_BUDGET_BYTES = 1000 * 10**6
 _COPY_CHUNK = 1 << 22
 # plain ustar headers: the UI's TAR reader takes no longer names (nor PAX records)
-_TAR_FORMAT = tarfile.USTAR_FORMAT
+_TAR_FORMAT: Literal[0] = tarfile.USTAR_FORMAT
 MANIFEST_NAME = "perfetto_manifest.json"
 _ATTRIBUTE_PREFIX = "slurm_profiling."
 
@@ -78,9 +78,9 @@ class Member:
 def default_ranks(report: model.Report | ArchiveFields) -> list[int]:
     """The ranks that matter, in order: the first, the straggler (or the candidate), the one
     that computes least, then the first rank of each node."""
-    ranks = report.ranks
-    straggler = report.straggler
-    order = [ranks[0].rank]
+    ranks: Sequence[model.RankReport | ArchiveRank] = report.ranks
+    straggler: model.Straggler | None = report.straggler
+    order: list[int | None] = [ranks[0].rank]
     if straggler is not None:  # an undetermined verdict names no rank and, maybe, a candidate
         order.append(straggler.rank if straggler.rank is not None else straggler.candidate)
     order.append(min(ranks, key=lambda r: (r.compute_ms, r.rank)).rank)
@@ -168,7 +168,7 @@ def write_archive(
     started = time.perf_counter()
     every = members(folder, report, [r.rank for r in report.ranks])
     if ranks is None and (budget_bytes is None or sum(m.path.stat().st_size for m in every) <= budget_bytes):
-        chosen, left_out = every, []
+        chosen, left_out = every, list[int]()
     elif ranks is None:
         chosen, left_out = within_budget(members(folder, report, default_ranks(report)), budget_bytes)
     else:  # asked for by name: every one, whatever the budget
@@ -229,7 +229,8 @@ def _copy(source: io.RawIOBase, out: io.RawIOBase, size: int) -> None:
         while left > 0:
             copied = os.copy_file_range(source.fileno(), out.fileno(), left)
             if copied == 0:  # the file is shorter than it was: the archive would be corrupt
-                raise ArchiveError(f"{source.name} shrank while it was archived. HINT: report again")
+                name = getattr(source, "name", "a trace")
+                raise ArchiveError(f"{name} shrank while it was archived. HINT: report again")
             left -= copied
     except OSError:
         if left != size:

@@ -270,7 +270,10 @@ class WorkloadConfig:
                 f"{{parallel}} {layout_text(self.parallel)} makes {layout_size(self.parallel)} ranks, the "
                 f"job has {world_size}. HINT: sizes whose product is {world_size} (nodes x tasks per node)"
             )
-        faults = [("inject_failure", self.inject_failure), ("inject_hang", self.inject_hang)]
+        faults: list[tuple[str, RankAndStep | RankAndMs | None]] = [
+            ("inject_failure", self.inject_failure),
+            ("inject_hang", self.inject_hang),
+        ]
         faults += [("inject_slowdown", slowdown) for slowdown in self.inject_slowdown]
         for name, fault in faults:
             if fault is not None and fault.rank >= world_size:

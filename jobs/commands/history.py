@@ -58,11 +58,13 @@ def render(
         first = group[0]
         shape = ", ".join(f"{key} {first.config[key]}" for key in _SHAPE if first.config.get(key) is not None)
         where = f"{first.ranks} ranks on {first.config.get('nodes')} node(s)"
-        jobs = f"{len(group)} job{'s' if len(group) > 1 else ''}"
+        count = f"{len(group)} job{'s' if len(group) > 1 else ''}"
         lines.append(
-            f"config {first.fingerprint}: {first.workload}, {where}{', ' + shape if shape else ''} ({jobs})"
+            f"config {first.fingerprint}: {first.workload}, {where}{', ' + shape if shape else ''} ({count})"
         )
-        rows = [("job", "ended", "step ms", "p90 ms", "noise ms", "against the last jobs", "verdict")]
+        rows: list[tuple[str, ...]] = [
+            ("job", "ended", "step ms", "p90 ms", "noise ms", "against the last jobs", "verdict")
+        ]
         rows += [_row(job, found[key_of(job)]) for job in group]
         widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         lines += [

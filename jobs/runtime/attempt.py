@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-from typing import Any
 
 import torch.distributed as dist
 
@@ -25,6 +24,7 @@ from jobs.runtime.preemption import Preemption
 from jobs.runtime.report_step import report_on
 from jobs.spec import TaskConfig
 from profiling.folder.layout import JobFolder
+from profiling.schema.manifest import RankRecord
 from slurm.identity import DistributedIdentity
 from slurm.launchers import Launcher
 from workload import checkpoint
@@ -34,7 +34,7 @@ from workload.loop import choose_dtype, run_steps
 
 def run_task(
     config: TaskConfig, identity: DistributedIdentity, preemption: Preemption | None = None
-) -> dict[str, Any]:
+) -> RankRecord:
     """Run one rank of the job; returns that rank's record (also gathered into the manifest)."""
     # settings that depend on the world size fail here, before joining the others
     config.profiler.ranks.resolve(identity.world_size)

@@ -33,7 +33,8 @@ class FlagTree:
     def __init__(
         self, store: torch.distributed.Store, rank: int, world_size: int, *, timeout_s: float, name: str
     ) -> None:
-        options = ProcessGroupGloo._Options()
+        # gloo's own process group, its options and point-to-point calls: absent from torch's stubs
+        options = ProcessGroupGloo._Options()  # type: ignore[attr-defined]
         interface = os.environ.get("GLOO_SOCKET_IFNAME", "").split(",")[0]  # as the job's own gloo
         device = (
             ProcessGroupGloo.create_device(interface=interface, lazy_init=True)
@@ -52,14 +53,14 @@ class FlagTree:
         """The largest ``value`` any rank passed, on every rank."""
         received = torch.zeros(1, dtype=torch.int64)
         for child in self.children:
-            self._backend.recv([received], child, _UP).wait()
+            self._backend.recv([received], child, _UP).wait()  # type: ignore[attr-defined]
             value = max(value, int(received.item()))
         if self.parent is not None:
-            self._backend.send([torch.tensor([value], dtype=torch.int64)], self.parent, _UP).wait()
-            self._backend.recv([received], self.parent, _DOWN).wait()
+            self._backend.send([torch.tensor([value], dtype=torch.int64)], self.parent, _UP).wait()  # type: ignore[attr-defined]
+            self._backend.recv([received], self.parent, _DOWN).wait()  # type: ignore[attr-defined]
             value = int(received.item())
         for child in self.children:
-            self._backend.send([torch.tensor([value], dtype=torch.int64)], child, _DOWN).wait()
+            self._backend.send([torch.tensor([value], dtype=torch.int64)], child, _DOWN).wait()  # type: ignore[attr-defined]
         return value
 
     def close(self) -> None:

@@ -24,7 +24,7 @@ class _TaskOutput(logging.StreamHandler):
     """A line per record, as it was said; flushed at once (the monitor follows the file)."""
 
     def __init__(self, stream: object, *, errors: bool) -> None:
-        super().__init__(stream)  # type: ignore[arg-type]
+        super().__init__(stream)
         self.setFormatter(logging.Formatter("%(message)s"))
         if errors:
             self.setLevel(logging.WARNING)

@@ -42,7 +42,11 @@ def flight_recorder() -> dict[str, Any] | None:
     entries of both go into one list, which is what :mod:`profiling.analysis.dumps.hang` reads.
     """
     try:
-        from torch._C._distributed_c10d import _dump_fr_trace_json, _dump_nccl_trace_json
+        # torch's private flight recorder, absent from its stubs
+        from torch._C._distributed_c10d import (  # type: ignore[attr-defined]
+            _dump_fr_trace_json,
+            _dump_nccl_trace_json,
+        )
     except ImportError:  # torch without the flight recorder: the stacks still tell
         return None
     record: dict[str, Any] | None = None

@@ -241,7 +241,7 @@ def decode_step_log(
         first, steps = first[:kept], steps[:kept]
     median, low, high = {}, {}, {}
     for name in times:
-        if name not in exact_row.names:  # ``mem`` in a log of the first format
+        if name not in (exact_row.names or ()):  # ``mem`` in a log of the first format
             median[name] = np.full(len(first), np.nan, np.float32)
             if spread:
                 low[name] = high[name] = median[name]

@@ -177,9 +177,9 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
     if plot:
         lines += [f"![rank × step]({plot})", ""]
     for node in run.slow_nodes:
-        ranks = ", ".join(map(str, node.slow_ranks))
+        slow_ranks = ", ".join(map(str, node.slow_ranks))
         lines += [
-            f"**Slow node: {node.node}**, steps {node.first}-{node.last}: rank(s) {ranks} of its "
+            f"**Slow node: {node.node}**, steps {node.first}-{node.last}: rank(s) {slow_ranks} of its "
             f"{len(node.ranks)} at ×{node.ratio:.2f} the other ranks (+{node.excess_ms:.1f} ms a "
             f"step), the other nodes' not. {node.hint[0].upper()}{node.hint[1:]}.",
             "",

@@ -38,13 +38,13 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {one_line(message)}. HINT: {self.prog} --help\n")
 
-    def fail(self, message: str | ValueError) -> int:
+    def fail(self, message: str | Exception) -> int:
         """Print a mistake found after parsing as the same one line; returns the exit status."""
-        text = self.describe(message) if isinstance(message, ValueError) else message
+        text = self.describe(message) if isinstance(message, Exception) else message
         print(f"{self.prog}: error: {one_line(text)}", file=sys.stderr)
         return 2
 
-    def describe(self, error: ValueError) -> str:
+    def describe(self, error: Exception) -> str:
         """An error as the user of this command reads it: each ``{field}`` as the option that sets it."""
         return error.naming(self.option_names()) if isinstance(error, SettingError) else str(error)
 

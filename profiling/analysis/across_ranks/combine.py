@@ -21,6 +21,7 @@ from profiling.analysis.across_ranks import gpu_sections
 from profiling.analysis.across_ranks.critical_path.path import critical_path
 from profiling.analysis.across_ranks.critical_path.stages import stage_balance
 from profiling.analysis.across_ranks.critical_path.verdict import follows_replay, stages_follow_replay
+from profiling.analysis.across_ranks.critical_path.walk import Key
 from profiling.analysis.across_ranks.mesh_from_groups import Dims, job_layout
 from profiling.analysis.across_ranks.straggler import find_straggler
 from profiling.analysis.across_ranks.waiting import WaitSplit, split_waiting
@@ -31,8 +32,6 @@ from profiling.analysis.reading.collectives import is_sequenced
 from profiling.schema import model, model_path, model_ranks
 from slurm.common.clock import utc_now
 from slurm.common.mesh import named, stages_of
-
-Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 
 
 def summarise(

@@ -33,12 +33,13 @@ from __future__ import annotations
 import dataclasses
 import math
 import statistics
-from collections.abc import Hashable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
 import numpy as np
 
+from profiling.analysis.across_ranks.critical_path.walk import Key
 from profiling.schema.model import Straggler
 
 ALPHA = 0.01
@@ -51,13 +52,13 @@ def steps_needed(ranks: int) -> int:
 
 
 def find_straggler(
-    arrivals: Mapping[int, Mapping[Hashable, float] | None],
-    anchor_steps: Mapping[Hashable, int],
+    arrivals: Mapping[int, Mapping[Key, float] | None],
+    anchor_steps: Mapping[Key, int],
     step_ms: Mapping[int, Sequence[float]],
     compute_ms: Mapping[int, float],
     clock_uncertainty_us: Mapping[int, float] | None = None,
     names: Mapping[int, str] | None = None,
-    members: Mapping[Hashable, frozenset[int]] | None = None,
+    members: Mapping[Key, frozenset[int]] | None = None,
     stage_of: Mapping[int, int] | None = None,
 ) -> Straggler | None:
     """The verdict over ranks (None for a single rank); inputs are keyed by rank.
@@ -92,13 +93,13 @@ def _one_stage(group: frozenset[int], stage_of: Mapping[int, int]) -> bool:
 
 
 def _verdict(
-    arrivals: Mapping[int, Mapping[Hashable, float] | None],
-    anchor_steps: Mapping[Hashable, int],
+    arrivals: Mapping[int, Mapping[Key, float] | None],
+    anchor_steps: Mapping[Key, int],
     step_ms: Mapping[int, Sequence[float]],
     compute_ms: Mapping[int, float],
     clock_uncertainty_us: Mapping[int, float],
     names: Mapping[int, str],
-    members: Mapping[Hashable, frozenset[int]],
+    members: Mapping[Key, frozenset[int]],
 ) -> dict[str, Any]:
     ranks = sorted(r for r, found in arrivals.items() if found is not None)
     unaligned = sorted(set(arrivals) - set(ranks))
@@ -154,11 +155,11 @@ def _verdict(
 
 
 def shared_collectives(
-    found: Mapping[int, Mapping[Hashable, Any] | None],
+    found: Mapping[int, Mapping[Key, Any] | None],
     ranks: Sequence[int],
-    members: Mapping[Hashable, frozenset[int]],
-    among: Mapping[Hashable, Any] | None = None,
-) -> list[Hashable]:
+    members: Mapping[Key, frozenset[int]],
+    among: Mapping[Key, Any] | None = None,
+) -> list[Key]:
     """The collectives (of ``among``, where given) that every compared rank of their group
     reached, with two of them at least; a collective of no known group is every rank's."""
     if not ranks:
@@ -236,10 +237,10 @@ class Memberships:
     @classmethod
     def of(
         cls,
-        found: Mapping[int, Mapping[Hashable, Any] | None],
+        found: Mapping[int, Mapping[Key, Any] | None],
         ranks: Sequence[int],
-        members: Mapping[Hashable, frozenset[int]],
-        keys: Sequence[Hashable],
+        members: Mapping[Key, frozenset[int]],
+        keys: Sequence[Key],
         field: int | None,
     ) -> Memberships:
         """From ``found[rank][key]`` (its element ``field``, or itself where None) for each key's

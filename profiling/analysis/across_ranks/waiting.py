@@ -16,10 +16,11 @@ shows each rank's ±).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Hashable, Mapping
+from collections.abc import Mapping
 
 import numpy as np
 
+from profiling.analysis.across_ranks.critical_path.walk import Key
 from profiling.analysis.across_ranks.straggler import Memberships, shared_collectives
 
 
@@ -39,8 +40,8 @@ class WaitSplit:
 
 
 def split_waiting(
-    spans: Mapping[int, Mapping[Hashable, tuple[float, float]] | None],
-    members: Mapping[Hashable, frozenset[int]] | None = None,
+    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
+    members: Mapping[Key, frozenset[int]] | None = None,
 ) -> dict[int, WaitSplit]:
     """Each compared rank's split; ``spans[rank]`` maps a collective (by a key shared across
     ranks) to the rank's (arrival, end) on the common clock, None for a rank not compared;
@@ -72,16 +73,16 @@ def split_waiting(
 
 
 def _split_in_groups(
-    spans: Mapping[int, Mapping[Hashable, tuple[float, float]] | None],
+    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
     ranks: list[int],
-    members: Mapping[Hashable, frozenset[int]],
-    common: list[Hashable],
+    members: Mapping[Key, frozenset[int]],
+    common: list[Key],
 ) -> dict[int, WaitSplit]:
     """The split where each collective has its own members: each waits for its group's last."""
     arrivals = Memberships.of(spans, ranks, members, common, 0)
     ends = np.array(
-        [spans[ranks[r]][common[c]][1] for r, c in zip(arrivals.rows, arrivals.columns, strict=True)]
-    )  # type: ignore[index]
+        [_found(spans[ranks[r]])[common[c]][1] for r, c in zip(arrivals.rows, arrivals.columns, strict=True)]
+    )
     bounds = np.r_[arrivals.starts[1:], len(arrivals.rows)]
     last_index = bounds - 1
     last = np.repeat(arrivals.times[last_index], np.diff(np.r_[arrivals.starts, len(arrivals.rows)]))
@@ -103,3 +104,9 @@ def _split_in_groups(
         )
         for row, rank in enumerate(ranks)
     }
+
+
+def _found(spans: Mapping[Key, tuple[float, float]] | None) -> Mapping[Key, tuple[float, float]]:
+    """A compared rank's spans: a rank without any is not compared (Memberships leaves it out)."""
+    assert spans is not None
+    return spans

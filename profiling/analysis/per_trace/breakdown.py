@@ -185,7 +185,7 @@ class _CpuOps:
         )
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass  # not frozen: lanes.StepPhases, a protocol of plain attributes, takes it
 class _StepPhases:
     inside: slice  # the step's operators, in _CpuOps' order
     backward: Intervals  # time inside a backward operator

@@ -46,7 +46,8 @@ def gpu_steps(
         float(trace.gpu_start[step_of == i].min()) if (step_of == i).any() else None
         for i in range(len(steps))
     ]
-    last_end = float(trace.gpu_end[step_of >= 0].max()) if (step_of >= 0).any() else None
+    # where no step launched anything, every span is empty and this is not read
+    last_end = float(trace.gpu_end[step_of >= 0].max()) if (step_of >= 0).any() else 0.0
     compute = tied & (kinds == KERNEL_TYPES.index("compute"))
     by_phase = [
         intervals.union(trace.gpu_start[compute & (phase == code)], trace.gpu_end[compute & (phase == code)])
@@ -55,10 +56,11 @@ def gpu_steps(
     found = []
     for index, (_, start, _, _) in enumerate(steps):
         later = [first for first in firsts[index + 1 :] if first is not None]
-        if firsts[index] is None:  # launched nothing: an empty span
+        first = firsts[index]
+        if first is None:  # launched nothing: an empty span
             span_start = span_end = start
         else:
-            span_start = firsts[index]
+            span_start = first
             span_end = max(span_start, later[0]) if later else last_end
         within = {kind: intervals.clip(spans, span_start, span_end) for kind, spans in by_kind.items()}
         parts = intervals.exclusive([(kind, within[kind]) for kind in KERNEL_TYPES])

@@ -261,9 +261,9 @@ def _labels_of(queued: Sequence[Collective], labels: Sequence[Collective]) -> di
     """Each queued operator's label: the one on its thread that overlaps it most (it holds the
     operator, or the operator it: torch records the operator on both sides of the label)."""
     by_thread: dict[Any, list[Collective]] = {}
-    for found in sorted(labels, key=lambda c: c.start):
-        by_thread.setdefault(found.tid, []).append(found)
-    starts = {tid: [c.start for c in found] for tid, found in by_thread.items()}
+    for label in sorted(labels, key=lambda c: c.start):
+        by_thread.setdefault(label.tid, []).append(label)
+    starts = {tid: [c.start for c in mine] for tid, mine in by_thread.items()}
     found: dict[int, Collective] = {}
     for op in queued:
         mine = by_thread.get(op.tid, [])

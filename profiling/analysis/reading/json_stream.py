@@ -18,10 +18,11 @@ before it, ``baseTimeNanoseconds`` after it); both sides are decoded as small do
 from __future__ import annotations
 
 import gzip
+import io
 import re
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any
 
 import msgspec
 
@@ -74,7 +75,7 @@ _EVENTS = msgspec.json.Decoder(list[Event])
 _OBJECT = msgspec.json.Decoder(dict[str, Any])
 
 
-def open_bytes(path: Path) -> BinaryIO:
+def open_bytes(path: Path) -> io.BufferedIOBase:
     return gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")  # noqa: SIM115
 
 
@@ -95,9 +96,9 @@ class TraceStream:
         raises msgspec's errors as msgspec would, or :class:`CutInside`."""
         self.path = path
         self.chunk_bytes = chunk_bytes
-        events = _EVENTS if event_type is Event else msgspec.json.Decoder(list[event_type])
+        events = _EVENTS if event_type is Event else msgspec.json.Decoder(list[event_type])  # type: ignore[valid-type]
         # msgspec's Raw args keep the buffer they were decoded from: they get a copy of the run
-        self._decode = decode or (lambda run: events.decode(bytes(run)))
+        self._decode: Callable[[Any], Any] = decode or (lambda run: events.decode(bytes(run)))
         self.header: dict[str, Any] = {}
         self.bytes_read = 0
         self._at_byte = 0  # where the buffer begins in the file's JSON
@@ -126,7 +127,7 @@ class TraceStream:
                     self._events += events if isinstance(events, int) else len(events)
                     yield events
 
-    def _read_header(self, handle: BinaryIO) -> bytes:
+    def _read_header(self, handle: io.BufferedIOBase) -> bytes:
         buffer = b""
         while True:
             block = handle.read(1 << 20)
@@ -152,7 +153,9 @@ class TraceStream:
         the separators before them took. The run of events is decoded where it lies: its
         ``[`` and ``]`` are written over the separators around it for the while."""
         buffer, end = window.buffer, window.end
-        start = _SEPARATOR.match(buffer, 1, end).end()  # the comma after the last event, read since
+        separator = _SEPARATOR.match(buffer, 1, end)  # the comma after the last event, read since
+        assert separator is not None  # the pattern matches an empty run too
+        start = separator.end()
         cut = buffer.rfind(b"},", start, end)
         if cut < 0:
             return [], start - 1  # no complete event yet: read more
@@ -254,7 +257,7 @@ class _Window:
     def text(self) -> bytes:
         return bytes(self.buffer[1 : self.end])
 
-    def fill(self, handle: BinaryIO, wanted: int) -> tuple[bool, int]:
+    def fill(self, handle: io.BufferedIOBase, wanted: int) -> tuple[bool, int]:
         """Read until ``wanted`` bytes of text are held: ``(at the file's end, bytes read)``."""
         read = 0
         while self.length < wanted:

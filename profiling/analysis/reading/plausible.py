@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+from typing import Any
 
 import numpy as np
 
@@ -26,7 +27,7 @@ _GPU_COLUMNS = ("gpu_start", "gpu_end", "gpu_corr", "gpu_stream", "gpu_name", "g
 def plausible(events: TraceEvents) -> tuple[TraceEvents, list[str]]:
     """``events`` without what no run can have, and a line for each kind left out."""
     said: list[str] = []
-    changes: dict[str, object] = {}
+    changes: dict[str, Any] = {}  # TraceEvents fields, each of its own type
     for prefix, columns, what in (("span", _SPAN_COLUMNS, "CPU"), ("gpu", _GPU_COLUMNS, "GPU")):
         start, end = getattr(events, f"{prefix}_start"), getattr(events, f"{prefix}_end")
         bad = ~(np.isfinite(start) & np.isfinite(end) & (end >= start) & (end - start <= MAX_SPAN_US))

@@ -50,7 +50,7 @@ from profiling.analysis.reading.trace_columns import (
 from profiling.analysis.reading.trace_errors import Unfit
 
 try:
-    from profiling.analysis.reading import _scan
+    from profiling.analysis.reading import _scan  # type: ignore[attr-defined]  # C, no stub
 except ImportError:  # built without a C compiler
     _scan = None
 

@@ -65,6 +65,7 @@ def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
     gpu = any(log.header.gpu for log in attempts)
     mem = row.get("mem")
     recorded = mem is not None and bool(np.isfinite(mem).any())
+    memory = reduce_series(row["first"], row["steps"], mem) if mem is not None and recorded else None
     return RankRow(
         rank=latest.rank,
         node=latest.node,
@@ -73,7 +74,7 @@ def rank_row(attempts: Sequence[StepLog]) -> RankRow | None:
         steps=row["steps"],
         values=row[METRIC],
         medians={name: _median_of(row[name]) for name in _OTHERS if name in row and (name != "gpu" or gpu)},
-        memory=reduce_series(row["first"], row["steps"], mem) if recorded else None,
+        memory=memory,
         memory_kind=latest.memory if recorded else "",
         world=latest.world_size,
     )

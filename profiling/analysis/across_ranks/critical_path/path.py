@@ -14,6 +14,7 @@ from typing import Any
 from profiling.analysis.across_ranks.critical_path.graph import StepGraph, step_graph
 from profiling.analysis.across_ranks.critical_path.walk import (
     WHAT_IF,
+    Key,
     Meeting,
     RankStep,
     StepPath,
@@ -29,7 +30,6 @@ from profiling.analysis.reading.instances import transfer_of
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
 from slurm.common.mesh import stages_of
 
-Key = tuple[int, int | str]  # (window's first step, a collective's key or the first rank's index)
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
 SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed
 # the kind of segment each gain is made of, to name where it is
@@ -77,7 +77,7 @@ def critical_path(
     undecided: list[UndecidedStep] = []
     # the path's time by (rank, kind), then op: summed as each step is walked, its segments kept
     # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
-    totals: dict[tuple[int, str], collections.Counter[str]] = collections.defaultdict(collections.Counter)
+    totals: Totals = collections.defaultdict(collections.Counter)
     grouped = bool(members) or any(transfer_of(str(key[1])) for key in anchor_steps)
     graphs: list[StepGraph] = []
     not_replayed: list[UndecidedStep] = []
@@ -98,7 +98,8 @@ def critical_path(
         else:
             graphs.append(graph)
         for segment in walked.segments:
-            totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start
+            # µs as a Counter's counts: its stub says int, most_common sorts floats as well
+            totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start  # type: ignore[assignment]
         paths.append(walked if len(paths) < SEGMENT_STEPS else dataclasses.replace(walked, segments=[]))
         _forget(step, ranks, loaded)
     late = straggler if straggler is not None else _leading(paths)
@@ -250,11 +251,11 @@ def _gains_us(path: StepPath, late: int | None) -> dict[str, float]:
 
 def _leading(paths: list[StepPath]) -> int | None:
     """The rank whose leads at the path's collectives add up to the most."""
-    leads: collections.Counter[int] = collections.Counter()
+    leads: dict[int, float] = collections.defaultdict(float)
     for path in paths:
         for (rank, _), lead in path.leads_us.items():
             leads[rank] += lead
-    return leads.most_common(1)[0][0] if leads else None
+    return max(leads.items(), key=lambda item: item[1])[0] if leads else None  # the first of equals
 
 
 def _step(path: StepPath, late: int | None) -> PathStep:

@@ -45,6 +45,9 @@ import numpy as np
 
 from profiling.analysis.per_trace.lanes import EPSILON_US, KINDS, PHASES, Lane
 
+# a collective across the ranks: (its window's first step, its key, or the first rank's index)
+Key = tuple[int, int | str]
+
 WORK = frozenset(("compute", "memory"))  # the rank's own work: a collective under it is hidden
 WHAT_IF = {
     "straggler": "the last rank at each collective on the path arrives with the median rank",
