@@ -7,8 +7,8 @@
   profiler, step timing, the windows added while the job runs);
 - :mod:`profiling.analysis`: what is read from the folder (traces as columns, breakdown,
   collectives, clock alignment, straggler, merged timeline, the run map, hangs);
-- the commands that read traces: ``python -m jobs.commands.report``, ``profiling.compare`` and
-  ``profiling.archive`` (the commands about jobs, ``list``, ``capture``, ``hang``, are in ``jobs``).
+- :mod:`profiling.report` (renders), :mod:`profiling.compare`, :mod:`profiling.archive` and
+  :mod:`profiling.history`: what the commands (:mod:`jobs.commands`) call, none a command itself.
 
 Nothing imported from this package's ``__init__`` touches torch: the submit path reads the
 configs on a login node and must stay fast.

@@ -1,5 +1,5 @@
 """One declaration per option: a config field makes the option, its parser, its check, and the
-command line that sets it again (slurm/settings.py, slurm/command_line.py)."""
+command line that sets it again (slurm/common/settings.py, slurm/common/command_line.py)."""
 
 from __future__ import annotations
 

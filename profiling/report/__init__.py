@@ -1,4 +1,7 @@
-"""Cross-rank report of a folder of traces: ``python -m jobs.commands.report <job folder>``.
+"""Cross-rank report of a folder of traces (:func:`.build.build_report`; the command:
+``python -m jobs.commands.report <job folder>``). Its ``__init__`` imports nothing: a light
+module of this room (the hang's verdict, on a rank's way out or the login node) does not bring
+the report's whole pipeline with it.
 
 A map and a reduce: each trace is read once, by whoever is nearest to it, into an analysis
 record (:mod:`profiling.analysis.per_trace.record`, kept in ``meta/analysis/``; :mod:`.read`,
@@ -26,12 +29,3 @@ archive of the traces themselves (:mod:`profiling.archive`). Written to ``<folde
 ``merged_trace.tar``
     The traces of the ranks that matter, as one Perfetto timeline (:mod:`profiling.archive`).
 """
-
-from slurm.common.lazy import public_names
-
-# imported when first asked for: a light module of this room (the hang's report, on a rank's way
-# out or the login node) does not import the report's whole pipeline with it
-__all__, __getattr__ = public_names(
-    __name__,
-    {"ReportError": "build", "build_report": "build", "main": "cli"},
-)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
-import profiling.analysis.across_ranks.critical_path.path as critical_steps  # noqa: E402
+import profiling.analysis.across_ranks.critical_path.path as job_path  # noqa: E402
 from profiling.report.build import build_report  # noqa: E402
 from tests import trace_variants  # noqa: E402
 from tests.bench.bench_report import DENSE_EVERY, gpu_folder, load  # noqa: E402
@@ -38,8 +38,8 @@ def _timed(function: Callable[..., Any], spent: list[float]) -> Callable[..., An
 
 def main() -> None:
     spent: list[float] = []
-    critical_steps.step_graph = _timed(critical_steps.step_graph, spent)
-    critical_steps.replayed = _timed(critical_steps.replayed, spent)
+    job_path.step_graph = _timed(job_path.step_graph, spent)
+    job_path.replayed = _timed(job_path.replayed, spent)
     work = Path(tempfile.mkdtemp(prefix="bench-replay-"))
     try:
         dense = trace_variants.dense_allreduces(
