@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import socket
 from pathlib import Path
 from typing import Any
@@ -179,11 +178,6 @@ def _is_process(pid: int, started: str | int | None) -> bool:
     if started == "controller":
         return b"local_controller" in command or b"submitit.local._local" in command
     return started is None or stat[19] == str(started)
-
-
-def process_start(pid: int | None = None) -> str:
-    """This process's start time in clock ticks since boot (/proc): with its pid, what identifies it."""
-    return Path(f"/proc/{pid or os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
 
 
 def _past(outcome: str) -> str:

@@ -14,7 +14,7 @@ the chosen ranks' traces, every rank's step log, ``meta/running.json`` while it 
 manifest and the report when it ends. Live capture (``python -m jobs.commands.capture``) and
 ``profile_ranks="0,slowest"`` work as under ``submit.py``; ``jobs.list``, ``jobs.commands.hang`` and the
 report read the folder. A rank that records nothing runs your loop with a counter and a step
-log around it. ``submit.py``'s own task runs its loop in one (:mod:`jobs.runtime.attempt`).
+log around it. ``submit.py``'s own task runs its loop in one (:mod:`jobs.run_task`).
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 submitit pickles a :class:`ProfiledTraining` on the login node and calls it in every task; the
 batch script runs ``python -m jobs.task [options]`` under ``srun`` instead. Both end in
-:func:`jobs.runtime.attempt.run_task`, imported only there, so that pickling the task (and
+:func:`jobs.run_task.run_task`, imported only there, so that pickling the task (and
 ``submit.py --help``) never loads torch.
 """
 
@@ -32,7 +32,7 @@ class ProfiledTraining(Checkpointable):
         self.config = config
 
     def __call__(self) -> RankRecord:
-        from jobs.runtime.attempt import run_task
+        from jobs.run_task import run_task
 
         show_task_output()
         try:
@@ -58,7 +58,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except DistributedEnvError as error:
         print(f"{TASK_PROG}: error: {error}", file=sys.stderr)
         return 2
-    from jobs.runtime.attempt import run_task
+    from jobs.run_task import run_task
     from jobs.runtime.distributed import RendezvousError
 
     show_task_output()

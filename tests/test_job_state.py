@@ -18,8 +18,9 @@ from unittest import mock
 import pytest
 
 from jobs.commands import capture
-from jobs.job_state import NO_RECORD, job_state, process_start
+from jobs.job_state import NO_RECORD, job_state
 from jobs.listing import list_jobs
+from jobs.runtime.records import process_start
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import record_attempt
 from profiling.folder.step_log import read_step_log

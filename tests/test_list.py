@@ -14,8 +14,8 @@ import pytest
 
 from jobs.commands.list import main
 from jobs.job_state import NO_RECORD as NO_MANIFEST
-from jobs.job_state import process_start
 from jobs.listing import list_jobs, render_jobs
+from jobs.runtime.records import process_start
 from profiling.folder.layout import JobFolder
 from profiling.folder.manifest import write_manifest
 from profiling.report.build import build_report

@@ -18,6 +18,7 @@ MAX_FUNCTION_LINES = 80
 # profiling's top-level modules (archive, compare) are each a room of their own.
 LAYERS = (
     ("jobs",),
+    ("jobs.runtime",),  # the task at run time: below the commands, the spec and ProfiledRun
     ("workload",),
     ("profiling.report", "profiling.compare"),
     ("profiling.archive",),

@@ -23,7 +23,6 @@ from typing import Any
 
 from submitit import JobEnvironment
 
-from jobs.spec import TaskConfig
 from slurm import scheduler
 from slurm.identity import DistributedIdentity
 
@@ -51,7 +50,7 @@ class Preemption:
     def _on_signal(self, signum: int, frame: FrameType | None) -> None:
         self.requested = True
 
-    def hand_over(self, identity: DistributedIdentity, config: TaskConfig) -> None:
+    def hand_over(self, identity: DistributedIdentity, max_restarts: int) -> None:
         """Requeue the job (rank 0) or wait to be ended by the requeue (other ranks).
 
         Called once this rank's state is saved. Returns only if no requeue came.
@@ -60,10 +59,10 @@ class Preemption:
             # submitit: on rank 0 it checkpoints, requeues and exits; elsewhere it returns.
             self._chained(self.signum, None)
         elif identity.is_main and identity.launcher.queued:
-            if not config.can_requeue(identity.restart_count):
+            if identity.restart_count >= max_restarts:
                 raise PreemptedWithoutRequeue(
                     f"preempted after {identity.restart_count} restarts, the most --max-restarts "
-                    f"{config.max_restarts} allows"
+                    f"{max_restarts} allows"
                 )
             scheduler.requeue(identity.job_id)
             sys.exit(f"job {identity.job_id} requeued after preemption")

@@ -12,7 +12,6 @@ from typing import Any
 
 import msgspec
 
-from jobs.job_state import process_start
 from jobs.runtime.group import JobGroup
 from jobs.runtime.output import say
 from profiling.folder import manifest
@@ -71,6 +70,11 @@ class Attempt:
         """Rank 0: this attempt ended without a manifest of its own (failed, preempted)."""
         manifest.record_attempt(self.folder, self.facts(), self.record(outcome, next_step, error))
         self.folder.running.unlink(missing_ok=True)  # the next attempt writes its own
+
+
+def process_start(pid: int | None = None) -> str:
+    """This process's start time in clock ticks since boot (/proc): with its pid, what identifies it."""
+    return Path(f"/proc/{pid or os.getpid()}/stat").read_text().rsplit(")", 1)[1].split()[19]
 
 
 def write_running(attempt: Attempt) -> None:

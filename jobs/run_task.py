@@ -65,7 +65,7 @@ def run_task(
             if result.stopped:
                 assert preemption is not None
                 _stop_for_requeue(run, workload, ctx, result.next_step)
-                preemption.hand_over(identity, config)
+                preemption.hand_over(identity, config.max_restarts)
             record = run.finish(analyse=config.report)
     # After leaving the group: the other ranks are done, and no collective timeout applies to
     # the report, which takes as long as the traces are big.
