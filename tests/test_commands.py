@@ -12,6 +12,7 @@ from jobs import task
 from jobs.commands import archive, capture, compare, console, hang, history, report
 from jobs.commands import list as job_list
 from jobs.commands import submit as cli
+from tests.common import REPO, run_module
 
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], list[str]]] = {
     "submit.py": (cli.main, []),
@@ -209,3 +210,11 @@ def test_slurm_profile_help_is_plain_text(capsys: pytest.CaptureFixture[str]) ->
     assert console.main(["--help"]) == 0
     text = capsys.readouterr().out
     assert text.startswith("slurm-profile [command] [options]") and not any(m in text for m in _MARKUP), text
+
+
+@pytest.mark.parametrize("command", sorted(p.stem for p in (REPO / "jobs" / "commands").glob("[a-z]*.py")))
+def test_every_command_runs_as_a_module_and_says_what_it_is(command: str) -> None:
+    """``python -m jobs.commands.<command> --help`` answers for each, as the docs write them."""
+    result = run_module(f"jobs.commands.{command}", "--help", timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip(), f"python -m jobs.commands.{command} --help printed nothing"

@@ -75,3 +75,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     files = ReportFiles(settings.out) if settings.out else ReportFiles.of(args.folder)
     print(files.markdown.read_text())  # what the build rendered: not encoded and checked again
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

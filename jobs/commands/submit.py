@@ -161,3 +161,7 @@ def _run_debug(job, job_dir: JobFolder) -> int:
         return 1
     print(f"job {job.job_id} done; traces in {job_dir.path}")
     return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
