@@ -15,6 +15,7 @@ from typing import Any
 import msgspec
 import pytest
 
+from jobs.commands import archive as archive_command
 from profiling import archive
 from profiling.folder.layout import ReportFiles
 from profiling.report.build import build_report
@@ -165,11 +166,11 @@ def test_an_archive_of_any_ranks_later_reads_no_trace(
 
     monkeypatch.setattr(trace_events, "read", lambda path: pytest.fail(f"read {path} again"))
     out = tmp_path / "1-3.tar"
-    assert archive.main([str(job), "--ranks", "1,3", "--out", str(out)]) == 0
+    assert archive_command.main([str(job), "--ranks", "1,3", "--out", str(out)]) == 0
     assert capsys.readouterr().out.startswith("rank(s) 1,3 in ")
     manifest = check_manifest(unpacked(out))
     assert [e["machine"]["name"] for e in manifest["files"]] == ["rank 1 (node1)", "rank 3 (node2)"]
-    assert archive.main([str(job), "--ranks", "7"]) == 2
+    assert archive_command.main([str(job), "--ranks", "7"]) == 2
     assert "--ranks '7' selects rank 7, but the job has 4 ranks" in capsys.readouterr().err
 
 

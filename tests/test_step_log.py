@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -115,7 +116,7 @@ def test_100_000_steps_stay_under_the_stated_bound_at_no_measurable_cost(
     assert path.stat().st_size <= BOUND_100K == 250_496
     log = read_step_log(path)
     assert log.last_step == 99_999 and len(log) == EXACT_STEPS + 900
-    assert timing.writer.flushes > 1 and timing.manifest_record() == {
+    assert timing.writer.flushes > 1 and msgspec.to_builtins(timing.manifest_record()) == {
         "file": "rank5.steps", "steps": 100_000, "rows": EXACT_STEPS + 900, "gpu": False, "memory": "rss",
     }  # fmt: skip
     # two clock reads, one of the memory, and list appends: against 130 ms steps, < 0.01 %

@@ -48,7 +48,7 @@ def main(traces_root: str, steps: int, step_ms: float, timeout_s: float, hang_wh
         wait=2,
         warmup=1,
         active=3,
-        timeout_s=timeout_s,
+        dist_timeout_s=timeout_s,
     ) as run:
         for _ in range(steps):
             while hang_when and rank == 1 and os.path.exists(hang_when):
