@@ -12,6 +12,7 @@ import pytest
 from profiling.analysis.across_ranks.critical_path.graph import StepGraph, step_graph
 from profiling.analysis.across_ranks.critical_path.verdict import follows_replay
 from profiling.analysis.across_ranks.critical_path.what_if import replayed
+from profiling.analysis.per_trace.lanes import PHASES
 from profiling.schema.model import Straggler
 from profiling.schema.model_path import Replay
 from tests.step_graphs import data_parallel, gpu_pipelines, lane_of, one_f_one_b
@@ -220,6 +221,50 @@ def test_a_wait_the_trace_ties_to_a_receive_is_a_wait_however_far_its_recorded_e
     assert max(v for r, v in tied.by_rank.items() if r != 0) <= 1.0 + 1e-9
     assert (tied.gains[0].what, tied.gains[0].rank) == ("rank like its peers", 0)
     assert tied.gains[0].gain_ms == pytest.approx(right.gains[0].gain_ms, rel=1e-6)
+
+
+@pytest.mark.parametrize("sent", [True, False])
+def test_a_gloo_senders_wait_for_its_receiver_is_waiting_however_the_clocks_disagree(sent: bool) -> None:
+    """Two stages on gloo (a CPU lane each). Stage 0 sends microbatch 0, computes microbatch 1,
+    then waits in the schedule's ``work.wait()`` (no operator: the host's, on its lane) until its
+    send meets the receive that stage 1 posts after 4 ms of host work; it goes on at its send's
+    end (5000 µs), posting its next receive at 5050. The receive's end, read on stage 1's clock,
+    is 5200. Read there, the receive posted at 5050 looked like a launch before the wait, and
+    the 3 ms stage 0 waited its own host work (dp=2,pp=2 on the test cluster: rank 1's host
+    18 ms a step over a balanced job's, of rank 3's 60 ms). With the send's own end, stage 0
+    holds no host work, and stage 1 like its peer gains its 4 ms less the microbatch it waits
+    for anyway."""
+    from profiling.analysis.across_ranks.critical_path.graph import HOST
+    from profiling.analysis.across_ranks.critical_path.walk import Meeting, RankStep
+
+    forward = PHASES.index("forward")
+    backward = PHASES.index("backward")
+    ranks = {
+        0: RankStep(0, 0.0, 7000.0, lane_of([
+            (0.0, 1000.0, "compute", "F0", forward), (1000.0, 2000.0, "compute", "F1", forward),
+            (2000.0, 6000.0, "host", "Python, outside torch's operators", -1),
+            (6000.0, 7000.0, "compute", "B0", backward),
+        ])),
+        1: RankStep(1, 0.0, 6000.0, lane_of([
+            (0.0, 4000.0, "host", "Python, outside torch's operators", -1),
+            (4000.0, 5200.0, "communication", "gloo:recv", -1),
+            (5200.0, 5900.0, "compute", "F0", forward), (5900.0, 6000.0, "compute", "B0", backward),
+        ])),
+    }  # fmt: skip
+    meetings = [
+        Meeting("recv_ F0", {0: 1000.0, 1: 4000.0}, {1: 5200.0}, True, {0: 5000.0} if sent else {}),
+        Meeting("recv_ B0", {1: 5900.0, 0: 5050.0}, {0: 6000.0}, True, {1: 6000.0} if sent else {}),
+    ]
+    graph = step_graph(0, ranks, meetings)
+    assert isinstance(graph, StepGraph)
+    if not sent:  # the receive's end alone: the wait read as stage 0's work
+        assert graph.totals[0, HOST] == pytest.approx(3050.0)
+        return
+    assert graph.totals[0, HOST] == pytest.approx(0.0)
+    found = replay_of((ranks, meetings))
+    assert found.steps[0].measured_ms * 1e3 == pytest.approx(7000.0)
+    assert (found.gains[0].what, found.gains[0].rank) == ("rank like its peers", 1)
+    assert found.gains[0].gain_ms * 1e3 == pytest.approx(4000.0 - 1000.0)  # less stage 0's F0
 
 
 def test_a_long_last_stage_of_gpu_pipelines_is_a_stage_finding() -> None:

@@ -17,7 +17,8 @@ other). A collective begins its transfer when the last member has arrived and en
 member that blocks in it, its measured transfer later (its end minus that last arrival); a
 receive ends its transfer after the later of its send and itself. A sender whose trace has no
 end of its own waits for the receive's end where its lane shows no work of its own there
-(gloo's send is a rendezvous: the pipeline's schedule waits on it), else it does not wait; a
+(gloo's send is a rendezvous: the pipeline's schedule waits on it; its wait is read up to its own
+send's end, on its own clock, where that is earlier), else it does not wait; a
 member whose collective ran hidden under its work is not held by it. Where the trace ties a
 stream's wait to a meeting (a Stream Wait Event on the event recorded after its kernel:
 :mod:`profiling.analysis.per_trace.stream_waits`, HTA's sync edges), the meeting ends for the rank
@@ -224,23 +225,28 @@ def _meetings_of(
     # recorded end: the wait is read up to there, never as the work
     held = _tied(lane.waits, ends)
     ends = np.where((held < ends) & (held >= arrivals), held, ends)
+    # where the rank saw its wait end: a rendezvous sender at its own send's end where that is
+    # earlier (the receive's end is read on the other rank's clock: read there, the launches the
+    # sender made as it went on looked like launches before its wait, and its wait like work)
+    seen = np.array([meeting.sent.get(rank, np.inf) for meeting in meetings])
+    seen = np.where((seen < ends) & (seen >= arrivals), seen, ends)
     working = (lane.kinds == _COMPUTING) | (lane.kinds == _MOVING)
     worked_from, worked_until = lane.starts[working], lane.ends[working]  # its own work's spans
-    kinds = lane.kinds_before(ends)
+    kinds = lane.kinds_before(seen)
     waited = (kinds != _COMPUTING) & (kinds != _MOVING)
     # work that began a moment before the meeting ended, after a hole, began when it ended: the
     # recorded ends of two streams disagree by microseconds (a compute kernel 8 µs before the
     # receive it waits for ends), and read as 'working' the rank's whole wait became its work
     if len(worked_from):
-        current = worked_from.searchsorted(ends, side="right") - 1
+        current = worked_from.searchsorted(seen, side="right") - 1
         at = np.maximum(current, 0)
         hole = np.where(current > 0, worked_from[at] - worked_until[np.maximum(current - 1, 0)], np.inf)
-        waited |= (current >= 0) & (ends - worked_from[at] <= np.minimum(RESUMED_US, RESUMED_SHARE * hole))
+        waited |= (current >= 0) & (seen - worked_from[at] <= np.minimum(RESUMED_US, RESUMED_SHARE * hole))
     # a rank that still launches collectives does not wait yet; but a collective begun as this
     # one ended was held back by it (the grad norm's all-reduce by the last reduce-scatter)
     launches = np.sort(arrivals)
-    launched = launches[np.maximum(launches.searchsorted(ends - RESUMED_US, side="right") - 1, 0)]
-    last_work = worked_until.searchsorted(ends + EPSILON_US, side="right") - 1
+    launched = launches[np.maximum(launches.searchsorted(seen - RESUMED_US, side="right") - 1, 0)]
+    last_work = worked_until.searchsorted(seen + EPSILON_US, side="right") - 1
     worked = worked_until[np.maximum(last_work, 0)] if len(worked_until) else arrivals
     waits_from = np.maximum(np.maximum(np.where(last_work >= 0, worked, arrivals), arrivals), launched)
     return list(

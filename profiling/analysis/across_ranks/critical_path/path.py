@@ -228,7 +228,9 @@ def _group_meetings(
             if key in found.get(sender, {}) and key in found.get(receiver, {}):
                 arrivals = {sender: found[sender][key][0], receiver: found[receiver][key][0]}
                 ends = {receiver: found[receiver][key][1]}
-                meetings.append(Meeting(labels.get(key, "transfer"), arrivals, ends, sender not in on_gpu))
+                rendezvous = sender not in on_gpu
+                sent = {sender: found[sender][key][1]} if rendezvous else {}
+                meetings.append(Meeting(labels.get(key, "transfer"), arrivals, ends, rendezvous, sent))
             continue
         group = (members or {}).get(key)
         expected = list(ranks) if group is None else [rank for rank in sorted(group) if rank in ranks]

@@ -92,6 +92,9 @@ class Meeting:
     # a transfer whose sender waits for the receive (gloo's send, a rendezvous the pipeline's
     # schedule waits on); an NCCL send's kernel holds no compute on its GPU
     rendezvous: bool = True
+    # a rendezvous sender's own end of its send, on its own clock moved to the common one: where
+    # it went on, which the receive's end (the other rank's clock) can miss by the clocks' error
+    sent: Mapping[int, float] = dataclasses.field(default_factory=dict)
 
 
 class Segment(NamedTuple):
