@@ -104,6 +104,11 @@ class ReportFiles:
         return self.folder / "merged_trace.json.gz"
 
     @property
+    def kept_path(self) -> Path:
+        """The last report's critical path and replay, taken again while their inputs are the same."""
+        return self.folder / "critical_path.msgpack"
+
+    @property
     def ideal_trace(self) -> Path:
         """Each rank's step replayed as measured and ideal, side by side (Perfetto opens it)."""
         return self.folder / "ideal_trace.json.gz"

@@ -21,7 +21,7 @@ from slurm.common.files import LARGE_FILE_BYTES, atomic_path, read_regular
 
 def encode_report(report: Report) -> bytes:
     """``report`` as JSON, compact (``jq .`` shows it indented)."""
-    return msgspec.json.encode(report, enc_hook=_plain)
+    return msgspec.json.encode(report, enc_hook=plain_scalar)
 
 
 def write_report_json(path: Path, encoded: bytes) -> None:
@@ -60,7 +60,7 @@ def read_archive_fields(path: Path) -> ArchiveFields:
     return msgspec.json.decode(read_regular(path, LARGE_FILE_BYTES), type=ArchiveFields)
 
 
-def _plain(value: Any) -> Any:
+def plain_scalar(value: Any) -> Any:
     """numpy's scalars as Python's (the standard library's encoder took their float subclass)."""
     if hasattr(value, "item"):
         return value.item()

@@ -213,6 +213,8 @@ def _traces_report(job: ReportJob, sources: Sequence[TraceSource], has_run: bool
     nodes = job.manifest.nodes_by_rank if job.manifest else {}
     per_rank = kept_alignment(files.clocks, read.traces, read.records, nodes)
     aligning = time.perf_counter() - aligning
+    if not files.ideal_trace.exists():  # written as the path is found: without it, both anew
+        files.kept_path.unlink(missing_ok=True)
     report = summarise(
         folder,
         per_rank,
@@ -223,6 +225,7 @@ def _traces_report(job: ReportJob, sources: Sequence[TraceSource], has_run: bool
         layout=settings.layout,
         meanwhile=partial(pictures.ahead, draw_ranks, path=files.plot) if pictures else None,
         ideal_sink=partial(_write_gzip_json, files.ideal_trace),
+        kept_path_at=files.kept_path,
     )
     if pictures:  # drawn while this process packs the archive and writes the report
         pictures.draw(plot_report, _drawn(report), files.plot)

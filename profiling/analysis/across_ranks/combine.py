@@ -12,12 +12,14 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections.abc import Callable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import msgspec
 
 from profiling.analysis.across_ranks import gpu_sections
+from profiling.analysis.across_ranks.critical_path.kept import kept_path
 from profiling.analysis.across_ranks.critical_path.path import critical_path
 from profiling.analysis.across_ranks.critical_path.stages import stage_balance
 from profiling.analysis.across_ranks.critical_path.verdict import follows_replay, stages_follow_replay
@@ -44,11 +46,14 @@ def summarise(
     layout: Dims | None = None,
     meanwhile: Callable[[model.Report], object] | None = None,
     ideal_sink: Callable[[dict[str, Any]], object] | None = None,
+    kept_path_at: Path | None = None,
 ) -> model.Report:
     """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
     ``warnings``: the reading's, put first; ``layout``: ``--layout``, where given;
     ``meanwhile``: called with the report before its critical path, the slowest part, is found
-    (report.png's rows of ranks are drawn meanwhile); ``ideal_sink``: given the ideal trace."""
+    (report.png's rows of ranks are drawn meanwhile); ``ideal_sink``: given the ideal trace;
+    ``kept_path_at``: where the critical path is kept for the next report on the same inputs
+    (:mod:`.critical_path.kept`; the ideal trace is then the kept path's, not given again)."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     anchor_steps = _anchor_steps(per_rank)
     members = _members(per_rank)
@@ -102,17 +107,12 @@ def summarise(
     if meanwhile is not None:
         meanwhile(report)
     remade: list[str] = []  # lanes files made again from their traces, as the path reached them
-    path = critical_path(
-        per_rank,
-        spans,
-        anchor_steps,
-        noise_ms=straggler.step_noise_ms if straggler else None,
-        straggler=straggler.rank if straggler else None,
-        remade=remade,
-        members=members,
-        mesh=mesh,
-        ideal_sink=ideal_sink,
+    noise_ms = straggler.step_noise_ms if straggler else None
+    late = straggler.rank if straggler else None
+    walk = partial(
+        critical_path, per_rank, spans, anchor_steps, noise_ms, late, remade, members, mesh, ideal_sink
     )
+    path = kept_path(kept_path_at, per_rank, (late, noise_ms), mesh, walk)
     return _with_path(report, path, mesh, [*said, *remade, *layout_said])
 
 
