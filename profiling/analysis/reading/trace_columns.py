@@ -5,7 +5,6 @@ Python, :mod:`profiling.analysis.reading.trace_scan` in C; both give these colum
 from __future__ import annotations
 
 import dataclasses
-import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -60,7 +59,6 @@ KIND_OF_CATEGORY = {
 
 
 ARGS = msgspec.json.Decoder(dict[str, Any])
-_ANY_LIST = msgspec.json.Decoder(list[Any])
 
 
 @dataclasses.dataclass
@@ -237,46 +235,6 @@ def from_chunks(
         wait_record_corr=column("wait_record_corr", np.int64),
         event_count=event_count,
     )
-
-
-def add_memory(chunks: dict[str, list[np.ndarray]], ts: np.ndarray, raw_args: Sequence[bytes]) -> None:
-    """The [memory] instants' columns: the totals their args give, after each (NaN, and device
-    -1, where an instant does not say; args of another form are not refused, as no analysis
-    depends on them alone)."""
-    decoded = _ANY_LIST.decode(b"[" + b",".join(raw or b"{}" for raw in raw_args) + b"]")
-
-    def number(args: Any, key: str) -> float:
-        value = args.get(key) if isinstance(args, dict) else None
-        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else math.nan
-
-    def device(args: Any) -> int:
-        value = args.get("Device Id") if isinstance(args, dict) else None
-        return value if isinstance(value, int) and not isinstance(value, bool) and -1 <= value < 2**31 else -1
-
-    chunks.setdefault("memory_ts", []).append(ts)
-    chunks.setdefault("memory_allocated", []).append(
-        np.array([number(a, "Total Allocated") for a in decoded])
-    )
-    chunks.setdefault("memory_reserved", []).append(np.array([number(a, "Total Reserved") for a in decoded]))
-    chunks.setdefault("memory_device", []).append(np.array([device(a) for a in decoded], dtype=np.int32))
-
-
-def add_stream_waits(chunks: dict[str, list[np.ndarray]], ts: np.ndarray, raw_args: Sequence[bytes]) -> None:
-    """The Stream Wait Events' columns (a few a step: their args decoded whole); -1 where an
-    id is absent or not an integer (such a wait ties nothing)."""
-    decoded = _ANY_LIST.decode(b"[" + b",".join(raw or b"{}" for raw in raw_args) + b"]")
-
-    def integer(args: Any, key: str) -> int:
-        value = args.get(key) if isinstance(args, dict) else None
-        return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 2**63 else -1
-
-    for column, key in (
-        ("wait_stream", "stream"),
-        ("wait_on_stream", "wait_on_stream"),
-        ("wait_record_corr", "wait_on_cuda_event_record_corr_id"),
-    ):
-        chunks.setdefault(column, []).append(np.array([integer(a, key) for a in decoded], dtype=np.int64))
-    chunks.setdefault("wait_ts", []).append(ts)
 
 
 def _first_device(properties: Any) -> dict[str, Any]:

@@ -31,6 +31,7 @@ import numpy as np
 
 from profiling.analysis.reading import trace_scan
 from profiling.analysis.reading.collectives import is_collective
+from profiling.analysis.reading.instant_args import add_memory, add_stream_waits
 from profiling.analysis.reading.json_stream import CHUNK_BYTES, TraceFormatError, TraceStream
 from profiling.analysis.reading.op_flops import COUNTED, CountedOp, counted_ops
 from profiling.analysis.reading.plausible import plausible
@@ -50,9 +51,7 @@ from profiling.analysis.reading.trace_columns import (
     STREAM_WAIT,
     SYNC_CATEGORY,
     TraceEvents,
-    add_memory,
     add_parts,
-    add_stream_waits,
     from_chunks,
     kept_collectives,
 )

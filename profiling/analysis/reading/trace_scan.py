@@ -25,6 +25,7 @@ import msgspec
 import numpy as np
 
 from profiling.analysis.reading.collectives import is_collective
+from profiling.analysis.reading.instant_args import add_memory, add_stream_waits
 from profiling.analysis.reading.json_stream import CHUNK_BYTES, CutInside, TraceStream
 from profiling.analysis.reading.op_flops import COUNTED, CountedOp, counted_ops
 from profiling.analysis.reading.trace_columns import (
@@ -41,9 +42,7 @@ from profiling.analysis.reading.trace_columns import (
     STREAM_WAIT,
     SYNC_CATEGORY,
     TraceEvents,
-    add_memory,
     add_parts,
-    add_stream_waits,
     from_chunks,
     kept_collectives,
 )
