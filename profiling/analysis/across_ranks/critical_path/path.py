@@ -8,7 +8,7 @@ import collections
 import dataclasses
 import functools
 import statistics
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from profiling.analysis.across_ranks.critical_path.graph import StepGraph, step_graph
@@ -79,14 +79,17 @@ def critical_path(
     # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
     totals: Totals = collections.defaultdict(collections.Counter)
     grouped = bool(members) or any(transfer_of(str(key[1])) for key in anchor_steps)
+    keys_of: dict[int, list[Key]] = {}  # each step's collectives: one pass, not steps x collectives
+    for key, anchored in anchor_steps.items():
+        keys_of.setdefault(anchored, []).append(key)
     graphs: list[StepGraph] = []
     not_replayed: list[UndecidedStep] = []
     for step in numbers:
         ranks = {rank: found.get(step) for rank, found in lanes.items()}
         meetings = (
-            _group_meetings(step, ranks, spans, anchor_steps, labels, members, on_gpu)
+            _group_meetings(ranks, spans, keys_of.get(step, []), labels, members, on_gpu)
             if grouped
-            else _meetings(step, ranks, spans, anchor_steps, labels)
+            else _meetings(ranks, spans, keys_of.get(step, []), labels)
         )
         walked = step_path(step, ranks, meetings, stage_of)
         if isinstance(walked, Undecided):
@@ -178,17 +181,15 @@ def _labels(per_rank: Mapping[int, list[Aligned]]) -> dict[Key, str]:
 
 
 def _meetings(
-    step: int,
     ranks: Mapping[int, RankStep | None],
     spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
-    anchor_steps: Mapping[Key, int],
+    keys: Sequence[Key],
     labels: Mapping[Key, str],
 ) -> list[Meeting]:
-    """The collectives of ``step`` that every rank reached, in the order they began."""
+    """The collectives of a step (``keys``) that every rank reached, in the order they began."""
     found = [spans.get(rank) for rank in ranks]
     if any(s is None for s in found) or not found:
         return []
-    keys = [key for key, anchored in anchor_steps.items() if anchored == step]
     shared = [key for key in keys if all(key in s for s in found if s is not None)]
     meetings = [
         Meeting(
@@ -202,15 +203,14 @@ def _meetings(
 
 
 def _group_meetings(
-    step: int,
     ranks: Mapping[int, RankStep | None],
     spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
-    anchor_steps: Mapping[Key, int],
+    keys: Sequence[Key],
     labels: Mapping[Key, str],
     members: Mapping[Key, frozenset[int]] | None,
     on_gpu: frozenset[int] = frozenset(),
 ) -> list[Meeting]:
-    """The collectives of ``step`` that every member of their group reached, among its members,
+    """The collectives of a step (``keys``) that every member of their group reached, among its members,
     and its transfers: a receive cannot end before its send began, so it meets the sender at
     the send (the sender leaves without waiting: only the receiver ends there). Ordered by
     their earliest end: the walk passes a meeting only for one that ended before it, and in a
@@ -219,9 +219,7 @@ def _group_meetings(
     if any(spans.get(rank) is None for rank in ranks):
         return []
     meetings = []
-    for key, anchored in anchor_steps.items():
-        if anchored != step:
-            continue
+    for key in keys:
         transfer = transfer_of(str(key[1]))
         if transfer is not None:
             sender, receiver = transfer

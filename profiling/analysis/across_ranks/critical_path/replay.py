@@ -100,7 +100,7 @@ def replay(
                     break  # a member has not arrived yet
                 else:
                     if meeting not in latest:
-                        latest[meeting] = np.max(arrived[meeting], axis=0)
+                        latest[meeting] = _latest(arrived[meeting])
                     t[row] = np.maximum(t[row], latest[meeting] + transfers[row][done[row]])
                 if timed:
                     left[row].append(t[row])
@@ -121,6 +121,14 @@ def replay(
         reached=stacked,
         left=[np.array(found).reshape(len(found), count) for found in left],
     )
+
+
+def _latest(arrivals: list[np.ndarray]) -> np.ndarray:
+    """The last arrival of a meeting in every variant: most are a send and its receive, whose
+    two arrays ``np.maximum`` takes at a sixth of ``np.max``'s cost of stacking them."""
+    if len(arrivals) == 2:
+        return np.maximum(arrivals[0], arrivals[1])
+    return np.max(arrivals, axis=0)
 
 
 def _transfers(graph: StepGraph, variants: Variants) -> list[np.ndarray]:
