@@ -55,7 +55,12 @@ def main() -> None:
     job_path.replayed = _timed(job_path.replayed, spent)
     if args.ranks:
         folder = simulated(args.root, args.ranks, args.steps, args.layout)
-        for made in ("report.json", "report.png", "run.png"):  # as bench_scale.py: drawn anew
+        for made in (
+            "report.json",
+            "report.png",
+            "run.png",
+            "critical_path.msgpack",
+        ):  # as bench_scale.py: drawn anew
             (folder / "meta" / made).unlink(missing_ok=True)
         started = time.perf_counter()
         report.main([str(folder)])

@@ -106,7 +106,12 @@ def main() -> None:
     rows = []
     for ranks in args.ranks:
         folder = simulated(args.root, ranks, args.steps, args.layout)
-        for made in ("report.json", "report.png", "run.png"):  # the job's end draws them anew
+        for made in (
+            "report.json",
+            "report.png",
+            "run.png",
+            "critical_path.msgpack",
+        ):  # the job's end draws them anew
             (folder / "meta" / made).unlink(missing_ok=True)
         report = timed(REPORT, str(folder))
         listed = timed(LIST_RANKS, str(args.root), "--ranks", folder.name, "--json")
