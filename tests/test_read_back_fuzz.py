@@ -137,6 +137,27 @@ def test_a_file_larger_than_its_bound_is_refused(tmp_path: Path) -> None:
         read_regular(path, 1024)
 
 
+@pytest.mark.parametrize(("grown", "bound", "whole"), [(100, 1024, True), (2000, 1024, False)])
+def test_a_file_that_grew_while_read_is_read_whole_up_to_its_bound(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, grown: int, bound: int, whole: bool
+) -> None:
+    """A step log appended to while it is read: the size its status said, then the rest, up to
+    the bound (its status made to say 10 bytes, as it was when opened)."""
+    import os
+
+    from slurm.common import files
+
+    path = tmp_path / "growing.log"
+    path.write_bytes(b"x" * grown)
+    real = os.fstat
+    monkeypatch.setattr(files.os, "fstat", lambda fd: os.stat_result((*real(fd)[:6], 10, *real(fd)[7:])))
+    if whole:
+        assert read_regular(path, bound) == b"x" * grown
+    else:
+        with pytest.raises(NotARegularFile, match="more than the 1024 bytes read back"):
+            read_regular(path, bound)
+
+
 def test_two_configs_sharing_a_job_id_are_kept_apart() -> None:
     """A +100 % regression hid as '-' where another config had a job of the same id."""
     other = dict(CONFIG, batch_size=64)

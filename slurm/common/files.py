@@ -71,7 +71,11 @@ def read_regular(path: Path, max_bytes: int) -> bytes:
             raise NotARegularFile(f"{path}: {status.st_size} bytes, more than the {max_bytes} read back")
         os.set_blocking(fd, True)
         with os.fdopen(fd, "rb", closefd=False) as handle:
-            found = handle.read(max_bytes + 1)
+            # the size it has, and a byte: read(max_bytes + 1) allocated the bound for every
+            # file (0.2 ms a step log, 0.7 s of the run map of 4096 ranks)
+            found = handle.read(status.st_size + 1)
+            if len(found) > status.st_size:  # it grew while read: the rest, up to the bound
+                found += handle.read(max_bytes + 1 - len(found))
     finally:
         os.close(fd)
     if len(found) > max_bytes:  # grew while read
