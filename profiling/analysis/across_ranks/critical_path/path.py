@@ -79,18 +79,12 @@ def critical_path(
     # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
     totals: Totals = collections.defaultdict(collections.Counter)
     grouped = bool(members) or any(transfer_of(str(key[1])) for key in anchor_steps)
-    keys_of: dict[int, list[Key]] = {}  # each step's collectives: one pass, not steps x collectives
-    for key, anchored in anchor_steps.items():
-        keys_of.setdefault(anchored, []).append(key)
+    keys_of = _keys_by_step(anchor_steps)
     graphs: list[StepGraph] = []
     not_replayed: list[UndecidedStep] = []
     for step in numbers:
         ranks = {rank: found.get(step) for rank, found in lanes.items()}
-        meetings = (
-            _group_meetings(ranks, spans, keys_of.get(step, []), labels, members, on_gpu)
-            if grouped
-            else _meetings(ranks, spans, keys_of.get(step, []), labels)
-        )
+        meetings = _step_meetings(grouped, ranks, spans, keys_of.get(step, []), labels, members, on_gpu)
         walked = step_path(step, ranks, meetings, stage_of)
         if isinstance(walked, Undecided):
             undecided.append(UndecidedStep(step=walked.step, why=walked.why))
@@ -119,6 +113,30 @@ def critical_path(
         noise_ms=noise_ms,
         replay=replayed(graphs, [*undecided, *not_replayed], mesh, ideal_sink),
     )
+
+
+def _step_meetings(
+    grouped: bool,
+    ranks: Mapping[int, RankStep | None],
+    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
+    keys: Sequence[Key],
+    labels: Mapping[Key, str],
+    members: Mapping[Key, frozenset[int]] | None,
+    on_gpu: frozenset[int],
+) -> list[Meeting]:
+    """A step's meetings: by group and transfer where the job has groups or sends, else every
+    rank at every collective."""
+    if grouped:
+        return _group_meetings(ranks, spans, keys, labels, members, on_gpu)
+    return _meetings(ranks, spans, keys, labels)
+
+
+def _keys_by_step(anchor_steps: Mapping[Key, int]) -> dict[int, list[Key]]:
+    """Each step's collectives, in one pass (not steps x collectives: 44 x 34 000 on AR)."""
+    found: dict[int, list[Key]] = {}
+    for key, anchored in anchor_steps.items():
+        found.setdefault(anchored, []).append(key)
+    return found
 
 
 def _rank_steps(
