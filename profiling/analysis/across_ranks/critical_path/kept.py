@@ -6,7 +6,7 @@ The path and its replay were most of what a warm report still computed: 0.75 s o
 issue 60's dense folder. They are computed from each trace's record (its trace's name, size and
 modification time, and the analysis version), its clock, the straggler verdict's rank and noise,
 and the job's mesh; and from the code that walks and replays them. The key holds all of it, the
-code as the bytes of this room's modules: a toolkit changed under a kept path computes it again.
+code as the bytes of the analysis's modules: a toolkit changed under a kept path computes it again.
 """
 
 from __future__ import annotations
@@ -81,15 +81,17 @@ def _key(
 
 @functools.cache
 def _code() -> str:
-    """The walk's and the replay's code: the bytes of this room's modules, of the schema the
-    path is kept in, and of the mesh's stages."""
+    """The code the path comes from: the bytes of every module of the analysis (not this room's
+    alone: the spans, the collectives' steps and groups the walk takes are made in
+    ``across_ranks/combine.py``, the transfers' pairs in ``reading/instances.py``), of the schema
+    the path is kept in, and of the mesh's stages."""
     toolkit = Path(__file__).parents[4]
     modules = [
-        *sorted(Path(__file__).parent.glob("*.py")),
+        *sorted((toolkit / "profiling" / "analysis").rglob("*.py")),
         *(toolkit / "profiling" / "schema" / name for name in ("model_path.py", "model_replay.py")),
         toolkit / "slurm" / "common" / "mesh.py",
     ]
     digest = hashlib.blake2b(digest_size=16)
     for module in modules:
-        digest.update(module.name.encode() + b"\0" + module.read_bytes())
+        digest.update(str(module.relative_to(toolkit)).encode() + b"\0" + module.read_bytes())
     return digest.hexdigest()
