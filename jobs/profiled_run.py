@@ -45,7 +45,7 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import StepLogHeader
 from profiling.ranks import DEFAULT_RANKS, RankSelection
 from profiling.recording.capture import CaptureWatcher
-from profiling.recording.config import ProfilerConfig
+from profiling.recording.config import AutoCaptureConfig, ProfilerConfig
 from profiling.recording.profiler import StepHook, StepProfiler, scheduled_windows
 from profiling.recording.schedule import ScheduleConfig
 from profiling.recording.slowest import SlowestRank
@@ -61,10 +61,6 @@ from slurm.identity import DistributedIdentity, from_environment
 _LOG = logging.getLogger(__name__)
 
 OPEN_ENDED = 2**31 - 1  # the steps of a loop that did not say how many it runs
-# A rank the watchdog ends (where it may) has had no step for dist_timeout_s plus this long: by then
-# the others' collectives have timed out, and nothing but this rank keeps the job alive.
-WATCHDOG_GRACE_S = 30.0
-MIN_DUMP_AFTER_S = 5.0  # a rank's hang dump never comes sooner (a short timeout, a slow step)
 # the keyword that sets a field, where it is not the field's name, for errors the configs raise
 _KEYWORDS = {"ranks": "profile_ranks"}
 
@@ -109,11 +105,12 @@ class ProfiledRun:
         gzip: bool = ProfilerConfig.gzip,
         report: bool = TaskConfig.report,
         dist_timeout_s: float = TaskConfig.dist_timeout_s,
+        auto_capture: bool = AutoCaptureConfig.enabled,
     ) -> None:
         """As ``submit.py``'s options: ``profile_ranks`` is ``--profile-ranks``, ``wait``,
         ``warmup``, ``active`` and ``repeat`` the schedule, ``traces_root`` ``--traces-root``
-        (default: ``$TRACES_ROOT`` or ``./traces``); ``steps``: how many steps the loop runs,
-        where known."""
+        (default: ``$TRACES_ROOT`` or ``./traces``), ``auto_capture`` ``--auto-capture``;
+        ``steps``: how many steps the loop runs, where known."""
         if repeat == 0 and steps is None:
             raise RunError(
                 "repeat=0 records until the last step, and the loop did not say it. HINT: pass steps=N"
@@ -123,6 +120,7 @@ class ProfiledRun:
                 ranks=RankSelection.parse(profile_ranks),
                 schedule=ScheduleConfig(wait=wait, warmup=warmup, active=active, repeat=repeat),
                 gzip=gzip,
+                auto_capture=AutoCaptureConfig(enabled=auto_capture),
             )
             if steps is not None:
                 profiler.schedule.check_fits(steps)
@@ -179,12 +177,17 @@ class ProfiledRun:
                 memory="cuda" if self.cuda else "rss",
             ),
             cuda=self.cuda,
+            flush_s=self._live_s,
         )
         self.profiler, self.hooks = self._profiler()
+        settings = self.settings
         self.publisher = MetricsPublisher.start(
-            identity, self.attempt.folder, self.settings.metrics, self.settings.layout
+            identity, self.attempt.folder, settings.metrics, settings.layout, settings.profiler.auto_capture
         )
-        self.watchdog = self._watchdog()
+        dump_path = self.attempt.folder.hang_dump(identity.rank)
+        self.watchdog = Watchdog.for_timeout(
+            identity.rank, identity.node_name, dump_path, settings.dist_timeout_s, settings.end_stuck_rank
+        )
         self.profiler.__enter__()
         self.next_step = self.start_step
         self.watchdog.__enter__()
@@ -196,6 +199,12 @@ class ProfiledRun:
     @property
     def trace_dir(self) -> Path:
         return self.attempt.trace_dir
+
+    @property
+    def _live_s(self) -> float | None:
+        """How often the step log is flushed and requests looked for where read live; None: as usual."""
+        auto_capture = self.settings.profiler.auto_capture
+        return auto_capture.look_every_s if auto_capture.enabled else None
 
     def step(self) -> None:
         """The step has ended: the profiler's schedule moves on, the step log keeps its time."""
@@ -301,6 +310,7 @@ class ProfiledRun:
                 agree=self.group.agree,
                 schedule_windows=schedule,
                 log=say,
+                poll_s=self._live_s,
             )
         ]
         if settings.profiler.ranks.slowest:
@@ -324,17 +334,6 @@ class ProfiledRun:
             hooks=[self.timing, *hooks],
         )
         return profiler, hooks  # the job-wide ones, for the manifest (the step log is per rank)
-
-    def _watchdog(self) -> Watchdog:
-        """Dumps at half the timeout, before the others give up waiting for this rank."""
-        identity, timeout_s = self.attempt.identity, self.settings.dist_timeout_s
-        return Watchdog(
-            rank=identity.rank,
-            node=identity.node_name,
-            dump_path=self.attempt.folder.hang_dump(identity.rank),
-            dump_after_s=max(MIN_DUMP_AFTER_S, timeout_s / 2),
-            exit_after_s=timeout_s + WATCHDOG_GRACE_S if self.settings.end_stuck_rank else None,
-        )
 
 
 def _joined_group(identity: DistributedIdentity) -> JobGroup:

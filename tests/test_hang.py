@@ -18,6 +18,7 @@ import pytest
 
 from jobs import profiled_run
 from jobs.commands.hang import main as hang_main
+from jobs.runtime import watchdog
 from jobs.runtime.distributed import enable_flight_recorder
 from jobs.runtime.watchdog import EXIT_STATUS, Watchdog
 from profiling.analysis.dumps.hang import HangError, analyse_dumps
@@ -170,7 +171,7 @@ def test_a_loop_of_ones_own_leaves_a_hang_dump_but_not_once_it_waits_for_its_req
 ) -> None:
     for name in [n for n in os.environ if n.startswith(("SLURM_", "TORCHELASTIC_"))] + ["RANK", "WORLD_SIZE"]:
         monkeypatch.delenv(name, raising=False)  # one process
-    monkeypatch.setattr(profiled_run, "MIN_DUMP_AFTER_S", 0.5)
+    monkeypatch.setattr(watchdog, "MIN_DUMP_AFTER_S", 0.5)
     with profiled_run.ProfiledRun(traces_root=tmp_path, profile_ranks="none", dist_timeout_s=1.0) as run:
         run.step()
         time.sleep(2.2)  # no step for longer than half the timeout: stuck, as far as anyone knows

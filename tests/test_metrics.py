@@ -24,37 +24,17 @@ from prometheus_client import generate_latest
 from jobs.runtime.live_metrics import Sinks, publish, registry_of
 from profiling.analysis.run.run_logs import read_run
 from profiling.folder.layout import JobFolder
-from profiling.folder.step_log import StepLogHeader
-from profiling.recording.step_timing import StepTiming
 from tests.common import REPO, submitted_job_id
+from tests.step_logs import timed_step_logs
 
 SERVERS = ("prometheus", "prometheus-pushgateway", "prometheus-node-exporter")
 # each way's series in Prometheus, by their job label: the pushed ones keep the pusher's
 WAYS = {"pushgateway": "slurm-profile", "node_exporter": "node"}
 
 
-def _step_logs(folder: JobFolder, step_ms: dict[int, float], steps: int = 30) -> None:
-    """Each rank's step log, its steps ``step_ms`` apart: the CPU clock made to say so."""
-    for rank, ms in step_ms.items():
-        header = StepLogHeader(
-            rank=rank,
-            world_size=len(step_ms),
-            restart=0,
-            node=f"node{rank // 2 + 1}",
-            gpu=False,
-            memory="rss",
-        )
-        timing = StepTiming.open(folder.step_log(rank, 0), header)
-        for step in range(steps):
-            timing._cpu -= ms / 1e3  # the step's CPU time, without spending it
-            timing._wall -= ms / 1e3
-            timing.after_step(step)
-        timing.close()
-
-
 def test_a_nodes_metrics_and_the_jobs_view(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "77")
-    _step_logs(folder, {0: 100.0, 1: 100.0, 2: 100.0, 3: 180.0})
+    timed_step_logs(folder, {0: 100.0, 1: 100.0, 2: 100.0, 3: 180.0})
     run, _ = read_run(folder.path)
     mesh = {rank: {"dp": rank // 2, "pp": rank % 2} for rank in range(4)}
     text = generate_latest(registry_of("77", run, mesh, {2, 3}, whole_job=True)).decode()
@@ -77,7 +57,7 @@ def test_a_nodes_metrics_and_the_jobs_view(tmp_path: Path) -> None:
 
 def test_a_server_down_costs_one_line(tmp_path: Path) -> None:
     folder = JobFolder(tmp_path, "78")
-    _step_logs(folder, {0: 50.0, 1: 50.0})
+    timed_step_logs(folder, {0: 50.0, 1: 50.0})
     run, _ = read_run(folder.path)
     registry = registry_of("78", run, {}, {0, 1}, whole_job=True)
     started = time.monotonic()

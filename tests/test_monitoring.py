@@ -18,7 +18,7 @@ from jobs.runtime.live_metrics import registry_of
 from profiling.analysis.run.run_logs import read_run
 from profiling.folder.layout import JobFolder
 from tests.common import REPO
-from tests.test_metrics import _step_logs
+from tests.step_logs import timed_step_logs
 
 MONITORING = REPO / "docs" / "monitoring"
 RULES = MONITORING / "slurm-profile.rules.yml"
@@ -39,7 +39,7 @@ def _promtool() -> str:
 def _exported(tmp_path: Path) -> set[str]:
     """The metrics the publisher of rank 0's node exports for a job with a layout."""
     folder = JobFolder(tmp_path, "77")
-    _step_logs(folder, {0: 100.0, 1: 100.0, 2: 100.0, 3: 180.0})
+    timed_step_logs(folder, {0: 100.0, 1: 100.0, 2: 100.0, 3: 180.0})
     found = read_run(folder.path)
     assert found is not None
     mesh = {rank: {"dp": rank // 2, "pp": rank % 2} for rank in range(4)}

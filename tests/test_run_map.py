@@ -6,7 +6,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import warnings
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -16,33 +15,11 @@ from jobs.list_ranks import rank_scores
 from profiling.analysis.run import run_logs, run_map, step_ratios
 from profiling.analysis.run.slow_nodes import slow_nodes
 from profiling.folder.layout import JobFolder
-from profiling.folder.step_log import StepLogHeader, StepLogWriter, read_step_log
+from profiling.folder.step_log import read_step_log
 from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from tests.common import REPO
-
-
-def write_logs(
-    folder: JobFolder,
-    cpu_ms: Callable[[int, int], float],
-    *,
-    ranks: int = 4,
-    steps: range = range(100),
-    restart: int = 0,
-    per_node: int = 2,
-    noise: float = 3.0,
-    steps_of: Callable[[int], range] | None = None,
-) -> None:
-    """A step log per rank, ``cpu_ms(rank, step)`` plus Gaussian noise; ``steps_of(rank)``: the
-    rank's own steps, if not ``steps``."""
-    rng = np.random.default_rng(restart)
-    for rank in range(ranks):
-        node = f"node{rank // per_node + 1}"
-        head = StepLogHeader(rank=rank, world_size=ranks, restart=restart, node=node, gpu=False)
-        writer = StepLogWriter(folder.step_log(rank, restart), head)
-        for step in steps_of(rank) if steps_of else steps:
-            writer.add(step, 400.0, cpu_ms(rank, step) + rng.normal(0, noise))
-        writer.close()
+from tests.step_logs import write_logs
 
 
 def combined(folder: JobFolder) -> run_map.RunMap:
@@ -313,7 +290,7 @@ def test_run_png_numbers_whole_steps(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     from profiling.analysis.run.run_view import RunView
     from profiling.analysis.run.section import run_section
-    from profiling.report.plot import plot_run
+    from profiling.report.plot_run import plot_run
 
     folder = JobFolder(tmp_path, "1")
     write_logs(folder, lambda rank, step: 130.0, ranks=2, steps=range(20))

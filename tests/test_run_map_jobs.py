@@ -15,7 +15,8 @@ from profiling.folder.layout import JobFolder
 from profiling.folder.step_log import read_step_log
 from tests.common import SMALL_WORKLOAD, run_submit, submitted_job_id
 from tests.slurm_helpers import SubmittedJob
-from tests.test_run_map import list_ranks, write_logs
+from tests.step_logs import write_logs
+from tests.test_run_map import list_ranks
 
 
 # once more if it fails: it times ranks against each other, and a noisy neighbour on a shared

@@ -1,7 +1,8 @@
-"""Each node's publisher of live metrics (:mod:`jobs.runtime.live_metrics`): started by the
-node's first rank beside the ranks, as a process of its own at the lowest priority (its reading
-of step logs holds no rank's GIL, and takes the CPU the ranks leave), and stopped when that
-rank's loop ends."""
+"""Each node's publisher of live metrics (:mod:`jobs.runtime.live_metrics`), and on rank 0's node
+the trigger of ``--auto-capture`` (:mod:`jobs.runtime.auto_capture`): started by the node's
+first rank beside the ranks, as a process of its own at the lowest priority (its reading of step
+logs holds no rank's GIL, and takes the CPU the ranks leave), and stopped when that rank's loop
+ends."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ import sys
 from jobs.runtime.live_metrics import Sinks, remove_textfile
 from jobs.runtime.output import say
 from profiling.folder.layout import JobFolder
-from slurm.common.mesh import Dims, layout_text
+from profiling.recording.config import AutoCaptureConfig
+from slurm.common.mesh import Dims, layout_text, mesh_dims
 from slurm.identity import DistributedIdentity
 
 STOP_WAIT_S = 15.0  # its last push, bounded by its timeout: then it is killed
@@ -28,10 +30,16 @@ class MetricsPublisher:
 
     @classmethod
     def start(
-        cls, identity: DistributedIdentity, folder: JobFolder, sinks: Sinks, layout: Dims | None
+        cls,
+        identity: DistributedIdentity,
+        folder: JobFolder,
+        sinks: Sinks,
+        layout: Dims | None,
+        auto_capture: AutoCaptureConfig,
     ) -> MetricsPublisher:
         node = identity.node_name or socket.gethostname()
-        if not sinks.any or identity.local_rank != 0:
+        triggers = auto_capture.enabled and identity.rank == 0  # rank 0's node reads every rank's log
+        if not (sinks.any or triggers) or identity.local_rank != 0:
             return cls(None, sinks, identity.job_id, node)
         # the node's ranks: launchers number a node's tasks in a block (srun's default
         # distribution with --ntasks-per-node, torchrun, submitit's local executor)
@@ -45,12 +53,14 @@ class MetricsPublisher:
         ]  # fmt: skip
         if identity.rank == 0:
             command.append("--whole-job")
+        if triggers:
+            command += ["--auto-capture", str(auto_capture.max_captures)]
         if sinks.push_url:
             command += ["--push", sinks.push_url]
         if sinks.textfile_dir:
             command += ["--textfile", str(sinks.textfile_dir)]
-        if layout:
-            command += ["--layout", layout_text(layout)]
+        if layout:  # the coordinates of the mesh the job builds, whatever order --parallel gave
+            command += ["--layout", layout_text(mesh_dims(layout))]
         return cls(subprocess.Popen(command), sinks, identity.job_id, node)
 
     def stop(self) -> None:

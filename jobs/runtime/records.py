@@ -12,6 +12,7 @@ from typing import Any
 
 import msgspec
 
+from jobs.runtime import auto_capture
 from jobs.runtime.group import JobGroup
 from jobs.runtime.output import say
 from profiling.folder import manifest
@@ -149,7 +150,10 @@ def gather_and_write_manifest(
             ranks=records,
             attempts=attempts,
             schedule=attempt.profiler.schedule_record(),
-            profiler=attempt.profiler.record(),
+            profiler=msgspec.structs.replace(
+                attempt.profiler.record(),
+                auto_capture=auto_capture.manifest_record(attempt.profiler.auto_capture),
+            ),
             workload=attempt.workload,
             hooks={hook.manifest_key: hook.manifest_section() for hook in hooks},
             started_at=min([attempts[0].started_at, *(r.started_at for r in records)]),

@@ -33,6 +33,10 @@ from profiling.schema.files import write_file
 _LOG = logging.getLogger(__name__)
 
 EXIT_STATUS = 3  # a rank the watchdog ended
+# A rank the watchdog ends (where it may) has had no step for the timeout plus this long: by then
+# the others' collectives have timed out, and nothing but this rank keeps the job alive.
+GRACE_S = 30.0
+MIN_DUMP_AFTER_S = 5.0  # a rank's hang dump never comes sooner (a short timeout, a slow step)
 
 
 def flight_recorder() -> dict[str, Any] | None:
@@ -103,6 +107,20 @@ class Watchdog:
         self._dumped_at: float | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="progress-watchdog", daemon=True)
+
+    @classmethod
+    def for_timeout(
+        cls, rank: int, node: str | None, dump_path: Path, timeout_s: float, end_stuck: bool
+    ) -> Watchdog:
+        """A rank's under ``--dist-timeout``: its dump at half the timeout, before the others give
+        up waiting for it; ``end_stuck``: it ends the rank a grace after the timeout."""
+        return cls(
+            rank=rank,
+            node=node,
+            dump_path=dump_path,
+            dump_after_s=max(MIN_DUMP_AFTER_S, timeout_s / 2),
+            exit_after_s=timeout_s + GRACE_S if end_stuck else None,
+        )
 
     def __enter__(self) -> Watchdog:
         self._since = time.monotonic()

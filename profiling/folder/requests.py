@@ -3,7 +3,6 @@ rank (:mod:`profiling.recording.capture`), and answered with the steps the ranks
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from typing import Any
 
@@ -11,43 +10,56 @@ import msgspec
 
 from profiling.folder.layout import JobFolder
 from profiling.ranks import RankSelection
-from profiling.schema.manifest import CaptureRecord
+from profiling.schema.manifest import CaptureRecord, CaptureTrigger
 from slurm.common.clock import utc_now
 from slurm.common.files import SMALL_FILE_BYTES, read_regular, write_json_atomically
 
 
-@dataclasses.dataclass(frozen=True)
-class CaptureRequest:
+class CaptureRequest(msgspec.Struct, frozen=True, kw_only=True):
     id: int
     active: int  # steps to record
     ranks: str  # a --profile-ranks spec: "all", "0,3"
     requested_at: str
+    trigger: CaptureTrigger | None = None  # --auto-capture's reason; none: a person asked
 
     def selection(self) -> RankSelection:
         return RankSelection.parse(self.ranks)
 
 
-def write_request(folder: JobFolder, *, active: int, ranks: str) -> CaptureRequest:
+def write_request(
+    folder: JobFolder, *, active: int, ranks: str, trigger: CaptureTrigger | None = None
+) -> CaptureRequest:
     """A new request in the job folder; its id is one more than the last (never overwritten)."""
     folder.capture.mkdir(parents=True, exist_ok=True)
     while True:
-        number = 1 + max((request.id for request in read_requests(folder)), default=0)
-        request = CaptureRequest(number, active, ranks, utc_now())
+        # numbered by the files there, read or not: a damaged one is never taken for a free number
+        number = 1 + max((_number(path.name) for path in folder.capture_requests()), default=0)
+        request = CaptureRequest(
+            id=number, active=active, ranks=ranks, requested_at=utc_now(), trigger=trigger
+        )
+        content = msgspec.json.encode(request)
         try:  # exclusive creation: two requesters at once get two ids
-            with open(folder.capture_request(number), "x") as handle:
-                json.dump(dataclasses.asdict(request), handle)
+            with open(folder.capture_request(number), "xb") as handle:
+                handle.write(content)
             return request
         except FileExistsError:
             continue
+
+
+def _number(name: str) -> int:
+    digits = name.removeprefix("request-").removesuffix(".json")
+    return int(digits) if digits.isdigit() else 0
 
 
 def read_requests(folder: JobFolder) -> list[CaptureRequest]:
     found = []
     for path in folder.capture_requests():
         try:
-            found.append(CaptureRequest(**json.loads(read_regular(path, SMALL_FILE_BYTES))))
-        except (OSError, ValueError, TypeError):
-            continue  # being written: seen at the next look
+            request = msgspec.json.decode(read_regular(path, SMALL_FILE_BYTES), type=CaptureRequest)
+            request.selection()  # ranks that parse, or no request: every rank reads it in its loop
+        except (OSError, ValueError):  # msgspec's errors are ValueErrors, as RankSpecError is
+            continue  # being written (seen at the next look), or not a request
+        found.append(request)
     return sorted(found, key=lambda request: request.id)
 
 

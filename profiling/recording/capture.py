@@ -41,11 +41,13 @@ class CaptureWatcher:
         agree: Callable[[str, int], int],
         schedule_windows: Sequence[Window],
         log: Callable[[str], None] = print,
+        poll_s: float | None = None,
     ) -> None:
         self.folder, self.rank, self.world_size = folder, rank, world_size
         self._agree = agree  # (key, proposal) -> the proposal every rank settles on
         self._schedule = sorted(schedule_windows, key=lambda window: window.start)
         self._log = log
+        self._poll_s = POLL_S if poll_s is None else poll_s  # sooner under --auto-capture
         self._last_poll = time.monotonic()
         self._seen_mtime: int | None = None
         self._handled: set[int] = set()
@@ -56,7 +58,7 @@ class CaptureWatcher:
         now = time.monotonic()
         if len(self._step_ends) < 16:
             self._step_ends.append(now)
-        if now - self._last_poll < POLL_S:
+        if now - self._last_poll < self._poll_s:
             return
         self._last_poll = now
         try:
@@ -84,6 +86,11 @@ class CaptureWatcher:
             self._log(
                 f"capture {request.id}: rank {self.rank} cannot record steps {first}-{last} (past the end?)"
             )
+        elif chosen and request.trigger is not None:
+            self._log(
+                f"capture {request.id}: rank {self.rank} records steps {first}-{last}, asked for by "
+                f"--auto-capture: {request.trigger.why}"
+            )
         record = CaptureRecord(
             id=request.id,
             requested_at=request.requested_at,
@@ -91,6 +98,7 @@ class CaptureWatcher:
             last=last,
             ranks=sorted(request.selection().resolve(self.world_size)),
             within_run=last < profiler.steps,
+            trigger=request.trigger,
         )
         self.captures.append(record)
         if self.rank == min(record.ranks, default=0):
@@ -100,7 +108,7 @@ class CaptureWatcher:
         """A first step every rank will have seen the request before: two looks away, and more."""
         gaps = [b - a for a, b in zip(self._step_ends, self._step_ends[1:], strict=False)]
         step_s = statistics.median(gaps) if gaps else 1.0
-        first = step + 2 + math.ceil(2 * POLL_S / max(step_s, 1e-3))
+        first = step + 2 + math.ceil(2 * self._poll_s / max(step_s, 1e-3))
         for window in self._schedule:  # scheduled windows, warm-up included, come first
             if Window(first, first + request.active - 1, CAPTURE_WARMUP, "capture").overlaps(window):
                 first = window.last + 1 + CAPTURE_WARMUP

@@ -10,6 +10,44 @@ from profiling.schema.manifest import ProfilerRecord, Schedule
 from slurm.common.errors import SettingError
 from slurm.common.settings import at_least, section, setting
 
+GiB = 2**30
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AutoCaptureConfig:
+    """``--auto-capture``: record a rank the live step logs show slow, while it is slow, with a
+    typical rank beside it (:mod:`jobs.runtime.auto_capture`; docs/auto-capture.md), within these
+    bounds."""
+
+    enabled: bool = setting(
+        False,
+        flag="--auto-capture",
+        help="while the job runs, record a few steps of a rank that turns persistently slower than its "
+        "peers, with a typical rank (and its pipeline neighbours) beside it; bounded (docs/auto-capture.md)",
+        group="profiler",
+    )
+    max_captures: int = setting(
+        3,
+        flag="--auto-capture-max",
+        help="the most captures --auto-capture takes in a job",
+        group="profiler",
+        metavar="N",
+        parse=int,
+        check=at_least(1),
+    )
+    # no new capture sooner than this after the last one was asked for: a rank slow for an hour
+    # is one finding, not twenty
+    cooldown_s: float = 300.0
+    # bytes of captured traces in the job folder past which no capture is asked for: the written
+    # ones plus the next one's estimate (its ranks times its steps times the largest captured
+    # trace's bytes per step) must stay below it
+    max_bytes: int = 2 * GiB
+    active: int = 3  # steps a capture records, as `jobs.commands.capture`'s default
+    # how often rank 0's node reads the step logs and the ranks flush them and look for requests
+    # under --auto-capture: a second, against 5 s and 2 s without (a capture then starts about 10
+    # s after the rank turned slow, not 20)
+    look_every_s: float = 1.0
+
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ProfilerConfig:
@@ -51,6 +89,7 @@ class ProfilerConfig:
         metavar="N",
         check=at_least(0),
     )
+    auto_capture: AutoCaptureConfig = section(AutoCaptureConfig)
 
     def __post_init__(self) -> None:
         if not isinstance(self.ranks, RankSelection):

@@ -36,8 +36,9 @@ class StepTiming:
 
     manifest_key = "step_log"  # in each rank's record: see manifest_record
 
-    def __init__(self, writer: StepLogWriter, *, cuda: bool = False) -> None:
+    def __init__(self, writer: StepLogWriter, *, cuda: bool = False, flush_s: float | None = None) -> None:
         self.writer = writer
+        self._flush_s = FLUSH_S if flush_s is None else flush_s  # sooner where read live (--auto-capture)
         self._event = _cuda_event if cuda else None
         self._resident = None if cuda else ResidentMemory()
         self._memory = _cuda_peak_mib if self._resident is None else self._resident.mib
@@ -54,8 +55,10 @@ class StepTiming:
         self._memory_steps, self._memory_mib = array.array("i"), array.array("f")
 
     @classmethod
-    def open(cls, path: Path, header: StepLogHeader, *, cuda: bool = False) -> StepTiming:
-        return cls(StepLogWriter(path, header), cuda=cuda)
+    def open(
+        cls, path: Path, header: StepLogHeader, *, cuda: bool = False, flush_s: float | None = None
+    ) -> StepTiming:
+        return cls(StepLogWriter(path, header), cuda=cuda, flush_s=flush_s)
 
     def after_step(self, step: int, profiler: StepProfiler | None = None) -> None:
         wall, cpu = time.perf_counter(), time.thread_time()
@@ -72,7 +75,7 @@ class StepTiming:
             self._pending.append((step, wall_ms, cpu_ms, mib, self._mark, mark))
             self._mark = mark
             self._drain()
-        if wall - self._flushed >= FLUSH_S:
+        if wall - self._flushed >= self._flush_s:
             self.writer.flush()
             self._flushed = wall
 

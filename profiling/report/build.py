@@ -35,8 +35,9 @@ from profiling.report.merged_json import write_merged_json
 from profiling.report.page import write_page
 from profiling.report.page_data import ranks_table, run_levels
 from profiling.report.pictures import Pictures, read_drawn
-from profiling.report.plot import draw_ranks, plot_report, plot_run
+from profiling.report.plot import draw_ranks, plot_report
 from profiling.report.plot import prepare as prepare_plot
+from profiling.report.plot_run import plot_run
 from profiling.report.read import read_records
 from profiling.report.render import report_markdown
 from profiling.report.settings import ReportSettings

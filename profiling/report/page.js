@@ -160,6 +160,7 @@
       context.putImageData(image, LEFT, 0);
       ticks();
       drawBands();
+      drawCaptures();
       host.querySelector("#runmap-ranks").value = `${ranks[view.r0]}-${ranks[view.r1 - 1]}`;
       host.querySelector("#runmap-steps").value = `${view.s0}-${view.s1}`;
       const perCell = level.first.every((f, i) => f === level.last[i]) ? "a step a column" : "steps joined";
@@ -196,6 +197,20 @@
         const top = Math.max(b.first, view.r0), bottom = Math.min(b.end, view.r1);
         if (bottom > top) context.fillText(b.label, LEFT + W + 6, y((top + bottom) / 2) + 4);
       });
+    }
+    function drawCaptures() {  // each capture taken while the job ran: its ranks' cells, dashed green
+      const shown = view.r1 - view.r0, span = view.s1 - view.s0 + 1;
+      context.setLineDash([5, 3]); context.lineWidth = 2; context.strokeStyle = "#2ca02c";
+      DATA.captures.forEach((c) => {
+        const x0 = LEFT + ((Math.max(c.first, view.s0) - view.s0) / span) * W;
+        const x1 = LEFT + ((Math.min(c.last, view.s1) + 1 - view.s0) / span) * W;
+        if (x1 <= x0) return;
+        ranks.forEach((rank, index) => {
+          if (!c.ranks.includes(rank) || index < view.r0 || index >= view.r1) return;
+          context.strokeRect(x0, ((index - view.r0) / shown) * H, x1 - x0, H / shown);
+        });
+      });
+      context.setLineDash([]);
     }
     function describe(level, cell) {
       const firstRank = level.row_first[cell.row];
@@ -262,6 +277,8 @@
       segments.forEach((s) => list.appendChild(element("li", {},
         `slow in steps ${s.first}-${s.last}: +${s.excess_ms.toFixed(1)} ms a step, ×${s.ratio.toFixed(2)}`)));
       growth.forEach((g) => list.appendChild(element("li", {}, `memory: ${g.line}`)));
+      DATA.captures.filter((c) => c.ranks.includes(rank)).forEach((c) => list.appendChild(element("li", {},
+        `captured steps ${c.first}-${c.last}` + (c.automatic ? ` automatically: ${c.why}` : " on request"))));
       if (!segments.length && !growth.length) list.appendChild(element("li", {}, "no slow segment"));
       panel.appendChild(list);
     }

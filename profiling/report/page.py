@@ -70,6 +70,7 @@ def render_page(
     data = {
         "run": run_levels,
         "segments": [msgspec.to_builtins(s) for s in report.run.segments] if report.run else [],
+        "captures": [msgspec.to_builtins(c) for c in report.run.captures] if report.run else [],
         "memory_growth": [msgspec.to_builtins(g) for g in report.run.memory_growth] if report.run else [],
         "critical_path": _path_steps(report),
         "replay": _replay(report),

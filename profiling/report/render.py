@@ -164,6 +164,23 @@ def _names(traces: list[str]) -> str:
     return ", ".join(traces[:4]) + (f" and {len(traces) - 4} more" if len(traces) > 4 else "")
 
 
+def _capture_lines(run: Run) -> list[str]:
+    """Each capture taken while the job ran (outlined in green on the map): who asked, and why."""
+    lines = []
+    for c in run.captures:
+        recorded = f"steps {c.first}-{c.last} of rank(s) {', '.join(map(str, c.ranks))}"
+        wrote = f" ({_names(c.traces)})" if c.traces else " (no trace written: past the run's end?)"
+        if c.automatic:
+            lines.append(
+                f"- **Captured automatically** (`--auto-capture`, {c.id}): {recorded}{wrote}: {c.why}."
+            )
+        else:
+            lines.append(
+                f"- Captured on request (`jobs.commands.capture`, capture {c.id}): {recorded}{wrote}."
+            )
+    return lines
+
+
 def _run_lines(run: Run, plot: str | None) -> list[str]:
     first, last = run.steps
     lines = [
@@ -176,6 +193,7 @@ def _run_lines(run: Run, plot: str | None) -> list[str]:
     ]
     if plot:
         lines += [f"![rank × step]({plot})", ""]
+    lines += [*_capture_lines(run), *([""] if run.captures else [])]
     for node in run.slow_nodes:
         slow_ranks = ", ".join(map(str, node.slow_ranks))
         lines += [

@@ -24,7 +24,7 @@ def what_limits(report: Report) -> list[str]:
         said = _undecided(path.undecided) or ["Not replayed: no step recorded by every rank."]
         return [*lines, *said, ""]
     noise = path.noise_ms or 0.0
-    lines += [_slowdown(replay, noise), ""]
+    lines += [_slowdown(replay, noise), "", *_captured(report, replay)]
     shown = [g for g in replay.gains if g.gain_ms > noise and _names_rightly(g, replay, noise)][:SHOWN]
     lines += [f"{number}. {_gain(gain, report)}" for number, gain in enumerate(shown, 1)]
     together = sum(g.gain_ms for g in shown)
@@ -49,6 +49,20 @@ def what_limits(report: Report) -> list[str]:
         "",
     ]
     return lines
+
+
+def _captured(report: Report, replay: Replay) -> list[str]:
+    """Where the replayed steps are those ``--auto-capture`` recorded: that it did, and why."""
+    if report.run is None:
+        return []
+    steps = {s.step for s in replay.steps}
+    lines = [
+        f"Steps {c.first}-{c.last}, replayed here, were captured automatically (`--auto-capture`) while "
+        f"the job ran: {c.why}."
+        for c in report.run.captures
+        if c.automatic and steps & set(range(c.first, c.last + 1))
+    ]
+    return [*lines, ""] if lines else []
 
 
 def _names_rightly(gain: ReplayGain, replay: Replay, noise_ms: float) -> bool:

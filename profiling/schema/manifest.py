@@ -118,8 +118,25 @@ class SlowestChoice(Record):
     over_median_pct: float
 
 
+class CaptureTrigger(Record):
+    """Why ``--auto-capture`` asked for a capture: a rank the live step logs showed slower than its
+    peers, persistently (:mod:`jobs.runtime.auto_capture`)."""
+
+    rank: NonNegative  # the suspect
+    ratio: float  # its median CPU time per step over its peers' median, in its slow steps
+    first: int  # the steps it was seen slow in, before the capture was asked for
+    last: int
+    slow_steps: NonNegative
+    slow_above: float  # the ratio above which a step was slow (the run map's threshold then)
+    noise: float  # the run's step-to-step noise of a ratio then
+    reference: NonNegative | None  # a typical rank recorded beside it (of its stage, in a pipeline)
+    why: str  # the decision in one sentence, as the rank's log says it
+    neighbours: list[int] = []  # its pipeline neighbours, recorded too
+
+
 class CaptureRecord(Record):
-    """One live capture (``python -m jobs.commands.capture``): the steps and ranks agreed on."""
+    """One live capture (``python -m jobs.commands.capture``, or ``--auto-capture``): the steps and
+    ranks agreed on."""
 
     id: int
     requested_at: str
@@ -127,6 +144,22 @@ class CaptureRecord(Record):
     last: int
     ranks: list[int]
     within_run: bool  # its last step before the run's end
+    trigger: CaptureTrigger | None = None  # asked for by --auto-capture: why; none: by a person
+
+
+class AutoCaptureRecord(Record):
+    """``--auto-capture``'s rule and bounds, as the job ran with them
+    (:class:`profiling.recording.config.AutoCaptureConfig`)."""
+
+    max_captures: NonNegative
+    cooldown_s: float
+    max_bytes: NonNegative
+    active: NonNegative
+    look_every_s: float
+    min_excess: float
+    noise_sigmas: float
+    min_steps: NonNegative
+    min_ratio: float  # a capture's suspect is at least this much slower (the map's stretches: any)
 
 
 class ProfilerRecord(msgspec.Struct, kw_only=True):
@@ -139,6 +172,7 @@ class ProfilerRecord(msgspec.Struct, kw_only=True):
     gzip: bool
     profile_memory: bool
     memory_history: NonNegative
+    auto_capture: AutoCaptureRecord | None = None  # --auto-capture's bounds; none: not asked
 
 
 class JobFacts(Versioned, kw_only=True):

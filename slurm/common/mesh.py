@@ -58,6 +58,14 @@ def coordinates(rank: int, dims: Dims) -> dict[str, int]:
     return {name: found[name] for name, _ in dims}
 
 
+def rank_at(where: Mapping[str, int], dims: Dims) -> int:
+    """The rank at coordinates ``where``: the inverse of :func:`coordinates`."""
+    rank = 0
+    for name, size in dims:
+        rank = rank * size + where[name]
+    return rank
+
+
 def stages_of(mesh: Mapping[int, Mapping[str, int]]) -> dict[int, int]:
     """Each rank's pipeline stage, for the ranks of ``mesh`` that have one."""
     return {rank: where[PIPELINE] for rank, where in mesh.items() if PIPELINE in where}

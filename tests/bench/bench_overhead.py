@@ -14,7 +14,11 @@ thread each, gloo on CPU; on a GPU machine NCCL), both launched the same way:
   profiled, as its user would write it;
 - the toolkit's job again with live metrics for Prometheus (``--metrics-textfile``, published
   every 5 s, the default, by the node's publisher process): what they cost the ranks (target:
-  nothing measurable, within the rounds' drift).
+  nothing measurable, within the rounds' drift);
+- the toolkit's job again with ``--auto-capture``, balanced (so no capture is taken): what the
+  trigger costs the ranks, its reading of every step log each second on rank 0's node, the
+  ranks' flushes and looks for requests each second (target: within the rounds' drift).
+  ``--trigger-only`` runs this pair alone, ``--rounds`` times.
 
 Prints the median step time of a non-profiled rank and of the profiled rank outside its
 window over the plain loop's (target <= 1.01; this includes what every rank does for live
@@ -181,18 +185,26 @@ def main() -> None:
         default="bf16",
         help="fp32 on CPUs without AVX-512 (bf16 is slow)",
     )
+    parser.add_argument("--trigger-only", action="store_true", help="--auto-capture against none, alone")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-overhead-"))
+    if args.trigger_only:
+        try:
+            trigger_cost(work, args)
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     try:
         executor = submitit.LocalExecutor(work / "plain")
         executor.update_parameters(tasks_per_node=args.ranks, nodes=1, timeout_min=60)
-        toolkit, plain, api, no_memory, metrics = [], [], [], [], []
+        toolkit, plain, api, no_memory, metrics, triggered = [], [], [], [], [], []
         published = ("--metrics-textfile", str(work / "textfiles"))  # every 5 s, the default
         for _ in range(args.rounds):
             toolkit.append(toolkit_job(work / "traces", args))
             no_memory.append(toolkit_job(work / "traces", args, "--no-profile-memory"))
             metrics.append(toolkit_job(work / "traces", args, *published))
+            triggered.append(toolkit_job(work / "traces", args, "--auto-capture"))
             job = executor.submit(plain_ddp, args.steps, args.image_size, args.batch_size, args.dtype)
             plain.append(statistics.median(job.results()))
             job = executor.submit(
@@ -243,6 +255,12 @@ def main() -> None:
                 "ms",
                 median_of("median_s", 0, metrics) / not_profiled,
             ),
+            (
+                "with --auto-capture, rank not profiled",
+                median_of("median_s", 0, triggered) * 1e3,
+                "ms",
+                median_of("median_s", 0, triggered) / not_profiled,
+            ),
             ("trace export (write + rename)", export * 1e3, "ms", None),
             ("trace bytes per recorded step, JSON", plain_bytes / 2**20, "MiB", None),
             ("trace bytes per recorded step, gzip", gz_bytes / 2**20, "MiB", gz_bytes / plain_bytes),
@@ -270,6 +288,7 @@ def main() -> None:
             f"live metrics / none, rank not profiled, per round: median x{statistics.median(paired):.3f}, "
             f"range x{paired[0]:.3f}-x{paired[-1]:.3f}"
         )
+        _per_round("--auto-capture / none", triggered, toolkit)
         memory, without = memory_events_cost(args.image_size, args.batch_size)
         print(
             f"one step under the profiler, in this process, CPU: with the allocator's events "
@@ -277,6 +296,33 @@ def main() -> None:
         )
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def _per_round(name: str, runs: list[dict], against: list[dict]) -> None:
+    """Each rank's median step in ``runs`` over the same rank's in the job run beside it."""
+    for rank in range(len(runs[0]["ranks"])):
+        paired = sorted(
+            r["ranks"][rank]["step_time"]["median_s"] / a["ranks"][rank]["step_time"]["median_s"]
+            for r, a in zip(runs, against, strict=True)
+        )
+        print(
+            f"{name}, rank {rank}, per round: median x{statistics.median(paired):.3f}, "
+            f"range x{paired[0]:.3f}-x{paired[-1]:.3f}"
+        )
+
+
+def trigger_cost(work: Path, args: argparse.Namespace) -> None:
+    """``--auto-capture`` on a balanced job against the same job without, interleaved."""
+    plain, triggered = [], []
+    for _ in range(args.rounds):
+        plain.append(toolkit_job(work / "traces", args))
+        triggered.append(toolkit_job(work / "traces", args, "--auto-capture"))
+    captures = sum(len(run.get("captures") or []) for run in triggered)
+    print(
+        f"{args.ranks} ranks, {args.steps} steps, image {args.image_size}, batch {args.batch_size}, "
+        f"{args.dtype}, {args.rounds} interleaved rounds; captures taken on the balanced jobs: {captures}"
+    )
+    _per_round("--auto-capture / none", triggered, plain)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,17 @@ class RunPicture:
     title: str
     memory: RunPictureMemory | None = None
     bands: list[Band] = dataclasses.field(default_factory=list)  # stages and replicas, by row
+    captures: list[CaptureMark] = dataclasses.field(default_factory=list)
+
+
+@dataclasses.dataclass(frozen=True)
+class CaptureMark:
+    """A capture taken while the job ran, outlined on the map: its steps, the rows of its ranks."""
+
+    first: int
+    last: int
+    rows: list[int]
+    label: str  # "capture 1 (auto)"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,6 +124,20 @@ class RunPictureMemory:
     last: np.ndarray  # ... and last
     label: str  # what the memory is
     growing: list[model.MemoryGrowth]
+
+
+def _capture_marks(captures: list[model.Captured], rows: np.ndarray, run: RunMap) -> list[CaptureMark]:
+    """Where each capture goes on the map: the rows of its ranks (by node: of their nodes)."""
+    by_node = rows.dtype.kind not in "iu"
+    node_of = dict(zip(run.ranks.tolist(), run.nodes, strict=True))
+    row_of = {label: row for row, label in enumerate(rows.tolist())}
+    marks = []
+    for c in captures:
+        keys = {node_of.get(rank) for rank in c.ranks} if by_node else set(c.ranks)
+        found = sorted(row_of[key] for key in keys if key in row_of)
+        label = f"capture {c.id}" + (" (auto)" if c.automatic else "")
+        marks.append(CaptureMark(first=c.first, last=c.last, rows=found, label=label))
+    return marks
 
 
 def _picture(run: RunMap, section: model.Run, bands: list[Band]) -> RunPicture:
@@ -158,6 +183,7 @@ def _picture(run: RunMap, section: model.Run, bands: list[Band]) -> RunPicture:
         if run.memory is not None and memory is not None
         else None,
         bands=bands,
+        captures=_capture_marks(section.captures, labels, run),
     )
 
 

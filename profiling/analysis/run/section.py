@@ -69,6 +69,7 @@ def run_section(
             for row, s in enumerate(scores)
         ],
         segments=[_segment(segment, traces, job, manifest) for segment in run_map.segments(run)],
+        captures=captured(manifest, traces),
         slow_nodes=[_slow_node(node, job) for node in slow_nodes(run)],
         ends=_ends(run, manifest),
         unreadable=unreadable,
@@ -79,6 +80,28 @@ def run_section(
             if growth is not None
         ],
     )
+
+
+def captured(manifest: Manifest | None, traces: list[TraceFile]) -> list[model.Captured]:
+    """The manifest's captures, each with the traces it wrote, and why where ``--auto-capture``
+    asked for it."""
+    found = []
+    for capture in manifest.captures or [] if manifest else []:
+        ranks, steps = set(capture.ranks), (capture.first, capture.last)
+        trigger = capture.trigger
+        found.append(
+            model.Captured(
+                id=capture.id,
+                first=capture.first,
+                last=capture.last,
+                ranks=capture.ranks,
+                automatic=trigger is not None,
+                rank=trigger.rank if trigger else None,
+                why=trigger.why if trigger else None,
+                traces=[t.name for t in traces if t.rank in ranks and (t.first_step, t.last_step) == steps],
+            )
+        )
+    return found
 
 
 def memory_growth_part(rank: int, node: str, growth: Growth) -> model.MemoryGrowth:

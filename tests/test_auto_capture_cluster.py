@@ -1,0 +1,71 @@
+"""``--auto-capture`` on the test cluster, 2 nodes x 2 ranks, no rank profiled by the schedule: a
+rank slowed in steps 20-60 is captured inside them with a reference rank, and the report names it
+from that window; the same job balanced captures nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.common import SMALL_WORKLOAD, load_manifest, run_submit, submitted_job_id
+
+JOB = ["--steps", "80", "--profile-ranks", "none", "--auto-capture", *SMALL_WORKLOAD]
+
+
+def _log(folder: Path, rank: int) -> str:
+    return "".join(p.read_text() for p in (folder / "logs").glob(f"*_{rank}_log.*"))
+
+
+def _run(traces_root: Path, *extra: str) -> tuple[Path, dict]:
+    result = run_submit(
+        "--cluster", "slurm", "--nodes", "2", "--gpus", "2", *JOB, *extra,
+        "--traces-root", str(traces_root), "--wait", timeout=400,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    folder = traces_root / submitted_job_id(result.stdout)
+    return folder, json.loads((folder / "meta" / "report.json").read_text())
+
+
+@pytest.mark.full_cluster
+def test_a_rank_slowed_while_the_job_runs_is_captured_then_and_named_from_that_window(
+    slurm_cluster, traces_root: Path
+) -> None:
+    folder, report = _run(traces_root, "--inject-slowdown", "1:80@20-60")
+    manifest = load_manifest(folder)
+    assert manifest["profiler"]["auto_capture"]["max_captures"] == 3
+    [capture] = manifest["captures"]
+    trigger = capture["trigger"]
+    assert trigger["rank"] == 1 and trigger["ratio"] > trigger["slow_above"] >= 1.2, trigger
+    assert sorted(capture["ranks"]) == sorted({1, trigger["reference"]}) and trigger["reference"] != 1
+    assert trigger["first"] >= 18 and trigger["last"] <= 60  # the smoothing may move an edge by 2
+    assert 20 <= capture["first"] <= capture["last"] <= 60, capture  # while it was slow
+    traces = sorted(p.name for p in folder.glob("rank*_iter*"))
+    assert traces == sorted(
+        f"rank{r}_iter{capture['first']}_{capture['last']}.json" for r in capture["ranks"]
+    )
+    # the decision in rank 0's log (its node's trigger), the reason in the recording ranks', and
+    # in the report
+    assert f"--auto-capture: capture 1 of ranks {capture['ranks'][0]}" in _log(folder, 0)
+    assert f"asked for by --auto-capture: {trigger['why']}" in _log(folder, 1)
+    [captured] = report["run"]["captures"]
+    assert captured["automatic"] and captured["rank"] == 1 and sorted(captured["traces"]) == traces
+    # what limits the step, from the captured steps alone: rank 1
+    replay = report["critical_path"]["replay"]
+    assert {s["step"] for s in replay["steps"]} <= set(range(capture["first"], capture["last"] + 1))
+    assert (replay["most"]["dimension"], replay["most"]["index"]) == ("rank", 1), replay["most"]
+    assert report["straggler"]["rank"] == 1, report["straggler"]["text"]
+    markdown = (folder / "meta" / "report.md").read_text()
+    assert (
+        f"Steps {capture['first']}-{capture['last']}, replayed here, were captured automatically" in markdown
+    )
+    assert "**Captured automatically** (`--auto-capture`, 1)" in markdown
+
+
+@pytest.mark.full_cluster
+def test_the_same_job_balanced_captures_nothing(slurm_cluster, traces_root: Path) -> None:
+    folder, report = _run(traces_root)
+    assert load_manifest(folder).get("captures") in (None, [])
+    assert list(folder.glob("rank*_iter*")) == [] and not (folder / "meta" / "capture").exists()
+    assert "--auto-capture" not in _log(folder, 0) and report["run"]["captures"] == []
