@@ -184,9 +184,8 @@ class ProfiledRun:
         self.publisher = MetricsPublisher.start(
             identity, self.attempt.folder, settings.metrics, settings.layout, settings.profiler.auto_capture
         )
-        dump_path = self.attempt.folder.hang_dump(identity.rank)
         self.watchdog = Watchdog.for_timeout(
-            identity.rank, identity.node_name, dump_path, settings.dist_timeout_s, settings.end_stuck_rank
+            identity, self.attempt.folder, settings.dist_timeout_s, settings.end_stuck_rank, settings.layout
         )
         self.profiler.__enter__()
         self.next_step = self.start_step

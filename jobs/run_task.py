@@ -40,7 +40,7 @@ def run_task(
     config.profiler.ranks.resolve(identity.world_size)
     config.workload.check_ranks(identity.world_size)
     folder = JobFolder(config.traces_root, identity.job_id)
-    enable_flight_recorder(folder.hang)
+    enable_flight_recorder(folder.flight_recorder)
     with distributed(
         identity, timeout_s=config.dist_timeout_s, threads=config.workload.threads, device=config.device
     ) as ctx:

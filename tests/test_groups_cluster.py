@@ -6,12 +6,22 @@ rank is named with its coordinates."""
 from __future__ import annotations
 
 import json
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from profiling.analysis.clocks.alignment import TRANSFERS
-from tests.common import SMALL_WORKLOAD, load_trace, run_submit, submitted_job_id, wait_for_a_quiet_machine
+from tests.common import (
+    REPO,
+    SMALL_WORKLOAD,
+    load_trace,
+    run_submit,
+    submitted_job_id,
+    wait_for_a_quiet_machine,
+)
 
 # 8 recorded steps: enough for the straggler test with 4 or 8 ranks; no Python frames (the
 # FSDP and pipelining Python made 77 MB a rank for 3 steps with them); a model of one block a
@@ -172,3 +182,44 @@ def test_a_data_by_pipeline_by_tensor_job_across_two_nodes(slurm_cluster, traces
     assert max(replay["by_rank"], key=replay["by_rank"].get) == "5", replay["by_rank"]
     dimension, index = _most(report)
     assert (dimension, index) == ("rank", 5) or report["ranks"][5]["mesh"][dimension] == index
+
+
+@pytest.mark.full_cluster
+def test_a_hang_inside_one_data_parallel_group_names_the_group_and_torch_reads_the_dumps(
+    slurm_cluster, traces_root: Path
+) -> None:
+    """Rank 3 (pp 1, dp 1) stops at step 8: its dp peer, rank 2, waits in FSDP's all-gather of
+    their group. The verdict names that group by its place in the mesh, the collective's number in
+    it and rank 3's line; torch's own fr_trace reads meta/flight_recorder/ as it is and agrees."""
+    result = run_submit(
+        "--cluster", "slurm", "--nodes", "2", "--gpus", "2", "--parallel", "dp=2,pp=2", *JOB,
+        "--steps", "20", "--profile-ranks", "none", "--inject-hang", "3:8", "--dist-timeout", "20",
+        "--traces-root", str(traces_root), "--wait", timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 1, result.stdout + result.stderr
+    folder = traces_root / submitted_job_id(result.stdout)
+    hang = subprocess.run(
+        [sys.executable, "-m", "jobs.commands.hang", str(folder)], cwd=REPO, capture_output=True, text=True,
+        timeout=60,
+    )  # fmt: skip
+    assert hang.returncode == 0, hang.stderr
+    first, stuck = hang.stdout.splitlines()[:2]
+    found = re.fullmatch(
+        r"hang: rank 3 on \S+ never reached (gloo:\w+) #(\d+) of the dp group at pp 1 \(ranks 2-3, "
+        r"process group (\d+) mesh_dp, sizes .*; rank\(s\) 2 waited for it\) at step 8",
+        first,
+    )
+    assert found, first
+    assert stuck.startswith("  rank 3 was stuck at workload/loop.py:") and "in _hang_forever" in stuck
+    op, seq, group = found.groups()
+    dumps = folder / "meta" / "flight_recorder"
+    assert sorted(p.name for p in dumps.iterdir()) == [f"rank_{rank}" for rank in range(4)]
+    torch_says = subprocess.run(
+        [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(dumps)],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert torch_says.returncode == 0, torch_says.stderr
+    said = torch_says.stdout + torch_says.stderr
+    assert f"Not all ranks joining collective, sequence number: {seq}" in said, said
+    assert f"group info: {group}:mesh_dp" in said and f"collective: {op}" in said
+    assert "missing ranks: {3}" in said and "expected ranks: {2, 3}" in said

@@ -21,7 +21,7 @@ from jobs.commands.hang import main as hang_main
 from jobs.runtime import watchdog
 from jobs.runtime.distributed import enable_flight_recorder
 from jobs.runtime.watchdog import EXIT_STATUS, Watchdog
-from profiling.analysis.dumps.hang import HangError, analyse_dumps
+from profiling.analysis.dumps.hang import HangError, analyse_dumps, group_in_words
 from profiling.folder.layout import JobFolder
 from profiling.report.hang import explain
 from profiling.schema.dumps import HangDump
@@ -78,10 +78,52 @@ def test_the_rank_that_stopped_first_is_named_not_the_ones_that_waited() -> None
     assert missed.input_sizes == [[650]]
     assert missed.waiting_ranks == [0, 1, 3]
     assert verdict.verdict == [
-        "hang: rank 2 on node1 never reached gloo:all_reduce #65 (process group 0 default_pg, "
-        "sizes [[650]]; rank(s) 0-1,3 waited for it) at step 12",
+        "hang: rank 2 on node1 never reached gloo:all_reduce #65 of the whole job (ranks 0-3, process "
+        "group 0 default_pg, sizes [[650]]; rank(s) 0-1,3 waited for it) at step 12",
         f"  rank 2 was stuck at {STUCK_LINE}",
     ]
+
+
+def test_a_hang_in_one_mesh_group_names_the_group_by_its_dimension_and_place() -> None:
+    """dp=2 x pp=2 (the mesh's order: pp outermost): rank 3 stopped before the dp group of stage 1
+    (ranks 2, 3) queued its 8th collective, which rank 2 queued; the other dp group (ranks 0, 1)
+    is level, and neither rank 0 nor 1 is blamed for a group it is not in."""
+    dp0, dp1 = ("2", "mesh_dp"), ("3", "mesh_dp")
+    layout = [("pp", 2), ("dp", 2)]
+
+    def recorder(group: tuple[str, str], last: int, ranks: str) -> dict[str, Any]:
+        return {
+            "entries": [entry(seq, "gloo:all_gather", group) for seq in range(1, last + 1)],
+            "pg_config": {group[0]: {"name": group[0], "desc": group[1], "ranks": ranks}},
+        }
+
+    dumps = {
+        rank: msgspec.convert(
+            {**dump_document(rank, step=12, last_seq=None), "layout": layout,
+             "flight_recorder": recorder(group, last, ranks)},
+            HangDump,
+        )
+        for rank, group, last, ranks in [
+            (0, dp0, 9, "[0, 1]"), (1, dp0, 9, "[0, 1]"), (2, dp1, 8, "[2, 3]"), (3, dp1, 7, "[2, 3]"),
+        ]
+    }  # fmt: skip
+    verdict = analyse_dumps(dumps)
+    assert verdict.culprits == [3]
+    [missed] = verdict.missed
+    assert (missed.group, missed.group_ranks, missed.waiting_ranks) == ("the dp group at pp 1", [2, 3], [2])
+    assert verdict.verdict[0] == (
+        "hang: rank 3 on node1 never reached gloo:all_gather #8 of the dp group at pp 1 (ranks 2-3, "
+        "process group 3 mesh_dp, sizes [[80]]; rank(s) 2 waited for it) at step 12"
+    )
+
+
+def test_a_group_is_named_by_its_ranks_without_a_layout_and_by_every_dimension_it_spans() -> None:
+    assert group_in_words([2, 3], None, 4) == "the group of ranks 2-3"
+    assert group_in_words([0, 1, 2, 3], (("pp", 2), ("dp", 2)), 4) == "the whole job"
+    layout = (("pp", 2), ("dp", 2), ("tp", 2))
+    assert group_in_words([4, 5, 6, 7], layout, 8) == "the dp+tp group at pp 1"
+    assert group_in_words([1, 5], layout, 8) == "the pp group at dp 0, tp 1"
+    assert group_in_words([1, 5], (("pp", 3),), 8) == "the group of ranks 1,5"  # a layout of another world
 
 
 def test_every_rank_that_stopped_at_the_lowest_collective_is_named() -> None:
@@ -236,7 +278,7 @@ def test_flight_recorder_is_switched_on_without_overriding_the_user(tmp_path: Pa
     enable_flight_recorder(tmp_path, env)
     assert env["TORCH_FR_BUFFER_SIZE"] == "50"  # the user's choice stands
     assert env["TORCH_NCCL_DUMP_ON_TIMEOUT"] == "1"
-    assert env["TORCH_FR_DUMP_TEMP_FILE"] == str(tmp_path / "nccl_trace_rank_")
+    assert env["TORCH_FR_DUMP_TEMP_FILE"] == str(tmp_path / "rank_")
 
 
 DIST_TIMEOUT_S = 20

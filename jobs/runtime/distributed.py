@@ -12,6 +12,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
+from profiling.folder.layout import FLIGHT_RECORDER_PREFIX
 from slurm.identity import DistributedIdentity
 
 
@@ -29,12 +30,13 @@ FLIGHT_RECORDER_ENTRIES = 2000
 
 def enable_flight_recorder(dump_dir: Path, env: MutableMapping[str, str] = os.environ) -> None:
     """Have torch record every rank's last collectives (read by :mod:`jobs.runtime.watchdog`), and
-    with NCCL dump them itself when a collective times out. Must run before the process group
-    is made; the one place this project writes the environment."""
+    with NCCL dump them itself when a collective times out, into ``dump_dir`` under the names the
+    watchdog's own dumps of them have (``rank_<r>``). Must run before the process group is made;
+    the one place this project writes the environment."""
     # torch reads the older names (TORCH_NCCL_TRACE_BUFFER_SIZE...) too, and warns when they are set
     env.setdefault("TORCH_FR_BUFFER_SIZE", str(FLIGHT_RECORDER_ENTRIES))
     env.setdefault("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")
-    env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(dump_dir / "nccl_trace_rank_"))
+    env.setdefault("TORCH_FR_DUMP_TEMP_FILE", str(dump_dir / FLIGHT_RECORDER_PREFIX))
 
 
 @contextlib.contextmanager

@@ -19,16 +19,21 @@ from __future__ import annotations
 import json
 import logging
 import os
+import pickle
 import socket
 import sys
+import tempfile
 import threading
 import time
 import traceback
 from pathlib import Path
 from typing import Any
 
+from profiling.folder.layout import FLIGHT_RECORDER_PREFIX, JobFolder
 from profiling.schema.dumps import HangDump
 from profiling.schema.files import write_file
+from slurm.common.mesh import Dims, mesh_dims
+from slurm.identity import DistributedIdentity
 
 _LOG = logging.getLogger(__name__)
 
@@ -66,6 +71,58 @@ def flight_recorder() -> dict[str, Any] | None:
     return record
 
 
+def write_torch_dump(path: Path) -> bool:
+    """torch's flight recorder of this process in torch's own form (a pickle: entries, pg_config,
+    version), as torch writes it on an NCCL timeout and ``torch.distributed.flight_recorder.fr_trace``
+    reads it: NCCL's recorder where it has entries, else the one of every other backend (gloo).
+    False where there is none."""
+    try:
+        from torch._C._distributed_c10d import (  # type: ignore[attr-defined]
+            _dump_fr_trace,
+            _dump_nccl_trace,
+        )
+    except ImportError:
+        return False
+    for dump in (_dump_nccl_trace, _dump_fr_trace):  # NCCL's first: on a GPU, its collectives matter
+        try:
+            record = pickle.loads(dump())  # this process's own recorder, as torch pickled it
+            if record.get("entries"):
+                break
+        except Exception:  # NCCL not built in, or the recorder off
+            continue
+    else:
+        return False
+    content = pickle.dumps(_with_groups(record))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # written whole under a name fr_trace does not take for a rank's (it reads every file there)
+    handle, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".part")
+    with os.fdopen(handle, "wb") as out:
+        out.write(content)
+    os.replace(temporary, path)
+    return True
+
+
+def _with_groups(record: dict[str, Any]) -> dict[str, Any]:
+    """``record`` with every process group of this process in its ``pg_config``. torch's gloo
+    recorder (2.14) registers its groups before they are named, all under ``""``, and fr_trace
+    then finds no group for the entries' names; NCCL's registers each. A group already there is
+    left as torch wrote it."""
+    import torch.distributed as dist
+    from torch.distributed import distributed_c10d
+
+    if not dist.is_initialized():
+        return record
+    config = record.setdefault("pg_config", {})
+    world = distributed_c10d._world
+    default = distributed_c10d._get_default_group()
+    for group, name in world.pg_names.items():
+        if name not in config:
+            desc = getattr(group, "group_desc", "") or ("default_pg" if group is default else "undefined")
+            ranks = sorted(world.pg_group_ranks.get(group, {}))
+            config[name] = {"name": name, "desc": desc, "ranks": str(ranks)}
+    return record
+
+
 def thread_stacks() -> dict[str, list[str]]:
     """Every thread's stack, outermost frame first: ``file:line in function: code``."""
     names = {thread.ident: thread.name for thread in threading.enumerate()}
@@ -99,9 +156,12 @@ class Watchdog:
         dump_path: Path,
         dump_after_s: float,
         exit_after_s: float | None,
+        torch_dump_path: Path | None = None,
+        layout: Dims | None = None,
     ) -> None:
         self.rank, self.node, self.dump_path = rank, node or socket.gethostname(), dump_path
         self.dump_after_s, self.exit_after_s = dump_after_s, exit_after_s
+        self.torch_dump_path, self.layout = torch_dump_path, layout
         self._step: int | None = None
         self._since = time.monotonic()
         self._dumped_at: float | None = None
@@ -110,16 +170,24 @@ class Watchdog:
 
     @classmethod
     def for_timeout(
-        cls, rank: int, node: str | None, dump_path: Path, timeout_s: float, end_stuck: bool
+        cls,
+        identity: DistributedIdentity,
+        folder: JobFolder,
+        timeout_s: float,
+        end_stuck: bool,
+        layout: Dims | None,
     ) -> Watchdog:
-        """A rank's under ``--dist-timeout``: its dump at half the timeout, before the others give
-        up waiting for it; ``end_stuck``: it ends the rank a grace after the timeout."""
+        """A rank's under ``--dist-timeout``: its dumps at half the timeout, before the others give
+        up waiting for it (its own in ``meta/hang/``, torch's in ``meta/flight_recorder/``);
+        ``end_stuck``: it ends the rank a grace after the timeout; ``layout``: ``--parallel``."""
         return cls(
-            rank=rank,
-            node=node,
-            dump_path=dump_path,
+            rank=identity.rank,
+            node=identity.node_name,
+            dump_path=folder.hang_dump(identity.rank),
             dump_after_s=max(MIN_DUMP_AFTER_S, timeout_s / 2),
             exit_after_s=timeout_s + GRACE_S if end_stuck else None,
+            torch_dump_path=folder.flight_recorder / f"{FLIGHT_RECORDER_PREFIX}{identity.rank}",
+            layout=mesh_dims(layout) if layout else None,
         )
 
     def __enter__(self) -> Watchdog:
@@ -156,8 +224,11 @@ class Watchdog:
             written_at=time.time(),
             stacks=stacks,
             flight_recorder=flight_recorder(),
+            layout=list(self.layout) if self.layout else None,
         )
         write_file(path, dump)
+        if self.torch_dump_path is not None:
+            write_torch_dump(self.torch_dump_path)
         return path
 
     def _watch(self) -> None:

@@ -23,6 +23,7 @@ its folders and the names of the files in them (trace names: :mod:`profiling.fol
         │   ├── ranks/rank<r>.json      .marker(r): every rank's, to check the folder is shared
         │   ├── capture/                .capture_request(n), .capture_accepted(n)
         │   ├── hang/                   .hang_dump(r), .hang_verdict, .hang_markdown
+        │   ├── flight_recorder/        .flight_recorder_dump(r): torch's own per-rank dumps (fr_trace)
         │   └── oom/                    .oom_dump(r), .oom_snapshot(r): a rank out of memory
         ├── checkpoint/                 .checkpoint_state(r), .checkpoint_rng(r): what a requeued
         │                               attempt resumes from
@@ -46,6 +47,7 @@ _META = "meta"
 _LOGS = "logs"
 _CHECKPOINT = "checkpoint"
 _HANG = "hang"
+FLIGHT_RECORDER_PREFIX = "rank_"  # torch's NCCL dumps on timeout are named so too (TORCH_FR_DUMP_TEMP_FILE)
 _OOM = "oom"
 _CAPTURE = "capture"
 _MARKERS = "ranks"
@@ -199,6 +201,11 @@ class JobFolder:
         return sorted(self.hang.glob(_PER_RANK.format("*")))
 
     @property
+    def flight_recorder(self) -> Path:
+        """torch's own dumps of its flight recorder, ``rank_<r>`` (``fr_trace`` reads the folder)."""
+        return self.meta / "flight_recorder"
+
+    @property
     def hang_verdict(self) -> Path:
         return self.hang / "hang.json"
 
@@ -285,10 +292,8 @@ class JobFolder:
     def attempt(self, restart_count: int) -> Path:
         """Where attempt ``restart_count`` writes its traces.
 
-        SLURM keeps the job id across a requeue; a folder per attempt keeps the first
-        attempt's traces, and one trace per rank and window in each folder, as trace viewers
-        and HTA expect.
-        """
+        SLURM keeps the job id across a requeue; a folder per attempt keeps the first attempt's
+        traces, and one trace per rank and window in each folder, as trace viewers and HTA expect."""
         if restart_count < 0:
             raise ValueError(f"restart_count {restart_count} must be 0 or more")
         return self.path if restart_count == 0 else self.path / _RESTART.format(restart_count)
@@ -296,10 +301,8 @@ class JobFolder:
     def attempts(self) -> list[Path]:
         """The attempt folders that exist, attempt 0 (the job folder) first."""
         found = [self.path] if self.path.is_dir() else []
-        restart = 1
-        while self.attempt(restart).is_dir():
-            found.append(self.attempt(restart))
-            restart += 1
+        while found and (later := self.attempt(len(found))).is_dir():
+            found.append(later)
         return found
 
     def attempt_name(self, restart_count: int) -> str:

@@ -62,6 +62,9 @@ class HangDump(Versioned):
     # torch's flight recorder as torch dumps it (its form is torch's, read for the keys the
     # verdict needs: ``entries``, each with ``collective_seq_id``, ``process_group``, ...)
     flight_recorder: dict[str, Any] | None = None
+    # the job's parallel dimensions as its mesh has them, outermost first (--parallel): the
+    # verdict names a process group by them
+    layout: list[tuple[str, int]] | None = None
 
 
 class MissedCollective(msgspec.Struct, frozen=True):
@@ -71,6 +74,8 @@ class MissedCollective(msgspec.Struct, frozen=True):
     op: str | None
     input_sizes: Any
     waiting_ranks: list[int]
+    group_ranks: list[int] = []  # the group's ranks
+    group: str | None = None  # the group in words: "the dp group at pp 1", "the whole job"
 
 
 class HungRank(msgspec.Struct, frozen=True):

@@ -7,8 +7,11 @@ the Python stack of every thread, and torch's flight recorder (the last collecti
 queued, with their sequence ids, operations, sizes and process group); a rank whose collective
 times out writes it again on its way out. This module turns those files into a verdict:
 
-- per process group, the highest collective sequence id any rank queued; a rank that never
-  queued it is the one the others waited for ("never reached");
+- per process group, among the group's own ranks (torch's ``pg_config``, else the ranks whose
+  recorder has the group), the highest collective sequence id any rank queued; a rank that
+  never queued it is the one the others waited for ("never reached");
+- the group in the job's terms, where the dumps carry its ``--parallel`` layout: the dimension
+  it spans and its coordinates in the others ("the dp group at pp 1 (ranks 2-3)");
 - that rank's step, node and the line its main thread was stuck on (the innermost frame).
 
 The verdict (:class:`~profiling.schema.dumps.HangVerdict`) is two or three lines; the report
@@ -23,6 +26,7 @@ from profiling.folder.layout import JobFolder
 from profiling.ranks import format_ranks
 from profiling.schema.dumps import HangDump, HangVerdict, HungRank, MissedCollective
 from profiling.schema.files import FileRefused, read_file
+from slurm.common.mesh import Dims, coordinates, layout_size
 
 
 class HangError(ValueError):
@@ -62,9 +66,12 @@ def analyse_dumps(dumps: dict[int, HangDump], world_size: int | None = None) -> 
             reached.setdefault(group, {})
             reached[group][rank] = max(reached[group].get(rank, 0), seq)
             entries.setdefault(group, {})[seq] = entry
+    members = _members(dumps, reached)
+    layout = next((tuple(d.layout) for d in dumps.values() if d.layout), None)
     missed = []
     for group, seqs in sorted(reached.items()):
-        lowest = min(seqs.get(rank, 0) for rank in dumps)
+        present = [rank for rank in sorted(members[group]) if rank in dumps]  # without a dump: silent
+        lowest = min(seqs.get(rank, 0) for rank in present)
         if lowest == max(seqs.values()):
             continue
         entry = entries[group].get(lowest + 1, {})
@@ -75,9 +82,11 @@ def analyse_dumps(dumps: dict[int, HangDump], world_size: int | None = None) -> 
                 collective_seq_id=lowest + 1,
                 op=entry.get("profiling_name"),
                 input_sizes=entry.get("input_sizes"),
-                waiting_ranks=sorted(r for r in dumps if seqs.get(r, 0) > lowest),
+                waiting_ranks=[r for r in present if seqs.get(r, 0) > lowest],
+                group_ranks=sorted(members[group]),
+                group=group_in_words(sorted(members[group]), layout, world_size),
             )
-            for rank in sorted(dumps)
+            for rank in present
             if seqs.get(rank, 0) == lowest
         ]
     culprits = sorted({m.rank for m in missed})
@@ -97,6 +106,43 @@ def analyse_dumps(dumps: dict[int, HangDump], world_size: int | None = None) -> 
         ranks_without_dump=silent,
         verdict=_verdict(culprits, missed, ranks, silent),
     )
+
+
+def _members(dumps: dict[int, HangDump], reached: dict[str, dict[int, int]]) -> dict[str, set[int]]:
+    """Each process group's ranks: as torch's ``pg_config`` lists them, else the ranks whose
+    recorder holds the group (a subgroup's collectives are its own ranks' alone)."""
+    members = {group: set(seqs) for group, seqs in reached.items()}
+    for dump in dumps.values():
+        config = (dump.flight_recorder or {}).get("pg_config")
+        for name, about in config.items() if isinstance(config, dict) else ():
+            ranks = _rank_list(about.get("ranks") if isinstance(about, dict) else None)
+            for group in members:
+                if ranks and group.split(" ", 1)[0] == name:
+                    members[group] = set(ranks)
+    return members
+
+
+def _rank_list(text: object) -> list[int] | None:
+    """``pg_config``'s ``"[0, 2]"`` as ranks; None for anything else."""
+    if not isinstance(text, str) or not text.startswith("[") or not text.endswith("]"):
+        return None
+    parts = [part.strip() for part in text[1:-1].split(",") if part.strip()]
+    return [int(part) for part in parts] if parts and all(p.isdigit() for p in parts) else None
+
+
+def group_in_words(ranks: list[int], layout: Dims | None, world_size: int) -> str:
+    """A process group in the job's terms: the mesh dimensions its ranks span and their place in
+    the others ("the dp group at pp 1"), where the layout makes the world; else "the group of
+    ranks 2-3"."""
+    if len(ranks) == world_size:
+        return "the whole job"
+    if not layout or layout_size(layout) != world_size or not ranks or max(ranks) >= world_size:
+        return f"the group of ranks {format_ranks(ranks)}"
+    places = [coordinates(rank, layout) for rank in ranks]
+    spans = [name for name, _ in layout if len({p[name] for p in places}) > 1]
+    fixed = [f"{name} {places[0][name]}" for name, _ in layout if name not in spans]
+    where = f" at {', '.join(fixed)}" if fixed else ""
+    return f"the {'+'.join(spans) or 'one-rank'} group{where}"
 
 
 def stuck_at(dump: HangDump) -> str | None:
@@ -133,13 +179,14 @@ def _verdict(
     lines = []
     for rank in culprits:
         info = ranks[rank]
-        what = next((m for m in missed if m.rank == rank), None)
+        # the smallest group it held up: where the job stopped (the whole job's waits follow from it)
+        what = min((m for m in missed if m.rank == rank), key=lambda m: len(m.group_ranks), default=None)
         collective = "was the least advanced"
         if what:
             collective = (
-                f"never reached {what.op} #{what.collective_seq_id} "
-                f"(process group {what.process_group}, sizes {what.input_sizes}; "
-                f"rank(s) {format_ranks(what.waiting_ranks)} waited for it)"
+                f"never reached {what.op} #{what.collective_seq_id} of {what.group or what.process_group} "
+                f"(ranks {format_ranks(what.group_ranks)}, process group {what.process_group}, sizes "
+                f"{what.input_sizes}; rank(s) {format_ranks(what.waiting_ranks)} waited for it)"
             )
         lines.append(f"hang: rank {rank} on {info.node} {collective} at step {info.step}")
         if info.stuck_at:
