@@ -37,7 +37,8 @@ def test_a_nodes_metrics_and_the_jobs_view(tmp_path: Path) -> None:
     timed_step_logs(folder, {0: 100.0, 1: 100.0, 2: 100.0, 3: 180.0})
     run, _ = read_run(folder.path)
     mesh = {rank: {"dp": rank // 2, "pp": rank % 2} for rank in range(4)}
-    text = generate_latest(registry_of("77", run, mesh, {2, 3}, whole_job=True)).decode()
+    asked = {"auto": 2}
+    text = generate_latest(registry_of("77", run, mesh, {2, 3}, whole_job=True, captures=asked)).decode()
     series = {
         line.rsplit(" ", 1)[0]: float(line.rsplit(" ", 1)[1])
         for line in text.splitlines()
@@ -53,6 +54,8 @@ def test_a_nodes_metrics_and_the_jobs_view(tmp_path: Path) -> None:
     zero = 'dp="0",node="node1",pp="0",rank="0",slurm_job_id="77"'
     assert series[f"slurm_profile_straggler_score{{{zero}}}"] == pytest.approx(1.0, rel=0.02)
     assert series['slurm_profile_job_step_seconds{slurm_job_id="77"}'] == pytest.approx(0.100, rel=0.02)
+    assert series['slurm_profile_captures{by="auto",slurm_job_id="77"}'] == 2.0
+    assert series['slurm_profile_captures{by="request",slurm_job_id="77"}'] == 0.0
 
 
 def test_a_server_down_costs_one_line(tmp_path: Path) -> None:

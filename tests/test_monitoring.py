@@ -68,7 +68,7 @@ def test_the_rules_and_the_dashboard_name_only_exported_metrics(tmp_path: Path) 
     exported = _exported(tmp_path)
     assert exported == {
         "slurm_profile_step", "slurm_profile_step_seconds", "slurm_profile_memory_bytes",
-        "slurm_profile_straggler_score", "slurm_profile_job_step_seconds",
+        "slurm_profile_straggler_score", "slurm_profile_job_step_seconds", "slurm_profile_captures",
     }  # fmt: skip
     dashboard = json.loads(DASHBOARD.read_text())
     queries = [target["expr"] for panel in dashboard["panels"] for target in panel["targets"]]

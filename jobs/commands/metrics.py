@@ -14,6 +14,7 @@ the job never waits on it. The trigger's decisions go to standard error: rank 0'
 
 from __future__ import annotations
 
+import collections
 import math
 import os
 import signal
@@ -28,6 +29,7 @@ from jobs.runtime.auto_capture import AutoCapture
 from jobs.runtime.live_metrics import Sinks, publish, registry_of, remove_textfile
 from profiling.analysis.run.run_logs import read_run
 from profiling.folder.layout import JobFolder
+from profiling.folder.requests import read_requests
 from profiling.recording.config import AutoCaptureConfig
 from slurm.common.command_line import OneLineParser
 from slurm.common.mesh import coordinates, parse_layout
@@ -56,10 +58,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     sinks = Sinks(args.push, args.textfile, args.every)
     own = set(range(int(first), int(last) + 1))
     dims = parse_layout(args.layout) if args.layout else None
-    trigger = None
+    trigger, folder = None, JobFolder.of_traces(args.folder)
     if args.auto_capture is not None and args.whole_job:
         config = AutoCaptureConfig(enabled=True, max_captures=args.auto_capture)
-        trigger = AutoCapture(JobFolder.of_traces(args.folder), config, dims)
+        trigger = AutoCapture(folder, config, dims)
     stopped = threading.Event()
 
     def stop(_signal: int, _frame: FrameType | None) -> None:
@@ -79,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             published = started
             run = found[0]
             mesh = {rank: coordinates(rank, dims) for rank in run.ranks.tolist()} if dims else {}
-            registry = registry_of(args.job, run, mesh, own, whole_job=args.whole_job)
+            asked = collections.Counter("auto" if r.trigger else "request" for r in read_requests(folder))
+            registry = registry_of(args.job, run, mesh, own, whole_job=args.whole_job, captures=asked)
             last_sinks = Sinks(sinks.push_url, None) if ending else sinks  # the textfile goes at the end
             for line in publish(registry, last_sinks, args.job, args.node, timeout_s=PUSH_TIMEOUT_S):
                 if line not in said:

@@ -15,7 +15,9 @@ The publisher of the node of rank 0 reads every rank's log and adds the job's vi
 
 - ``slurm_profile_straggler_score``: each rank's recent step over the other ranks' median (1:
   typical; 1.5: half as long again);
-- ``slurm_profile_job_step_seconds``: the median rank's recent step.
+- ``slurm_profile_job_step_seconds``: the median rank's recent step;
+- ``slurm_profile_captures``: the captures asked for so far, ``by`` ``auto`` (``--auto-capture``)
+  or ``request`` (``jobs.commands.capture``).
 
 Labels: ``slurm_job_id``, ``rank``, ``node`` and the rank's mesh coordinates (``dp``, ``pp``,
 ``tp``... where the job has a layout). Two ways out, as clusters run them: a push to a
@@ -39,6 +41,7 @@ from profiling.analysis.run.run_map import RunMap
 from profiling.analysis.run.step_ratios import others_median
 
 RECENT_STEPS = 50
+CAPTURERS = ("auto", "request")  # --auto-capture, and a person (jobs.commands.capture)
 PUSH_JOB = "slurm-profile"  # the Pushgateway's job label: one group per SLURM job and node
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
@@ -64,10 +67,17 @@ class Sinks:
 
 
 def registry_of(
-    job_id: str, run: RunMap, mesh: Mapping[int, Mapping[str, int]], own: Collection[int], *, whole_job: bool
+    job_id: str,
+    run: RunMap,
+    mesh: Mapping[int, Mapping[str, int]],
+    own: Collection[int],
+    *,
+    whole_job: bool,
+    captures: Mapping[str, int] | None = None,
 ) -> CollectorRegistry:
     """The metrics of the node's ranks (``own``) in ``run``; ``whole_job``: ``run`` holds every
-    rank, and the job's view of every rank is added."""
+    rank, and the job's view of every rank is added, with ``captures``: how many were asked for,
+    by whom (``auto``, ``request``)."""
     dims = sorted({dim for coordinates in mesh.values() for dim in coordinates})
     names = ["slurm_job_id", "rank", "node", *dims]
     registry = CollectorRegistry()
@@ -107,6 +117,9 @@ def registry_of(
         for row, labels in enumerate(labels_of):
             if np.isfinite(values[row]) and np.isfinite(others[row]) and others[row] > 0:
                 score.labels(*labels).set(float(values[row] / others[row]))
+        asked = gauge("captures", "captures asked for so far, by whom", ["slurm_job_id", "by"])
+        for by in CAPTURERS:
+            asked.labels(job_id, by).set((captures or {}).get(by, 0))
     return registry
 
 
