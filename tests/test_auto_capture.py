@@ -4,11 +4,14 @@ through the ranks (profiling/recording/capture.py) to the manifest."""
 
 from __future__ import annotations
 
+import json
+import os
 from pathlib import Path
 
 import msgspec
 import pytest
 
+from jobs.profiled_run import ProfiledRun
 from jobs.runtime.auto_capture import AutoCapture, manifest_record
 from profiling.analysis.run import run_map
 from profiling.analysis.run.run_logs import read_run
@@ -152,6 +155,24 @@ def test_the_manifest_keeps_the_bounds_and_the_rule() -> None:
         "min_steps": 10,
         "min_ratio": 1.3333,
     }
+
+
+def test_profiled_run_takes_auto_capture_as_submit_py_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for name in [n for n in os.environ if n.startswith(("SLURM_", "TORCHELASTIC_"))] + ["RANK", "WORLD_SIZE"]:
+        monkeypatch.delenv(name, raising=False)  # one process: rank 0, its node's watcher its own
+    with ProfiledRun(traces_root=tmp_path, profile_ranks="none", report=False, auto_capture=True) as run:
+        assert run.publisher.running  # the trigger's process, with no metrics asked for
+        for _ in range(3):
+            run.step()
+    assert not run.publisher.running
+    manifest = json.loads(run.attempt.folder.manifest.read_text())
+    assert manifest["profiler"]["auto_capture"]["max_captures"] == ON.max_captures
+    assert manifest.get("captures") in (None, [])
+    with ProfiledRun(traces_root=tmp_path / "off", profile_ranks="none", report=False) as run:
+        assert not run.publisher.running
+        run.step()
 
 
 def test_the_ranks_record_an_automatic_capture_and_say_why(tmp_path: Path) -> None:

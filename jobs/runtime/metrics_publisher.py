@@ -63,6 +63,11 @@ class MetricsPublisher:
             command += ["--layout", layout_text(mesh_dims(layout))]
         return cls(subprocess.Popen(command), sinks, identity.job_id, node)
 
+    @property
+    def running(self) -> bool:
+        """This rank started the node's process, and it has not ended."""
+        return self._process is not None and self._process.poll() is None
+
     def stop(self) -> None:
         """Its last publication, then its end; the node's textfile gone either way."""
         if self._process is None:
