@@ -102,8 +102,9 @@ class AutoCapture:
     def look(self, run: RunMap) -> str | None:
         """A capture asked for where a rank has turned slow, and the line for the log that says
         so, or which bound held it back; None where no rank has newly turned slow."""
-        found = [s for s in ongoing(run) if s.first > self._handled.get(s.rank, -1)]
-        for segment in ongoing(run):  # a stretch already decided on goes on: still the same finding
+        now = ongoing(run)
+        found = [s for s in now if s.first > self._handled.get(s.rank, -1)]
+        for segment in now:  # a stretch already decided on goes on: still the same finding
             if segment.rank in self._handled and segment.first <= self._handled[segment.rank]:
                 self._handled[segment.rank] = segment.last
         if not found:
