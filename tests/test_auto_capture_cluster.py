@@ -39,7 +39,8 @@ def test_a_rank_slowed_while_the_job_runs_is_captured_then_and_named_from_that_w
     trigger = capture["trigger"]
     assert trigger["rank"] == 1 and trigger["ratio"] > trigger["slow_above"] >= 1.2, trigger
     assert sorted(capture["ranks"]) == sorted({1, trigger["reference"]}) and trigger["reference"] != 1
-    assert trigger["first"] >= 18 and trigger["last"] <= 60  # the smoothing may move an edge by 2
+    # the smoothing, and the gaps of 2 a stretch may hold, can take in a noisy step just before it
+    assert trigger["first"] >= 15 and trigger["last"] <= 60
     assert 20 <= capture["first"] <= capture["last"] <= 60, capture  # while it was slow
     traces = sorted(p.name for p in folder.glob("rank*_iter*"))
     assert traces == sorted(
