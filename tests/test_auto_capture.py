@@ -97,22 +97,36 @@ def test_each_bound_holds_a_capture_back_and_says_so(tmp_path: Path) -> None:
     trigger = AutoCapture(folder, config, None, clock=clock)
     assert trigger.look(run_of(folder, {2: range(80, 100)})) is not None
     clock.now += 10
-    held = trigger.look(run_of(folder, {2: range(80, 100), 1: range(85, 100)}))
+    run = run_of(folder, {2: range(80, 100), 1: range(85, 100)})
+    held = trigger.look(run)
     assert held is not None and held.startswith("--auto-capture: rank 1 on node1 took")
-    assert held.endswith("not captured: the last capture was 10 s ago, within the 300 s cool-down")
+    assert held.endswith(
+        "not yet captured: the last capture was 10 s ago, within the 300 s cool-down (it will be if "
+        "still slow then)"
+    )
+    clock.now += 10
+    assert trigger.look(run) is None  # said once
     clock.now += 300
-    held = trigger.look(run_of(folder, {2: range(80, 100), 3: range(85, 100)}))
-    assert held is not None and held.endswith("not captured: capture 1 is not yet taken up by the ranks")
+    held = trigger.look(run)  # a wait passed, the next holds: the ranks have not taken capture 1 up
+    assert held is not None and held.endswith(
+        "not yet captured: capture 1 is not yet taken up by the ranks (it will be if still slow then)"
+    )
     accepted = CaptureRecord(id=1, requested_at="now", first=97, last=99, ranks=[1, 2], within_run=True)
     write_accepted(folder, 1, accepted)
-    held = trigger.look(run_of(folder, {2: range(80, 100), 0: range(85, 100)}, steps=99))
-    assert held is not None and held.endswith("not captured: capture 1 records steps 97-99 now")
-    write_request(folder, active=3, ranks="0", trigger=read_requests(folder)[0].trigger)
-    write_accepted(folder, 2, msgspec.structs.replace(accepted, id=2, first=90, last=92))
-    held = trigger.look(run_of(folder, {2: range(80, 120), 1: range(100, 120)}, steps=120))
+    # capture 1 records steps 97-99 now: the same wait, said once
+    assert trigger.look(run_of(folder, {2: range(80, 100), 1: range(85, 100)}, steps=99)) is None
+    # capture 1 recorded, rank 1 still slow: now it is captured
+    asked = trigger.look(run_of(folder, {2: range(80, 110), 1: range(85, 110)}, steps=110))
+    assert asked is not None and asked.startswith("--auto-capture: capture 2 of ranks ")
+    assert "rank 1 on node1" in asked
+    write_accepted(folder, 2, msgspec.structs.replace(accepted, id=2, first=105, last=107))
+    clock.now += 300
+    run = run_of(folder, {3: range(100, 120)}, steps=120)  # ranks 1 and 2 well again
+    held = trigger.look(run)
     assert held is not None and held.endswith(
         "not captured: 2 captures taken, the most a job takes (--auto-capture-max 2)"
     )
+    assert trigger.look(run) is None  # a bound that does not pass: rank 3's finding is closed
 
 
 def test_the_bytes_cap_counts_the_next_capture_before_it_is_taken(tmp_path: Path) -> None:

@@ -17,7 +17,8 @@ send to it and receive from it.
 Bounds (docs/auto-capture.md): at most ``max_captures`` a job (counted in the job folder, so a
 requeued attempt does not start again); ``cooldown_s`` between two; none while another capture,
 a person's or its own, is not yet recorded; none where the captured traces' bytes plus the next
-one's estimate would pass ``max_bytes``. A rank slow on and on is one finding, captured once.
+one's estimate would pass ``max_bytes``. A rank slow on and on is one finding, captured once; one
+held back by the cool-down or a pending capture is captured once they pass, if still slow.
 Each decision, a capture or the bound that held it back, is one line in rank 0's log; the
 captures' reasons go to the manifest (``captures[].trigger``).
 """
@@ -46,6 +47,9 @@ from slurm.common.mesh import PIPELINE, Dims, coordinates, layout_size, rank_at
 # cores have had a rank 1.28x its peers for 10 steps (tests/bench/bench_trigger.py); the map
 # shows such a stretch, the trigger leaves it.
 MIN_RATIO = 1 / 0.75
+# bounds that pass: a capture they hold back is asked for once they have, if the rank is still slow
+COOL_DOWN, PENDING = "cool-down", "pending"
+WAITS = (COOL_DOWN, PENDING)
 
 
 def _accepted(folder: JobFolder, request_id: int) -> CaptureRecord | None:
@@ -98,6 +102,7 @@ class AutoCapture:
         self._dims = dims if dims and PIPELINE in dict(dims) else None  # neighbours and stages need pp
         self._asked_at: float | None = None
         self._handled: dict[int, int] = {}  # rank -> last step of its slow stretch already decided on
+        self._waiting: dict[int, str] = {}  # rank -> the wait (WAITS) last said for it
 
     def look(self, run: RunMap) -> str | None:
         """A capture asked for where a rank has turned slow, and the line for the log that says
@@ -110,8 +115,6 @@ class AutoCapture:
         if not found:
             return None
         suspect = max(found, key=lambda s: s.ratio)
-        for segment in found:
-            self._handled[segment.rank] = segment.last
         trigger = self._trigger(suspect, run)
         ranks = [
             trigger.rank,
@@ -119,8 +122,17 @@ class AutoCapture:
             *trigger.neighbours,
         ]
         held = self._held_back(run, len(ranks))
-        if held:
-            return f"--auto-capture: {trigger.why}; not captured: {held}"
+        if held is not None and held[0] in WAITS:  # asked for once it passes, if the rank is still slow
+            said, self._waiting[suspect.rank] = self._waiting.get(suspect.rank), held[0]
+            if said == held[0]:
+                return None  # said at an earlier look
+            return (
+                f"--auto-capture: {trigger.why}; not yet captured: {held[1]} (it will be if still slow then)"
+            )
+        for segment in found:
+            self._handled[segment.rank] = segment.last
+        if held is not None:
+            return f"--auto-capture: {trigger.why}; not captured: {held[1]}"
         request = write_request(
             self.folder, active=self.config.active, ranks=format_ranks(ranks), trigger=trigger
         )
@@ -182,26 +194,33 @@ class AutoCapture:
                 found.append(rank_at({**where, PIPELINE: stage}, self._dims))
         return sorted(found)
 
-    def _held_back(self, run: RunMap, ranks: int) -> str | None:
-        """The bound that holds a capture of ``ranks`` ranks back now, in words; None: none does."""
+    def _held_back(self, run: RunMap, ranks: int) -> tuple[str, str] | None:
+        """The bound that holds a capture of ``ranks`` ranks back now (its kind, and it in words);
+        None: none does."""
         config = self.config
         requests = read_requests(self.folder)
         taken = sum(request.trigger is not None for request in requests)
         if taken >= config.max_captures:
-            return f"{taken} captures taken, the most a job takes (--auto-capture-max {config.max_captures})"
+            return (
+                "most",
+                f"{taken} captures taken, the most a job takes (--auto-capture-max {config.max_captures})",
+            )
         if self._asked_at is not None and (waited := self._clock() - self._asked_at) < config.cooldown_s:
-            return f"the last capture was {waited:.0f} s ago, within the {config.cooldown_s:g} s cool-down"
+            return (
+                COOL_DOWN,
+                f"the last capture was {waited:.0f} s ago, within the {config.cooldown_s:g} s cool-down",
+            )
         if requests:
             last = requests[-1]
             accepted = _accepted(self.folder, last.id)
             if accepted is None:
-                return f"capture {last.id} is not yet taken up by the ranks"
+                return PENDING, f"capture {last.id} is not yet taken up by the ranks"
             if accepted.last >= int(run.last_step.min()):
-                return f"capture {last.id} records steps {accepted.first}-{accepted.last} now"
+                return PENDING, f"capture {last.id} records steps {accepted.first}-{accepted.last} now"
         written, per_step = self._captured_bytes()
         estimate = per_step * config.active * ranks
         if written + estimate > config.max_bytes:
-            return (
+            return "bytes", (
                 f"the captures' traces hold {written / 2**20:.0f} MiB, and the next would take about "
                 f"{estimate / 2**20:.0f} MiB more, past the cap of {config.max_bytes / 2**20:.0f} MiB"
             )
