@@ -18,6 +18,8 @@ from tests.common import REPO, run_python, run_submit
     ("args", "message"),
     [
         (["--nodes", "0"], "--nodes 0 must be at least 1"),
+        (["--memory-history", "-1"], "--memory-history -1 must be at least 0"),
+        (["--auto-capture", "--auto-capture-max", "0"], "--auto-capture-max 0 must be at least 1"),
         (["--gpus", "-1"], r"--gpus -1 must be 0 \(a CPU job\) or more"),
         (["--gpus", "0", "--tasks-per-node", "0"], "--tasks-per-node 0 must be at least 1"),
         (

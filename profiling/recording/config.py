@@ -8,7 +8,7 @@ from profiling.ranks import DEFAULT_RANKS, RankSelection
 from profiling.recording.schedule import ScheduleConfig
 from profiling.schema.manifest import ProfilerRecord, Schedule
 from slurm.common.errors import SettingError
-from slurm.common.settings import at_least, section, setting
+from slurm.common.settings import at_least, check_fields, section, setting
 
 GiB = 2**30
 
@@ -47,6 +47,9 @@ class AutoCaptureConfig:
     # under --auto-capture: a second, against 5 s and 2 s without (a capture then starts about 10
     # s after the rank turned slow, not 20)
     look_every_s: float = 1.0
+
+    def __post_init__(self) -> None:
+        check_fields(self, SettingError)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -92,6 +95,7 @@ class ProfilerConfig:
     auto_capture: AutoCaptureConfig = section(AutoCaptureConfig)
 
     def __post_init__(self) -> None:
+        check_fields(self, SettingError)  # --memory-history -1 was taken before
         if not isinstance(self.ranks, RankSelection):
             raise TypeError(
                 f"ranks must be a RankSelection, got {self.ranks!r}; use RankSelection.parse('0,3')"
