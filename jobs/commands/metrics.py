@@ -81,7 +81,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             published = started
             run = found[0]
             mesh = {rank: coordinates(rank, dims) for rank in run.ranks.tolist()} if dims else {}
-            asked = collections.Counter("auto" if r.trigger else "request" for r in read_requests(folder))
+            # the job's captures are rank 0's node's to publish: no other node reads the requests
+            asked = (
+                collections.Counter("auto" if r.trigger else "request" for r in read_requests(folder))
+                if args.whole_job
+                else None
+            )
             registry = registry_of(args.job, run, mesh, own, whole_job=args.whole_job, captures=asked)
             last_sinks = Sinks(sinks.push_url, None) if ending else sinks  # the textfile goes at the end
             for line in publish(registry, last_sinks, args.job, args.node, timeout_s=PUSH_TIMEOUT_S):
