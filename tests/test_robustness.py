@@ -8,6 +8,7 @@ import gzip
 import json
 import re
 import struct
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -230,13 +231,14 @@ def test_a_damaged_lanes_file_is_made_again_and_the_path_is_the_same(job: JobFol
     elif damage == "other rank's":
         path.write_bytes(_lanes(job, 1).read_bytes())
     else:
-        lanes = msgspec.msgpack.decode(data)
+        lanes = msgspec.msgpack.decode(data)["lanes"]  # the file: {lanes, checksum}
         lane = lanes["steps"][0]  # a StepLane, array-like: step, start, end, starts, ends, kinds, names
         field, dtype = (6, np.int32) if damage == "name index" else (5, np.int8)
         codes = np.frombuffer(lane[field], dtype=dtype).copy()
         codes[0] = len(lanes["names"]) + 3 if field == 6 else -1
         lane[field] = codes.tobytes()
-        path.write_bytes(msgspec.msgpack.encode(lanes))
+        body = msgspec.msgpack.encode(lanes)  # its checksum made anew: the lane's check must see it
+        path.write_bytes(msgspec.msgpack.encode({"lanes": msgspec.Raw(body), "checksum": zlib.crc32(body)}))
     # the path kept beside report.json needs no lane (tests/test_warm_report.py): walked again
     ReportFiles.of(job.path).kept_path.unlink()
     again = report_holds(job)

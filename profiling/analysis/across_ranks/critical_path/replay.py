@@ -145,21 +145,22 @@ def _transfers(graph: StepGraph, variants: Variants) -> list[np.ndarray]:
     measuring = (modes == MEASURED).astype(float)
     lowering = ((modes == AT_MOST_TYPICAL) | (modes == LOWEST)).astype(float)
     typical = (modes == MEAN).astype(float)
-    found = []
-    for row, events in enumerate(graph.events):
-        if not events:
-            found.append(np.zeros((0, modes.shape[2])))
-            continue
-        which = np.array([apart.get(graph.kinds[meeting], 0) for _, meeting, _ in events])
-        measured = np.array([transfer for _, _, transfer in events])
-        usual = np.array([graph.typical_us[meeting] for _, meeting, _ in events])
-        lowered = np.minimum(measured, usual)
-        found.append(
-            measuring[which, row] * measured[:, None]
-            + lowering[which, row] * lowered[:, None]
-            + typical[which, row] * usual[:, None]
-        )
-    return found
+    # every rank's events at once, then cut a rank each: a rank at a time cost 0.3 s a step at
+    # 4096 ranks, in numpy's calls on a few dozen events
+    counts = [len(events) for events in graph.events]
+    total = sum(counts)
+    meeting = np.fromiter((m for events in graph.events for _, m, _ in events), np.int64, total)
+    measured = np.fromiter((t for events in graph.events for _, _, t in events), np.float64, total)
+    row = np.repeat(np.arange(len(counts)), counts)
+    which = np.array([apart.get(kind, 0) for kind in graph.kinds], dtype=np.int64)[meeting]
+    usual = np.asarray(graph.typical_us, dtype=np.float64)[meeting]
+    lowered = np.minimum(measured, usual)
+    found = (
+        measuring[which, row] * measured[:, None]
+        + lowering[which, row] * lowered[:, None]
+        + typical[which, row] * usual[:, None]
+    )
+    return np.split(found, np.cumsum(counts)[:-1])
 
 
 def _median_of_the_others(column: np.ndarray, present: np.ndarray) -> np.ndarray:
