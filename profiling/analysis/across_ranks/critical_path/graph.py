@@ -30,12 +30,14 @@ transfers, and the previous step (each rank starts at its measured start).
 from __future__ import annotations
 
 import dataclasses
+import functools
 import statistics
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from profiling.analysis.across_ranks.critical_path.walk import WORK, Meeting, RankStep
+from profiling.analysis.across_ranks.critical_path.waves import ARRIVE, BLOCK, Waves, waves_of
 from profiling.analysis.per_trace.lanes import EPSILON_US, KINDS, PHASES, Lane
 
 WORK_KINDS = ("forward", "backward", "optimizer", "compute", "memory", "communication", "host", "other")
@@ -43,7 +45,6 @@ HOST = WORK_KINDS.index("host")
 COMMUNICATION = WORK_KINDS.index("communication")
 # the work a stage's layers make (compute by phase, their copies): what moving layers changes
 LAYERS = [WORK_KINDS.index(kind) for kind in ("forward", "backward", "optimizer", "compute", "memory")]
-ARRIVE, BLOCK = 0, 2  # a rank's events
 # a block for a collective that ran hidden, at the rank's next wait: sorted after the arrivals
 # and before the waits of one instant, then a block like them
 _DEFERRED = 1
@@ -90,10 +91,15 @@ class StepGraph:
     kinds: list[str]  # per meeting: its kind
     typical_us: list[float]  # per meeting: its members' median transfer (the ideal's)
 
-    @property
+    @functools.cached_property
     def totals(self) -> np.ndarray:
         """(R, WORK_KINDS): each rank's work of each kind in the step."""
         return np.stack([w.sum(axis=0) for w in self.work])
+
+    @functools.cached_property
+    def waves(self) -> Waves:
+        """The order its replays take its events in (found once: every replay of it uses it)."""
+        return waves_of(self.events, self.members)
 
 
 def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meeting]) -> StepGraph | str:

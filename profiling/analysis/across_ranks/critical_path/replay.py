@@ -12,8 +12,8 @@ two lowerings (two what-ifs at once: :func:`combined`). A meeting's transfer is
 measured, its members' median (or lowered to it), or zero: a collective's members leave it
 together, and its transfer is its own (a median over a kind would mix a 1 KB all-reduce with a
 100 MB one; traces name no size for most). Every variant is replayed in one pass over the
-step's events, the variants side by side in numpy arrays: the pass is a Python loop over
-events, never over events × variants.
+step's events, the variants side by side in numpy arrays, a wave of events at a time
+(:mod:`.waves`): the pass is a Python loop over waves, never over events × variants.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path.graph import ARRIVE, HOST, StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import HOST, StepGraph
 from profiling.analysis.per_trace.lanes import EPSILON_US
 
 # what a variant does to a duration (the module's docstring says how)
@@ -71,70 +71,50 @@ def replay(
     """The step replayed in each variant; a line saying why not where the graph waits on
     itself (clocks that disagree). ``timed``: keep when each rank reached and left each event
     (the ideal trace's; a few variants)."""
+    order = graph.waves
+    if order.stuck:
+        stuck = [graph.ranks[row] for row in order.stuck]
+        return f"rank(s) {stuck[:8]} wait on each other in a cycle (their clocks disagree)"
     scale = scales(graph, variants, stage_of)  # (V, R, K)
     rows, count = len(graph.ranks), variants.work.shape[0]
-    t = [np.full(count, graph.starts[row]) for row in range(rows)]
-    # each rank's work before each event in every variant, one product a rank: (events + 1, V)
+    # each rank's work before each event in every variant, one product a rank: (events + 1, V);
+    # laid end to end, as the waves index them, and the work after the last event apart
     adds = [graph.work[row] @ scale[:, row, :].T for row in range(rows)]
-    transfers = _transfers(graph, variants)
-    done, added = [0] * rows, [False] * rows  # events passed; the work before the next one added
-    reached: list[list[np.ndarray]] = [[] for _ in range(rows)]
-    left: list[list[np.ndarray]] = [[] for _ in range(rows)]
-    arrived: list[list[np.ndarray]] = [[] for _ in graph.members]
-    latest: dict[int, np.ndarray] = {}  # each full meeting's last arrival, in every variant
-    moved = True
-    while moved:  # each rank as far as it can go; again while any went on
-        moved = False
-        for row in range(rows):
-            events = graph.events[row]
-            while done[row] < len(events):
-                event, meeting, _ = events[done[row]]
-                if not added[row]:
-                    t[row] = t[row] + adds[row][done[row]]
-                    added[row] = True
-                    if timed:
-                        reached[row].append(t[row])
-                if event == ARRIVE:
-                    arrived[meeting].append(t[row])
-                elif len(arrived[meeting]) < graph.members[meeting]:
-                    break  # a member has not arrived yet
-                else:
-                    if meeting not in latest:
-                        latest[meeting] = _latest(arrived[meeting])
-                    t[row] = np.maximum(t[row], latest[meeting] + transfers[row][done[row]])
-                if timed:
-                    left[row].append(t[row])
-                done[row] += 1
-                added[row] = False
-                moved = True
-    stuck = [graph.ranks[row] for row in range(rows) if done[row] < len(graph.events[row])]
-    if stuck:
-        return f"rank(s) {stuck[:8]} wait on each other in a cycle (their clocks disagree)"
-    ends = np.stack([t[row] + adds[row][-1] for row in range(rows)], axis=1)
+    before = np.concatenate([found[:-1] for found in adds]) if rows else np.zeros((0, count))
+    transfers = _transfers(graph, variants)  # (events, V)
+    t = np.repeat(graph.starts[:, None].astype(np.float64), count, axis=1)  # (R, V): each rank's clock
+    latest = np.full((len(graph.members), count), -np.inf)  # each meeting's last arrival
+    reached = np.empty_like(before) if timed else None
+    left = np.empty_like(before) if timed else None
+    for wave in order.waves:
+        t[wave.rows] += before[wave.events]
+        if reached is not None:
+            reached[wave.events] = t[wave.rows]
+        if len(wave.arrivals):
+            last = np.maximum.reduceat(t[wave.arriving], wave.firsts, axis=0)
+            latest[wave.met] = np.maximum(latest[wave.met], last)
+        if len(wave.blocks):
+            t[wave.blocked] = np.maximum(t[wave.blocked], latest[wave.held_by] + transfers[wave.blocks])
+        if left is not None:
+            left[wave.events] = t[wave.rows]
+    ends = (t + np.stack([found[-1] for found in adds])).T  # (V, R)
     work = np.einsum("vrk,rk->vr", scale, graph.totals)
-    if not timed:
+    if reached is None or left is None:
         return Replayed(ends=ends - float(np.min(graph.starts)), work=work)
-    stacked = [np.array(found).reshape(len(found), count) for found in reached]
+    cut = np.cumsum(order.counts)[:-1]
     return Replayed(
         ends=ends - float(np.min(graph.starts)),
         work=work,
-        reached=stacked,
-        left=[np.array(found).reshape(len(found), count) for found in left],
+        reached=np.split(reached, cut),
+        left=np.split(left, cut),
     )
 
 
-def _latest(arrivals: list[np.ndarray]) -> np.ndarray:
-    """The last arrival of a meeting in every variant: most are a send and its receive, whose
-    two arrays ``np.maximum`` takes at a sixth of ``np.max``'s cost of stacking them."""
-    if len(arrivals) == 2:
-        return np.maximum(arrivals[0], arrivals[1])
-    return np.max(arrivals, axis=0)
-
-
-def _transfers(graph: StepGraph, variants: Variants) -> list[np.ndarray]:
-    """Each rank's transfer at each of its events in every variant, (events, V) a rank, made
-    before the pass: measured x (its mode is MEASURED) + lowered x (AT_MOST_TYPICAL or LOWEST) +
-    typical x (MEAN); ZERO weighs nothing. A meeting kind set apart has its own modes."""
+def _transfers(graph: StepGraph, variants: Variants) -> np.ndarray:
+    """Each rank's transfer at each of its events in every variant, (events, V), the ranks'
+    events laid end to end, made before the pass: measured x (its mode is MEASURED) + lowered
+    x (AT_MOST_TYPICAL or LOWEST) + typical x (MEAN); ZERO weighs nothing. A meeting kind set
+    apart has its own modes."""
     kinds = sorted(variants.transfer_kind)
     modes = np.stack(
         [variants.transfer, *(variants.transfer_kind[kind] for kind in kinds)]
@@ -145,8 +125,8 @@ def _transfers(graph: StepGraph, variants: Variants) -> list[np.ndarray]:
     measuring = (modes == MEASURED).astype(float)
     lowering = ((modes == AT_MOST_TYPICAL) | (modes == LOWEST)).astype(float)
     typical = (modes == MEAN).astype(float)
-    # every rank's events at once, then cut a rank each: a rank at a time cost 0.3 s a step at
-    # 4096 ranks, in numpy's calls on a few dozen events
+    # every rank's events at once: a rank at a time cost 0.3 s a step at 4096 ranks, in numpy's
+    # calls on a few dozen events
     counts = [len(events) for events in graph.events]
     total = sum(counts)
     meeting = np.fromiter((m for events in graph.events for _, m, _ in events), np.int64, total)
@@ -155,12 +135,11 @@ def _transfers(graph: StepGraph, variants: Variants) -> list[np.ndarray]:
     which = np.array([apart.get(kind, 0) for kind in graph.kinds], dtype=np.int64)[meeting]
     usual = np.asarray(graph.typical_us, dtype=np.float64)[meeting]
     lowered = np.minimum(measured, usual)
-    found = (
+    return (
         measuring[which, row] * measured[:, None]
         + lowering[which, row] * lowered[:, None]
         + typical[which, row] * usual[:, None]
     )
-    return np.split(found, np.cumsum(counts)[:-1])
 
 
 def _median_of_the_others(column: np.ndarray, present: np.ndarray) -> np.ndarray:

@@ -1,0 +1,107 @@
+"""The order a step's replay (:mod:`.replay`) takes its events in, a *wave* at a time.
+
+A rank's events form a chain: it arrives at a meeting, or blocks in one until every member has
+arrived. Which event can follow which is the graph's alone, whatever the durations a variant
+gives them, so the order is found once a graph, on integers. An event's wave is one after the
+rank's previous event's; a block's is also one after the last wave in which a member arrived
+at its meeting. Every event of a wave then depends only on earlier waves, and a wave is replayed
+in a few numpy operations over all its events in every variant (a rank appears at most once in
+a wave). At 4096 ranks a step has about 140 000 events in some hundred waves: a Python loop
+over events, each a few numpy operations on arrays of variants, took a second a replay.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Sequence
+
+import numpy as np
+
+ARRIVE, BLOCK = 0, 2  # a rank's events
+Events = Sequence[Sequence[tuple[int, int, float]]]  # per row, in order: (ARRIVE or BLOCK, meeting, transfer)
+
+
+@dataclasses.dataclass(frozen=True)
+class Wave:
+    """The events of one wave, as indices in the step's events laid end to end (rank by rank)."""
+
+    events: np.ndarray  # every event of the wave
+    rows: np.ndarray  # each one's rank (its row in the graph)
+    arrivals: np.ndarray  # the arrivals among them, by meeting
+    arriving: np.ndarray  # ... their ranks
+    met: np.ndarray  # the meetings arrived at, each once
+    firsts: np.ndarray  # where each of ``met`` begins in ``arrivals`` (for ``reduceat``)
+    blocks: np.ndarray  # the blocks among them
+    blocked: np.ndarray  # ... their ranks
+    held_by: np.ndarray  # ... their meetings
+
+
+@dataclasses.dataclass(frozen=True)
+class Waves:
+    """A step's events in waves; ``stuck``: the rows whose events never all come (a cycle)."""
+
+    waves: list[Wave]
+    counts: list[int]  # each row's events
+    stuck: list[int]
+
+
+def waves_of(events: Events, members: Sequence[int]) -> Waves:
+    """The waves of a step's events, whose meetings have ``members`` arrivals each."""
+    counts = [len(mine) for mine in events]
+    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
+    wave = np.full(int(offsets[-1]), -1, dtype=np.int64)
+    arrived = [0] * len(members)
+    after = [0] * len(members)  # one past the last wave a member arrived in
+    done, next_wave = [0] * len(events), [0] * len(events)
+    moved = True
+    while moved:  # each rank as far as it can go; again while any went on
+        moved = False
+        for row, mine in enumerate(events):
+            index, at, base = done[row], next_wave[row], int(offsets[row])
+            while index < len(mine):
+                event, meeting, _ = mine[index]
+                if event == ARRIVE:
+                    arrived[meeting] += 1
+                    after[meeting] = max(after[meeting], at + 1)
+                elif arrived[meeting] < members[meeting]:
+                    break  # a member has not arrived yet
+                else:
+                    at = max(at, after[meeting])
+                wave[base + index] = at
+                at += 1
+                index += 1
+            if index != done[row]:
+                done[row], next_wave[row], moved = index, at, True
+    stuck = [row for row, mine in enumerate(events) if done[row] < len(mine)]
+    return Waves(_cut(events, wave, offsets) if not stuck else [], counts, stuck)
+
+
+def _cut(events: Events, wave: np.ndarray, offsets: np.ndarray) -> list[Wave]:
+    """The events grouped by wave, each wave's arrivals sorted by meeting."""
+    if not len(wave):
+        return []
+    kind = np.fromiter((event for mine in events for event, _, _ in mine), np.int64, len(wave))
+    meeting = np.fromiter((m for mine in events for _, m, _ in mine), np.int64, len(wave))
+    row = np.repeat(np.arange(len(events)), np.diff(offsets))
+    order = np.argsort(wave, kind="stable")
+    bounds = np.flatnonzero(np.diff(wave[order])) + 1
+    found = []
+    for chosen in np.split(order, bounds):
+        arriving = chosen[kind[chosen] == ARRIVE]
+        arriving = arriving[np.argsort(meeting[arriving], kind="stable")]
+        met, firsts = np.unique(meeting[arriving], return_index=True)
+        blocks = chosen[kind[chosen] != ARRIVE]
+        found.append(
+            Wave(
+                events=chosen,
+                rows=row[chosen],
+                arrivals=arriving,
+                arriving=row[arriving],
+                met=met,
+                firsts=firsts,
+                blocks=blocks,
+                blocked=row[blocks],
+                held_by=meeting[blocks],
+            )
+        )
+    return found
