@@ -71,7 +71,12 @@ def _one_event_at_a_time(graph: StepGraph, variants: Variants) -> tuple[np.ndarr
     rows, count = len(graph.ranks), variants.work.shape[0]
     t = [np.full(count, graph.starts[row]) for row in range(rows)]
     adds = [graph.work[row] @ scale[:, row, :].T for row in range(rows)]
-    transfers = np.split(_transfers(graph, variants), np.cumsum([len(e) for e in graph.events])[:-1])
+    made = _transfers(graph, variants)
+    transfers = [
+        made.at(np.arange(len(mine)) + sum(map(len, graph.events[:row])), np.full(len(mine), row), meetings)
+        for row, mine in enumerate(graph.events)
+        if (meetings := np.array([m for _, m, _ in mine], dtype=np.int64)) is not None
+    ]
     done, added = [0] * rows, [False] * rows
     left: list[list[np.ndarray]] = [[] for _ in range(rows)]
     arrived: list[list[np.ndarray]] = [[] for _ in graph.members]

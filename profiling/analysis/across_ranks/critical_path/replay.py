@@ -81,7 +81,7 @@ def replay(
     # laid end to end, as the waves index them, and the work after the last event apart
     adds = [graph.work[row] @ scale[:, row, :].T for row in range(rows)]
     before = np.concatenate([found[:-1] for found in adds]) if rows else np.zeros((0, count))
-    transfers = _transfers(graph, variants)  # (events, V)
+    transfers = _transfers(graph, variants)
     t = np.repeat(graph.starts[:, None].astype(np.float64), count, axis=1)  # (R, V): each rank's clock
     latest = np.full((len(graph.members), count), -np.inf)  # each meeting's last arrival
     reached = np.empty_like(before) if timed else None
@@ -94,7 +94,8 @@ def replay(
             last = np.maximum.reduceat(t[wave.arriving], wave.firsts, axis=0)
             latest[wave.met] = np.maximum(latest[wave.met], last)
         if len(wave.blocks):
-            t[wave.blocked] = np.maximum(t[wave.blocked], latest[wave.held_by] + transfers[wave.blocks])
+            moved = transfers.at(wave.blocks, wave.blocked, wave.held_by)
+            t[wave.blocked] = np.maximum(t[wave.blocked], latest[wave.held_by] + moved)
         if left is not None:
             left[wave.events] = t[wave.rows]
     ends = (t + np.stack([found[-1] for found in adds])).T  # (V, R)
@@ -110,11 +111,34 @@ def replay(
     )
 
 
-def _transfers(graph: StepGraph, variants: Variants) -> np.ndarray:
-    """Each rank's transfer at each of its events in every variant, (events, V), the ranks'
-    events laid end to end, made before the pass: measured x (its mode is MEASURED) + lowered
-    x (AT_MOST_TYPICAL or LOWEST) + typical x (MEAN); ZERO weighs nothing. A meeting kind set
-    apart has its own modes."""
+@dataclasses.dataclass(frozen=True)
+class _Transfers:
+    """The transfer a rank waits out at a block, in every variant: measured x (its mode is
+    MEASURED) + lowered x (AT_MOST_TYPICAL or LOWEST) + typical x (MEAN); ZERO weighs nothing.
+    A meeting kind set apart has its own modes. Made a wave's blocks at a time: every event in
+    every variant at once was 190 MB a step at 4096 ranks."""
+
+    measuring: np.ndarray  # (1 + kinds, R, V): 1 where the variant's mode for the rank is MEASURED
+    lowering: np.ndarray  # ... AT_MOST_TYPICAL or LOWEST
+    typical: np.ndarray  # ... MEAN
+    which: np.ndarray  # per meeting: its modes' row (0, or 1 + the index of its kind set apart)
+    measured: np.ndarray  # per event (laid end to end): its transfer as measured
+    usual: np.ndarray  # per meeting: its typical transfer
+
+    def at(self, events: np.ndarray, rows: np.ndarray, meetings: np.ndarray) -> np.ndarray:
+        """(len(events), V): the transfers of these events, of these rows, at these meetings."""
+        which = self.which[meetings]
+        measured = self.measured[events][:, None]
+        usual = self.usual[meetings][:, None]
+        return (
+            self.measuring[which, rows] * measured
+            + self.lowering[which, rows] * np.minimum(measured, usual)
+            + self.typical[which, rows] * usual
+        )
+
+
+def _transfers(graph: StepGraph, variants: Variants) -> _Transfers:
+    """What :class:`_Transfers` needs, for the graph's events in these variants."""
     kinds = sorted(variants.transfer_kind)
     modes = np.stack(
         [variants.transfer, *(variants.transfer_kind[kind] for kind in kinds)]
@@ -122,23 +146,13 @@ def _transfers(graph: StepGraph, variants: Variants) -> np.ndarray:
     apart = {kind: 1 + index for index, kind in enumerate(kinds)}
     # (1 + kinds, R, V): a rank's weights in every variant side by side, gathered a row at a time
     modes = np.ascontiguousarray(modes.transpose(0, 2, 1))
-    measuring = (modes == MEASURED).astype(float)
-    lowering = ((modes == AT_MOST_TYPICAL) | (modes == LOWEST)).astype(float)
-    typical = (modes == MEAN).astype(float)
-    # every rank's events at once: a rank at a time cost 0.3 s a step at 4096 ranks, in numpy's
-    # calls on a few dozen events
-    counts = [len(events) for events in graph.events]
-    total = sum(counts)
-    meeting = np.fromiter((m for events in graph.events for _, m, _ in events), np.int64, total)
-    measured = np.fromiter((t for events in graph.events for _, _, t in events), np.float64, total)
-    row = np.repeat(np.arange(len(counts)), counts)
-    which = np.array([apart.get(kind, 0) for kind in graph.kinds], dtype=np.int64)[meeting]
-    usual = np.asarray(graph.typical_us, dtype=np.float64)[meeting]
-    lowered = np.minimum(measured, usual)
-    return (
-        measuring[which, row] * measured[:, None]
-        + lowering[which, row] * lowered[:, None]
-        + typical[which, row] * usual[:, None]
+    return _Transfers(
+        measuring=(modes == MEASURED).astype(float),
+        lowering=((modes == AT_MOST_TYPICAL) | (modes == LOWEST)).astype(float),
+        typical=(modes == MEAN).astype(float),
+        which=np.array([apart.get(kind, 0) for kind in graph.kinds], dtype=np.int64),
+        measured=graph.waves.transfers,
+        usual=np.asarray(graph.typical_us, dtype=np.float64),
     )
 
 

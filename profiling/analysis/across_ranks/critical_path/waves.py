@@ -13,6 +13,7 @@ over events, each a few numpy operations on arrays of variants, took a second a 
 from __future__ import annotations
 
 import dataclasses
+import itertools
 from collections.abc import Sequence
 
 import numpy as np
@@ -42,14 +43,15 @@ class Waves:
 
     waves: list[Wave]
     counts: list[int]  # each row's events
+    transfers: np.ndarray  # each event's transfer as measured (the events laid end to end)
     stuck: list[int]
 
 
 def waves_of(events: Events, members: Sequence[int]) -> Waves:
     """The waves of a step's events, whose meetings have ``members`` arrivals each."""
     counts = [len(mine) for mine in events]
-    offsets = np.concatenate(([0], np.cumsum(counts))).astype(np.int64)
-    wave = np.full(int(offsets[-1]), -1, dtype=np.int64)
+    offsets = [0, *itertools.accumulate(counts)]
+    waves = [-1] * offsets[-1]  # each event's wave
     arrived = [0] * len(members)
     after = [0] * len(members)  # one past the last wave a member arrived in
     done, next_wave = [0] * len(events), [0] * len(events)
@@ -57,7 +59,7 @@ def waves_of(events: Events, members: Sequence[int]) -> Waves:
     while moved:  # each rank as far as it can go; again while any went on
         moved = False
         for row, mine in enumerate(events):
-            index, at, base = done[row], next_wave[row], int(offsets[row])
+            index, at, base = done[row], next_wave[row], offsets[row]
             while index < len(mine):
                 event, meeting, _ = mine[index]
                 if event == ARRIVE:
@@ -67,22 +69,26 @@ def waves_of(events: Events, members: Sequence[int]) -> Waves:
                     break  # a member has not arrived yet
                 else:
                     at = max(at, after[meeting])
-                wave[base + index] = at
+                waves[base + index] = at
                 at += 1
                 index += 1
             if index != done[row]:
                 done[row], next_wave[row], moved = index, at, True
     stuck = [row for row, mine in enumerate(events) if done[row] < len(mine)]
-    return Waves(_cut(events, wave, offsets) if not stuck else [], counts, stuck)
+    total = len(waves)
+    kinds = np.fromiter((event for mine in events for event, _, _ in mine), np.int64, total)
+    meetings = np.fromiter((m for mine in events for _, m, _ in mine), np.int64, total)
+    transfers = np.fromiter((t for mine in events for _, _, t in mine), np.float64, total)
+    rows = np.repeat(np.arange(len(events)), counts)
+    found = _cut(np.array(waves, dtype=np.int64), kinds, meetings, rows) if not stuck else []
+    return Waves(found, counts, transfers, stuck)
 
 
-def _cut(events: Events, wave: np.ndarray, offsets: np.ndarray) -> list[Wave]:
-    """The events grouped by wave, each wave's arrivals sorted by meeting."""
+def _cut(wave: np.ndarray, kind: np.ndarray, meeting: np.ndarray, row: np.ndarray) -> list[Wave]:
+    """The events (their wave, kind, meeting and row, laid end to end) grouped by wave, each
+    wave's arrivals sorted by meeting."""
     if not len(wave):
         return []
-    kind = np.fromiter((event for mine in events for event, _, _ in mine), np.int64, len(wave))
-    meeting = np.fromiter((m for mine in events for _, m, _ in mine), np.int64, len(wave))
-    row = np.repeat(np.arange(len(events)), np.diff(offsets))
     order = np.argsort(wave, kind="stable")
     bounds = np.flatnonzero(np.diff(wave[order])) + 1
     found = []
