@@ -18,7 +18,7 @@ from profiling.analysis.clocks.group_inference import inferred_groups
 from profiling.analysis.per_trace.groups import Group
 from profiling.analysis.per_trace.record import load_fresh
 from profiling.analysis.reading.collectives import Collective, Instance
-from profiling.analysis.reading.instances import instances, transfer_ranks
+from profiling.analysis.reading.instances import instances, transfer_of, transfer_ranks
 from profiling.folder.group_label import group_label, parse_group_label
 from profiling.folder.traces import list_traces
 from profiling.report.build import build_report
@@ -74,6 +74,23 @@ def test_labelled_gloo_collectives_take_their_group_and_their_own_ends() -> None
         ('["seq","p2p 1>3",0]', (0, 1, 2, 3), 95, False),
     ]
     assert found[-1].peer == 3 and transfer_ranks(found[-1]) == (1, 3)
+
+
+@pytest.mark.parametrize(
+    ("key", "pair"),
+    [
+        ('["seq","p2p 1>3",0]', (1, 3)),  # as sequence_key writes it: read without decoding
+        ('["seq", "p2p 12>0", 7]', (12, 0)),  # any other spelling of it: decoded
+        ('["se\\"q","p2p 1>3",0]', (1, 3)),
+        ('["seq","p2p 1>3",0,4]', None),  # not three parts
+        ('["seq","p2p 1>x",0]', None),
+        ('["seq","p2p 1>3"', None),  # not JSON
+        ('["seq","6",0]', None),  # a collective's
+        ('["p2p 1>3","seq",0]', None),
+    ],
+)
+def test_a_transfers_key_names_its_sender_and_receiver(key: str, pair: tuple[int, int] | None) -> None:
+    assert transfer_of(key) == pair
 
 
 def test_nccl_kernels_name_their_group_and_a_transfer_its_peer() -> None:
