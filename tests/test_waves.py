@@ -16,7 +16,6 @@ from profiling.analysis.across_ranks.critical_path.replay import (
     MEASURED,
     ZERO,
     Variants,
-    _transfers,
     replay,
     scales,
 )
@@ -71,11 +70,8 @@ def _one_event_at_a_time(graph: StepGraph, variants: Variants) -> tuple[np.ndarr
     rows, count = len(graph.ranks), variants.work.shape[0]
     t = [np.full(count, graph.starts[row]) for row in range(rows)]
     adds = [graph.work[row] @ scale[:, row, :].T for row in range(rows)]
-    made = _transfers(graph, variants)
     transfers = [
-        made.at(np.arange(len(mine)) + sum(map(len, graph.events[:row])), np.full(len(mine), row), meetings)
-        for row, mine in enumerate(graph.events)
-        if (meetings := np.array([m for _, m, _ in mine], dtype=np.int64)) is not None
+        [_transfer(graph, variants, row, m, t) for _, m, t in mine] for row, mine in enumerate(graph.events)
     ]
     done, added = [0] * rows, [False] * rows
     left: list[list[np.ndarray]] = [[] for _ in range(rows)]
@@ -102,6 +98,14 @@ def _one_event_at_a_time(graph: StepGraph, variants: Variants) -> tuple[np.ndarr
                 moved = True
     ends = np.stack([t[row] + adds[row][-1] for row in range(rows)], axis=1)
     return ends - float(np.min(graph.starts)), left
+
+
+def _transfer(graph: StepGraph, variants: Variants, row: int, meeting: int, measured: float) -> np.ndarray:
+    """(V,): what each variant makes of a block's transfer, by its mode for the rank."""
+    modes = variants.transfer_kind.get(graph.kinds[meeting], variants.transfer)[:, row]
+    typical = graph.typical_us[meeting]
+    by_mode = {MEASURED: measured, AT_MOST_TYPICAL: min(measured, typical), MEAN: typical, ZERO: 0.0}
+    return np.array([by_mode[int(mode)] for mode in modes])
 
 
 @pytest.mark.parametrize("seed", range(12))
@@ -136,7 +140,7 @@ def test_a_wave_holds_each_rank_once_and_a_block_after_every_arrival_at_its_meet
 def test_ranks_that_wait_on_each_other_in_a_cycle_are_named() -> None:
     # rank 0 waits in meeting 1 before it arrives at 0; rank 1 waits in 0 before it arrives at 1
     events = [[(BLOCK, 1, 1.0), (ARRIVE, 0, 0.0)], [(BLOCK, 0, 1.0), (ARRIVE, 1, 0.0)]]
-    order = waves_of(events, [1, 1])
+    order = waves_of(events, [1, 1], [1.0, 1.0])
     assert order.stuck == [0, 1] and order.waves == []
     graph = StepGraph(
         step=3,

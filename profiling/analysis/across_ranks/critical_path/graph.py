@@ -99,7 +99,7 @@ class StepGraph:
     @functools.cached_property
     def waves(self) -> Waves:
         """The order its replays take its events in (found once: every replay of it uses it)."""
-        return waves_of(self.events, self.members)
+        return waves_of(self.events, self.members, self.typical_us)
 
 
 def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meeting]) -> StepGraph | str:

@@ -24,6 +24,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from profiling.analysis.across_ranks.critical_path.graph import HOST, StepGraph
+from profiling.analysis.across_ranks.critical_path.waves import Wave
 from profiling.analysis.per_trace.lanes import EPSILON_US
 
 # what a variant does to a duration (the module's docstring says how)
@@ -94,7 +95,7 @@ def replay(
             last = np.maximum.reduceat(t[wave.arriving], wave.firsts, axis=0)
             latest[wave.met] = np.maximum(latest[wave.met], last)
         if len(wave.blocks):
-            moved = transfers.at(wave.blocks, wave.blocked, wave.held_by)
+            moved = transfers.at(wave)
             t[wave.blocked] = np.maximum(t[wave.blocked], latest[wave.held_by] + moved)
         if left is not None:
             left[wave.events] = t[wave.rows]
@@ -118,42 +119,29 @@ class _Transfers:
     A meeting kind set apart has its own modes. Made a wave's blocks at a time: every event in
     every variant at once was 190 MB a step at 4096 ranks."""
 
-    measuring: np.ndarray  # (1 + kinds, R, V): 1 where the variant's mode for the rank is MEASURED
-    lowering: np.ndarray  # ... AT_MOST_TYPICAL or LOWEST
-    typical: np.ndarray  # ... MEAN
-    which: np.ndarray  # per meeting: its modes' row (0, or 1 + the index of its kind set apart)
-    measured: np.ndarray  # per event (laid end to end): its transfer as measured
-    usual: np.ndarray  # per meeting: its typical transfer
+    weights: np.ndarray  # (1 + kinds, R, 3, V): 1 where the rank's mode in the variant is MEASURED,
+    # then AT_MOST_TYPICAL or LOWEST, then MEAN; a row of modes a meeting kind set apart
+    which: np.ndarray | None  # per meeting: its row of modes; None where no kind is set apart
 
-    def at(self, events: np.ndarray, rows: np.ndarray, meetings: np.ndarray) -> np.ndarray:
-        """(len(events), V): the transfers of these events, of these rows, at these meetings."""
-        which = self.which[meetings]
-        measured = self.measured[events][:, None]
-        usual = self.usual[meetings][:, None]
-        return (
-            self.measuring[which, rows] * measured
-            + self.lowering[which, rows] * np.minimum(measured, usual)
-            + self.typical[which, rows] * usual
-        )
+    def at(self, wave: Wave) -> np.ndarray:
+        """(blocks, V): the transfers of the wave's blocks."""
+        rows = 0 if self.which is None else self.which[wave.held_by]
+        return (self.weights[rows, wave.blocked] * wave.amounts).sum(axis=1)
 
 
 def _transfers(graph: StepGraph, variants: Variants) -> _Transfers:
-    """What :class:`_Transfers` needs, for the graph's events in these variants."""
+    """What :class:`_Transfers` needs, for the graph's meetings in these variants."""
     kinds = sorted(variants.transfer_kind)
     modes = np.stack(
         [variants.transfer, *(variants.transfer_kind[kind] for kind in kinds)]
     )  # (1 + kinds, V, R)
     apart = {kind: 1 + index for index, kind in enumerate(kinds)}
-    # (1 + kinds, R, V): a rank's weights in every variant side by side, gathered a row at a time
-    modes = np.ascontiguousarray(modes.transpose(0, 2, 1))
-    return _Transfers(
-        measuring=(modes == MEASURED).astype(float),
-        lowering=((modes == AT_MOST_TYPICAL) | (modes == LOWEST)).astype(float),
-        typical=(modes == MEAN).astype(float),
-        which=np.array([apart.get(kind, 0) for kind in graph.kinds], dtype=np.int64),
-        measured=graph.waves.transfers,
-        usual=np.asarray(graph.typical_us, dtype=np.float64),
-    )
+    modes = modes.transpose(0, 2, 1)  # (1 + kinds, R, V): a rank's modes in every variant side by side
+    weights = np.stack(
+        [modes == MEASURED, (modes == AT_MOST_TYPICAL) | (modes == LOWEST), modes == MEAN], axis=2
+    ).astype(float)
+    which = np.array([apart.get(kind, 0) for kind in graph.kinds], dtype=np.int64) if kinds else None
+    return _Transfers(weights=weights, which=which)
 
 
 def _median_of_the_others(column: np.ndarray, present: np.ndarray) -> np.ndarray:

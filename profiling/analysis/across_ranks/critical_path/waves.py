@@ -35,6 +35,9 @@ class Wave:
     blocks: np.ndarray  # the blocks among them
     blocked: np.ndarray  # ... their ranks
     held_by: np.ndarray  # ... their meetings
+    amounts: (
+        np.ndarray
+    )  # ... (blocks, 3): each one's transfer as measured, lowered to its meeting's typical, typical
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,12 +46,12 @@ class Waves:
 
     waves: list[Wave]
     counts: list[int]  # each row's events
-    transfers: np.ndarray  # each event's transfer as measured (the events laid end to end)
     stuck: list[int]
 
 
-def waves_of(events: Events, members: Sequence[int]) -> Waves:
-    """The waves of a step's events, whose meetings have ``members`` arrivals each."""
+def waves_of(events: Events, members: Sequence[int], typical: Sequence[float]) -> Waves:
+    """The waves of a step's events, whose meetings have ``members`` arrivals each and a
+    ``typical`` transfer."""
     counts = [len(mine) for mine in events]
     offsets = [0, *itertools.accumulate(counts)]
     waves = [-1] * offsets[-1]  # each event's wave
@@ -80,34 +83,50 @@ def waves_of(events: Events, members: Sequence[int]) -> Waves:
     meetings = np.fromiter((m for mine in events for _, m, _ in mine), np.int64, total)
     transfers = np.fromiter((t for mine in events for _, _, t in mine), np.float64, total)
     rows = np.repeat(np.arange(len(events)), counts)
-    found = _cut(np.array(waves, dtype=np.int64), kinds, meetings, rows) if not stuck else []
-    return Waves(found, counts, transfers, stuck)
+    usual = np.asarray(typical, dtype=np.float64)[meetings]
+    amounts = np.column_stack((transfers, np.minimum(transfers, usual), usual))
+    found = _cut(np.array(waves, dtype=np.int64), kinds, meetings, rows, amounts) if not stuck else []
+    return Waves(found, counts, stuck)
 
 
-def _cut(wave: np.ndarray, kind: np.ndarray, meeting: np.ndarray, row: np.ndarray) -> list[Wave]:
-    """The events (their wave, kind, meeting and row, laid end to end) grouped by wave, each
-    wave's arrivals sorted by meeting."""
+def _cut(
+    wave: np.ndarray, kind: np.ndarray, meeting: np.ndarray, row: np.ndarray, amounts: np.ndarray
+) -> list[Wave]:
+    """The events (their wave, kind, meeting, row and transfers, laid end to end) grouped by wave: in one
+    sort, a wave's arrivals first, by meeting, then its blocks (a job of few ranks has thousands
+    of small waves a step: numpy's calls a wave were most of the time)."""
     if not len(wave):
         return []
-    order = np.argsort(wave, kind="stable")
-    bounds = np.flatnonzero(np.diff(wave[order])) + 1
-    found = []
-    for chosen in np.split(order, bounds):
-        arriving = chosen[kind[chosen] == ARRIVE]
-        arriving = arriving[np.argsort(meeting[arriving], kind="stable")]
-        met, firsts = np.unique(meeting[arriving], return_index=True)
-        blocks = chosen[kind[chosen] != ARRIVE]
-        found.append(
-            Wave(
-                events=chosen,
-                rows=row[chosen],
-                arrivals=arriving,
-                arriving=row[arriving],
-                met=met,
-                firsts=firsts,
-                blocks=blocks,
-                blocked=row[blocks],
-                held_by=meeting[blocks],
-            )
+    arrives = kind == ARRIVE
+    order = np.lexsort((meeting, ~arrives, wave))
+    wave, arrives, meeting, row, amounts = (
+        wave[order],
+        arrives[order],
+        meeting[order],
+        row[order],
+        amounts[order],
+    )
+    changes = np.empty(len(wave), dtype=bool)
+    changes[0], changes[1:] = True, wave[1:] != wave[:-1]
+    starts = np.flatnonzero(changes)
+    ends = np.append(starts[1:], len(wave))
+    middles = starts + np.add.reduceat(arrives.astype(np.int64), starts)  # where each wave's blocks begin
+    runs = np.flatnonzero(arrives & (changes | np.append(True, meeting[1:] != meeting[:-1])))
+    low, high = np.searchsorted(runs, starts), np.searchsorted(runs, middles)
+    return [
+        Wave(
+            events=order[start:end],
+            rows=row[start:end],
+            arrivals=order[start:middle],
+            arriving=row[start:middle],
+            met=meeting[runs[lo:hi]],
+            firsts=runs[lo:hi] - start,
+            blocks=order[middle:end],
+            blocked=row[middle:end],
+            held_by=meeting[middle:end],
+            amounts=amounts[middle:end, :, None],
         )
-    return found
+        for start, middle, end, lo, hi in zip(
+            starts.tolist(), middles.tolist(), ends.tolist(), low.tolist(), high.tolist(), strict=True
+        )
+    ]
