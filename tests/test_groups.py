@@ -17,8 +17,8 @@ from profiling.analysis.clocks.alignment import TRANSFERS, bounded_by_transfers
 from profiling.analysis.clocks.group_inference import inferred_groups
 from profiling.analysis.per_trace.groups import Group
 from profiling.analysis.per_trace.record import load_fresh
-from profiling.analysis.reading.collectives import Collective, Instance
-from profiling.analysis.reading.instances import instances, transfer_of, transfer_ranks
+from profiling.analysis.reading.collectives import Collective, Instance, transfer_of
+from profiling.analysis.reading.instances import instances, transfer_ranks
 from profiling.folder.group_label import group_label, parse_group_label
 from profiling.folder.traces import list_traces
 from profiling.report.build import build_report

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import bisect
 import json
-import re
 from collections.abc import Sequence
 from typing import Any
 
@@ -29,12 +28,12 @@ from profiling.analysis.reading.collectives import (
     same_kind,
     sequence_key,
     shapes_text,
+    transfer_key,
+    transfer_of,
 )
 from profiling.folder.group_label import parse_group_label
 
 MAX_RANK = 1 << 31  # ranks are 32-bit signed in torch.distributed
-_P2P = "p2p "  # a transfer's key: ["seq", "p2p <sender>><receiver>", n]
-_CANONICAL_TRANSFER = re.compile(r'\["[^"\\]*","' + _P2P + r'(\d+)>(\d+)",-?\d+\]\Z')
 _MAX_WORKERS = 24  # gloo worker threads shared out among groups by search: more is no job's
 
 
@@ -152,9 +151,7 @@ def _transfer_key(
         pair = (rank, peer) if sends else (peer, rank)
     count = transfers.get(pair, 0)
     transfers[pair] = count + 1
-    return sequence_key(
-        SEQUENCED, f"{_P2P}{pair[0]}>{pair[1]}", count
-    ), f"{label} {pair[0]}>{pair[1]} #{count}"
+    return transfer_key(*pair, count), f"{label} {pair[0]}>{pair[1]} #{count}"
 
 
 def _labelled_instances(
@@ -206,23 +203,6 @@ def _labelled_instances(
 def transfer_ranks(instance: Instance) -> tuple[int, int] | None:
     """A send's or receive's (sender, receiver), as its key says; None for a collective."""
     return transfer_of(instance.key) if instance.peer is not None else None
-
-
-def transfer_of(key: str) -> tuple[int, int] | None:
-    """The (sender, receiver) a transfer's key names; None for any other key."""
-    if _P2P not in key:
-        return None
-    # the keys as :func:`sequence_key` writes them, without decoding their JSON: AR's 34 000 a
-    # report took 0.5 s; any other form is decoded as before
-    canonical = _CANONICAL_TRANSFER.match(key)
-    if canonical is not None:
-        return int(canonical[1]), int(canonical[2])
-    try:
-        _, pair, _ = json.loads(key)
-    except ValueError:
-        return None
-    sender, _, receiver = str(pair).removeprefix(_P2P).partition(">")
-    return (int(sender), int(receiver)) if sender.isdigit() and receiver.isdigit() else None
 
 
 def _is_transfer(name: str) -> bool:

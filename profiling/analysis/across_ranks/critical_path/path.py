@@ -25,8 +25,7 @@ from profiling.analysis.across_ranks.critical_path.what_if import replayed
 from profiling.analysis.clocks.rank_clocks import Aligned
 from profiling.analysis.per_trace.lanes import Lane, StepLane
 from profiling.analysis.per_trace.record import load_lanes
-from profiling.analysis.reading.collectives import is_sequenced
-from profiling.analysis.reading.instances import transfer_of
+from profiling.analysis.reading.collectives import is_sequenced, transfer_of
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
 from slurm.common.mesh import stages_of
 
