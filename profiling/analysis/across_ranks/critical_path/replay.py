@@ -24,7 +24,13 @@ from collections.abc import Mapping
 import numpy as np
 
 from profiling.analysis.across_ranks.critical_path.graph import HOST, StepGraph
-from profiling.analysis.across_ranks.critical_path.waves import Wave
+from profiling.analysis.across_ranks.critical_path.waves import (
+    LOWERED_AMOUNT,
+    MEASURED_AMOUNT,
+    NO_AMOUNT,
+    TYPICAL_AMOUNT,
+    Wave,
+)
 from profiling.analysis.per_trace.lanes import EPSILON_US
 
 # what a variant does to a duration (the module's docstring says how)
@@ -114,34 +120,36 @@ def replay(
 
 @dataclasses.dataclass(frozen=True)
 class _Transfers:
-    """The transfer a rank waits out at a block, in every variant: measured x (its mode is
-    MEASURED) + lowered x (AT_MOST_TYPICAL or LOWEST) + typical x (MEAN); ZERO weighs nothing.
-    A meeting kind set apart has its own modes. Made a wave's blocks at a time: every event in
-    every variant at once was 190 MB a step at 4096 ranks."""
+    """The transfer a rank waits out at a block, in every variant, by the variant's mode for the
+    rank: as measured (MEASURED), lowered to its meeting's typical (AT_MOST_TYPICAL or LOWEST),
+    that typical (MEAN) or none (ZERO). A meeting kind set apart has its own modes. Made a
+    wave's blocks at a time: every event in every variant at once was 190 MB a step at 4096
+    ranks."""
 
-    weights: np.ndarray  # (1 + kinds, R, 3, V): 1 where the rank's mode in the variant is MEASURED,
-    # then AT_MOST_TYPICAL or LOWEST, then MEAN; a row of modes a meeting kind set apart
+    chosen: np.ndarray  # (1 + kinds, R, V): the column of a wave's amounts each mode takes
     which: np.ndarray | None  # per meeting: its row of modes; None where no kind is set apart
 
     def at(self, wave: Wave) -> np.ndarray:
         """(blocks, V): the transfers of the wave's blocks."""
         rows = 0 if self.which is None else self.which[wave.held_by]
-        return (self.weights[rows, wave.blocked] * wave.amounts).sum(axis=1)
+        return np.choose(self.chosen[rows, wave.blocked], wave.amounts)
 
 
 def _transfers(graph: StepGraph, variants: Variants) -> _Transfers:
     """What :class:`_Transfers` needs, for the graph's meetings in these variants."""
     kinds = sorted(variants.transfer_kind)
-    modes = np.stack(
-        [variants.transfer, *(variants.transfer_kind[kind] for kind in kinds)]
-    )  # (1 + kinds, V, R)
     apart = {kind: 1 + index for index, kind in enumerate(kinds)}
-    modes = modes.transpose(0, 2, 1)  # (1 + kinds, R, V): a rank's modes in every variant side by side
-    weights = np.stack(
-        [modes == MEASURED, (modes == AT_MOST_TYPICAL) | (modes == LOWEST), modes == MEAN], axis=2
-    ).astype(float)
+    # (1 + kinds, R, V): a rank's modes in every variant side by side
+    modes = np.stack([variants.transfer, *(variants.transfer_kind[kind] for kind in kinds)]).transpose(
+        0, 2, 1
+    )
+    chosen = np.select(
+        [modes == MEASURED, (modes == AT_MOST_TYPICAL) | (modes == LOWEST), modes == MEAN],
+        [MEASURED_AMOUNT, LOWERED_AMOUNT, TYPICAL_AMOUNT],
+        NO_AMOUNT,
+    ).astype(np.intp)
     which = np.array([apart.get(kind, 0) for kind in graph.kinds], dtype=np.int64) if kinds else None
-    return _Transfers(weights=weights, which=which)
+    return _Transfers(chosen=chosen, which=which)
 
 
 def _median_of_the_others(column: np.ndarray, present: np.ndarray) -> np.ndarray:

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 import numpy as np
 
 ARRIVE, BLOCK = 0, 2  # a rank's events
+# a block's amounts of transfer (Wave.amounts), as the replay's variants take them
+MEASURED_AMOUNT, LOWERED_AMOUNT, TYPICAL_AMOUNT, NO_AMOUNT = range(4)
 Events = Sequence[Sequence[tuple[int, int, float]]]  # per row, in order: (ARRIVE or BLOCK, meeting, transfer)
 
 
@@ -35,9 +37,9 @@ class Wave:
     blocks: np.ndarray  # the blocks among them
     blocked: np.ndarray  # ... their ranks
     held_by: np.ndarray  # ... their meetings
-    amounts: (
-        np.ndarray
-    )  # ... (blocks, 3): each one's transfer as measured, lowered to its meeting's typical, typical
+    # ... their transfers, columns of (blocks, 1) by *_AMOUNT: as measured, lowered to their
+    # meeting's typical, that typical, none
+    amounts: tuple[np.ndarray, ...]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -84,7 +86,7 @@ def waves_of(events: Events, members: Sequence[int], typical: Sequence[float]) -
     transfers = np.fromiter((t for mine in events for _, _, t in mine), np.float64, total)
     rows = np.repeat(np.arange(len(events)), counts)
     usual = np.asarray(typical, dtype=np.float64)[meetings]
-    amounts = np.column_stack((transfers, np.minimum(transfers, usual), usual))
+    amounts = np.column_stack((transfers, np.minimum(transfers, usual), usual, np.zeros_like(usual)))
     found = _cut(np.array(waves, dtype=np.int64), kinds, meetings, rows, amounts) if not stuck else []
     return Waves(found, counts, stuck)
 
@@ -124,7 +126,7 @@ def _cut(
             blocks=order[middle:end],
             blocked=row[middle:end],
             held_by=meeting[middle:end],
-            amounts=amounts[middle:end, :, None],
+            amounts=tuple(amounts[middle:end, column, None] for column in range(amounts.shape[1])),
         )
         for start, middle, end, lo, hi in zip(
             starts.tolist(), middles.tolist(), ends.tolist(), low.tolist(), high.tolist(), strict=True
