@@ -2,7 +2,8 @@
 
 A rank's events form a chain: it arrives at a meeting, or blocks in one until every member has
 arrived. Which event can follow which is the graph's alone, whatever the durations a variant
-gives them, so the order is found once a graph, on integers. An event's wave is one after the
+gives them, so the order is found once a graph, on integers: each rank goes as far as it can,
+and a meeting that fills lets go the ranks held in it. An event's wave is one after the
 rank's previous event's; a block's is also one after the last wave in which a member arrived
 at its meeting. Every event of a wave then depends only on earlier waves, and a wave is replayed
 in a few numpy operations over all its events in every variant (a rank appears at most once in
@@ -60,30 +61,33 @@ def waves_of(events: Events, members: Sequence[int], typical: Sequence[float]) -
     arrived = [0] * len(members)
     after = [0] * len(members)  # one past the last wave a member arrived in
     done, next_wave = [0] * len(events), [0] * len(events)
-    moved = True
-    while moved:  # each rank as far as it can go; again while any went on
-        moved = False
-        for row, mine in enumerate(events):
-            index, at, base = done[row], next_wave[row], offsets[row]
-            while index < len(mine):
-                event, meeting, _ = mine[index]
-                if event == ARRIVE:
-                    arrived[meeting] += 1
-                    after[meeting] = max(after[meeting], at + 1)
-                elif arrived[meeting] < members[meeting]:
-                    break  # a member has not arrived yet
-                else:
-                    at = max(at, after[meeting])
-                waves[base + index] = at
-                at += 1
-                index += 1
-            if index != done[row]:
-                done[row], next_wave[row], moved = index, at, True
+    waiting: dict[int, list[int]] = {}  # the rows held in each meeting not yet full
+    ready = [row for row, mine in enumerate(events) if mine]  # rows that can go on
+    while ready:  # a row as far as it can go; those its arrivals let go, in turn
+        row = ready.pop()
+        mine, index, at, base = events[row], done[row], next_wave[row], offsets[row]
+        while index < len(mine):
+            event, meeting, _ = mine[index]
+            if event == ARRIVE:
+                arrived[meeting] += 1
+                if at >= after[meeting]:
+                    after[meeting] = at + 1
+                if arrived[meeting] == members[meeting]:
+                    ready.extend(waiting.pop(meeting, ()))
+            elif arrived[meeting] < members[meeting]:
+                waiting.setdefault(meeting, []).append(row)  # a member has not arrived yet
+                break
+            elif after[meeting] > at:
+                at = after[meeting]
+            waves[base + index] = at
+            at += 1
+            index += 1
+        done[row], next_wave[row] = index, at
     stuck = [row for row, mine in enumerate(events) if done[row] < len(mine)]
-    total = len(waves)
-    kinds = np.fromiter((event for mine in events for event, _, _ in mine), np.int64, total)
-    meetings = np.fromiter((m for mine in events for _, m, _ in mine), np.int64, total)
-    transfers = np.fromiter((t for mine in events for _, _, t in mine), np.float64, total)
+    flat = list(itertools.chain.from_iterable(events))
+    kinds = np.array([event for event, _, _ in flat], dtype=np.int64)
+    meetings = np.array([meeting for _, meeting, _ in flat], dtype=np.int64)
+    transfers = np.array([transfer for _, _, transfer in flat], dtype=np.float64)
     rows = np.repeat(np.arange(len(events)), counts)
     usual = np.asarray(typical, dtype=np.float64)[meetings]
     amounts = np.column_stack((transfers, np.minimum(transfers, usual), usual, np.zeros_like(usual)))
