@@ -149,12 +149,16 @@ def test_a_rank_given_60_ms_in_a_data_by_pipeline_job_is_the_first_line(
         "gains"
     ]
     limits = (meta / "report.md").read_text().split("## What limits the step")[1]
-    assert limits.split("\n1. ", 1)[1].startswith("**Rank 3 like its peers**")
-    # beyond the noise where this machine is as it usually is: a CI run of 2026-12-07 evening saw
-    # the noise at 53 ms three times running (the machine's times moved by half between runs that
-    # hour) against a gain of 17.6 ms, rank 3 still named first
+    first_line = limits.split("\n1. ", 1)[1] if "\n1. " in limits else ""
     noise = report["critical_path"]["noise_ms"] or 0.0
-    assert first["gain_ms"] > noise or noise > QUIET_NOISE_MS, (first, noise)
+    if noise <= QUIET_NOISE_MS:
+        assert first["gain_ms"] > noise, (first, noise)
+        assert first_line.startswith("**Rank 3 like its peers**"), limits
+    else:
+        # a step-to-step noise near the 60 ms injected hides them: CI runs of 2026-12-07 evening
+        # saw 49-62 ms six times (the machine's times moved by half between runs that hour)
+        # against a gain of 18-35 ms. The report then rightly gives rank 3 no line; never another's
+        assert not re.match(r"\*\*Rank (?!3 )", first_line), limits
 
 
 @pytest.mark.full_cluster
