@@ -97,10 +97,10 @@ def replay(
         t[wave.rows] += before[wave.events]
         if reached is not None:
             reached[wave.events] = t[wave.rows]
-        if len(wave.arrivals):
+        if len(wave.arriving):
             last = np.maximum.reduceat(t[wave.arriving], wave.firsts, axis=0)
             latest[wave.met] = np.maximum(latest[wave.met], last)
-        if len(wave.blocks):
+        if len(wave.blocked):
             moved = transfers.at(wave)
             t[wave.blocked] = np.maximum(t[wave.blocked], latest[wave.held_by] + moved)
         if left is not None:
