@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Collection
 from pathlib import Path
 
 import msgspec
@@ -37,7 +38,12 @@ class Clock:
 
 
 def run_of(
-    folder: JobFolder, extra_ms: dict[int, range], *, ranks: int = 4, steps: int = 100, extra: float = 60.0
+    folder: JobFolder,
+    extra_ms: dict[int, Collection[int]],
+    *,
+    ranks: int = 4,
+    steps: int = 100,
+    extra: float = 60.0,
 ) -> RunMap:
     """The job's map, each rank 130 ms a step, ``extra_ms``'s ranks ``extra`` more in their steps."""
     write_logs(
@@ -127,6 +133,28 @@ def test_each_bound_holds_a_capture_back_and_says_so(tmp_path: Path) -> None:
         "not captured: 2 captures taken, the most a job takes (--auto-capture-max 2)"
     )
     assert trigger.look(run) is None  # a bound that does not pass: rank 3's finding is closed
+
+
+def test_a_later_finding_of_a_rank_once_held_back_is_said_again(tmp_path: Path) -> None:
+    folder, clock = JobFolder(tmp_path, "1"), Clock()
+    trigger = AutoCapture(folder, AutoCaptureConfig(enabled=True, cooldown_s=300.0), None, clock=clock)
+    assert trigger.look(run_of(folder, {2: range(80, 100)})) is not None  # capture 1
+    clock.now += 10
+    held = trigger.look(run_of(folder, {1: range(85, 100)}))
+    assert held is not None and "rank 1 on node1" in held and "the 300 s cool-down" in held
+    write_accepted(
+        folder, 1, CaptureRecord(id=1, requested_at="now", first=97, last=99, ranks=[1, 2], within_run=True)
+    )
+    clock.now += 300
+    asked = trigger.look(run_of(folder, {1: range(85, 110)}, steps=110))
+    assert asked is not None and asked.startswith("--auto-capture: capture 2 of ranks ")
+    clock.now += 10  # rank 1 slow again, in a new stretch, within the cool-down of capture 2
+    held = trigger.look(run_of(folder, {1: [*range(85, 110), *range(130, 150)]}, steps=150))
+    assert (
+        held is not None
+        and "rank 1 on node1" in held
+        and "not yet captured: the last capture was 10 s" in held
+    )
 
 
 def test_the_bytes_cap_counts_the_next_capture_before_it_is_taken(tmp_path: Path) -> None:

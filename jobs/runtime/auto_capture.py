@@ -129,8 +129,9 @@ class AutoCapture:
             return (
                 f"--auto-capture: {trigger.why}; not yet captured: {held[1]} (it will be if still slow then)"
             )
-        for segment in found:
+        for segment in found:  # decided on: a later finding of the rank that waits is said again
             self._handled[segment.rank] = segment.last
+            self._waiting.pop(segment.rank, None)
         if held is not None:
             return f"--auto-capture: {trigger.why}; not captured: {held[1]}"
         request = write_request(
