@@ -234,7 +234,7 @@ def test_a_gloo_senders_wait_for_its_receiver_is_waiting_however_the_clocks_disa
     18 ms a step over a balanced job's, of rank 3's 60 ms). With the send's own end, stage 0
     holds no host work, and stage 1 like its peer gains its 4 ms less the microbatch it waits
     for anyway."""
-    from profiling.analysis.across_ranks.critical_path.graph import HOST
+    from profiling.analysis.across_ranks.critical_path.rank_events import HOST
     from profiling.analysis.across_ranks.critical_path.walk import Meeting, RankStep
 
     forward = PHASES.index("forward")

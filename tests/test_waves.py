@@ -9,7 +9,8 @@ import random
 import numpy as np
 import pytest
 
-from profiling.analysis.across_ranks.critical_path.graph import WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph
+from profiling.analysis.across_ranks.critical_path.rank_events import WORK_KINDS
 from profiling.analysis.across_ranks.critical_path.replay import (
     AT_MOST_TYPICAL,
     MEAN,

@@ -63,7 +63,7 @@ def main() -> None:
     args = parser.parse_args()
     spent: list[float] = []
     cpu: list[float] = []
-    job_path.step_graph = _timed(job_path.step_graph, spent, cpu)
+    job_path.step_graphs = _timed(job_path.step_graphs, spent, cpu)
     job_path.replayed = _timed(job_path.replayed, spent, cpu)
     if args.ranks:
         folder = simulated(args.root, args.ranks, args.steps, args.layout)

@@ -23,7 +23,7 @@ member whose collective ran hidden under its work is not held by it. Where the t
 stream's wait to a meeting (a Stream Wait Event on the event recorded after its kernel:
 :mod:`profiling.analysis.per_trace.stream_waits`, HTA's sync edges), the meeting ends for the rank
 where the work that waited began; else a wait is inferred where work resumes within
-:data:`RESUMED_US` of its end. Left out: the launch queue's depth, contention between concurrent
+:data:`.rank_events.RESUMED_US` of its end. Left out: the launch queue's depth, contention between concurrent
 transfers, and the previous step (each rank starts at its measured start).
 """
 
@@ -32,43 +32,14 @@ from __future__ import annotations
 import dataclasses
 import functools
 import statistics
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path.walk import WORK, Meeting, RankStep
-from profiling.analysis.across_ranks.critical_path.waves import ARRIVE, BLOCK, Waves, waves_of
-from profiling.analysis.per_trace.lanes import EPSILON_US, KINDS, PHASES, Lane
-
-WORK_KINDS = ("forward", "backward", "optimizer", "compute", "memory", "communication", "host", "other")
-HOST = WORK_KINDS.index("host")
-COMMUNICATION = WORK_KINDS.index("communication")
-# the work a stage's layers make (compute by phase, their copies): what moving layers changes
-LAYERS = [WORK_KINDS.index(kind) for kind in ("forward", "backward", "optimizer", "compute", "memory")]
-# a block for a collective that ran hidden, at the rank's next wait: sorted after the arrivals
-# and before the waits of one instant, then a block like them
-_DEFERRED = 1
-_OTHER = WORK_KINDS.index("other")
-# time in no work: on a GPU lane, the GPU idle with work queued (waiting on another stream or an
-# event the trace does not show); no rank's work, in no variant but the replay as measured
-DELAY = _OTHER
-_COMPUTING, _MOVING = (KINDS.index(kind) for kind in WORK)  # a lane's own work: a wait ends there
-# work that resumes this soon after a hole, before a meeting ends, waited for it (two streams'
-# recorded ends disagree by this much)
-RESUMED_US = 100.0
-RESUMED_SHARE = 0.1  # ... and within this share of the hole: a wait, not work begun meanwhile
-TIED_US = 1.0  # a tied wait's end and a meeting's: one kernel's end, read twice (µs since 1970: 0.25 apart)
-
-
-def _column(kind: str, phase: str | None) -> int:
-    """A lane's span's column of WORK_KINDS: compute's by its phase."""
-    if kind == "compute":
-        return WORK_KINDS.index(phase or "compute")
-    return WORK_KINDS.index(kind) if kind in WORK_KINDS else _OTHER
-
-
-# (kind, phase) -> column; a phase of -1 (the trace does not say) is the last
-_COLUMN = np.array([[_column(kind, phase) for phase in (*PHASES, None)] for kind in KINDS])
+from profiling.analysis.across_ranks.critical_path.rank_events import rank_events
+from profiling.analysis.across_ranks.critical_path.walk import Meeting, RankStep
+from profiling.analysis.across_ranks.critical_path.waves import Waves, waves_of
+from profiling.analysis.per_trace.lanes import EPSILON_US
 
 
 def meeting_kind(label: str) -> str:
@@ -104,71 +75,88 @@ class StepGraph:
 
 def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meeting]) -> StepGraph | str:
     """The step's graph; a line saying why not (no rank, no length, a rank without a lane)."""
-    order = sorted(ranks)
-    if not order:
-        return "no rank recorded the step"
-    if max(ranks[r].end for r in order) - min(ranks[r].start for r in order) <= EPSILON_US:
-        return "the step has no length"
-    # a meeting a member reached after its step's end is the next step's (a GPU step can end
-    # before the collectives its host launched within it)
-    meetings = [m for m in meetings if all(a <= ranks[r].end for r, a in m.arrivals.items() if r in ranks)]
-    last = [max((m.arrivals[r] for r in m.arrivals if r in ranks), default=0.0) for m in meetings]
-    mine: dict[int, list[int]] = {}  # each rank's meetings: one pass, not ranks x meetings
-    members = [0] * len(meetings)
-    for index, meeting in enumerate(meetings):
-        for member in meeting.arrivals:
-            if member in ranks:
-                mine.setdefault(member, []).append(index)
-                members[index] += 1
-    events, work = [], []
-    transfers: list[list[float]] = [[] for _ in meetings]
-    for rank in order:
-        found = ranks[rank]
-        lane = found.lane
-        if lane is None:
+    return step_graphs([(step, ranks, meetings)])[0]
+
+
+def step_graphs(
+    steps: Sequence[tuple[int, Mapping[int, RankStep], Sequence[Meeting]]],
+    done_with: Callable[[int], None] | None = None,
+) -> list[StepGraph | str]:
+    """Each step's graph (:func:`step_graph`), made a rank at a time over every step:
+    ``done_with`` is told each rank once its lanes are no longer needed. At 4096 ranks, made a
+    step at a time, every rank's lanes were held at once (0.8 GB), each read into memory not
+    touched before: reading them took 1.1 ms a rank, against 0.3 ms one rank at a time."""
+    frames = [_Frame.of(step, ranks, meetings) for step, ranks, meetings in steps]
+    everyone = sorted({rank for frame in frames if isinstance(frame, _Frame) for rank in frame.ranks})
+    for rank in everyone:
+        for index, frame in enumerate(frames):
+            if isinstance(frame, _Frame) and rank in frame.ranks:
+                frames[index] = frame.add(rank)
+        if done_with is not None:
+            done_with(rank)
+    return [frame.graph() if isinstance(frame, _Frame) else frame for frame in frames]
+
+
+@dataclasses.dataclass
+class _Frame:
+    """A step's graph as it is made: its meetings, then each rank's events and work."""
+
+    step: int
+    ranks: Mapping[int, RankStep]
+    meetings: list[Meeting]
+    last: list[float]  # per meeting: its last member's arrival
+    mine: dict[int, list[int]]  # per rank: its meetings' indices
+    members: list[int]
+    transfers: list[list[float]]  # per meeting: its members' transfers
+    events: dict[int, list[tuple[int, int, float]]] = dataclasses.field(default_factory=dict)
+    work: dict[int, np.ndarray] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def of(cls, step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meeting]) -> _Frame | str:
+        """The step's frame; a line saying why it has no graph (no rank, no length)."""
+        if not ranks:
+            return "no rank recorded the step"
+        if max(r.end for r in ranks.values()) - min(r.start for r in ranks.values()) <= EPSILON_US:
+            return "the step has no length"
+        # a meeting a member reached after its step's end is the next step's (a GPU step can end
+        # before the collectives its host launched within it)
+        kept = [m for m in meetings if all(a <= ranks[r].end for r, a in m.arrivals.items() if r in ranks)]
+        mine: dict[int, list[int]] = {}  # each rank's meetings: one pass, not ranks x meetings
+        members = [0] * len(kept)
+        for index, meeting in enumerate(kept):
+            for member in meeting.arrivals:
+                if member in ranks:
+                    mine.setdefault(member, []).append(index)
+                    members[index] += 1
+        last = [max((m.arrivals[r] for r in m.arrivals if r in ranks), default=0.0) for m in kept]
+        return cls(step, ranks, kept, last, mine, members, [[] for _ in kept])
+
+    def add(self, rank: int) -> _Frame | str:
+        """The frame with the rank's events and work; a line where the rank has no lane."""
+        found = self.ranks[rank]
+        if found.lane is None:
             return f"rank {rank} has no lane of this step"
-        points: list[tuple[float, int, int, float, float]] = []  # (at, event, meeting, transfer, goes on at)
-        deferred: list[tuple[float, int, float]] = []  # hidden collectives: (end, meeting, transfer)
-        for index, arrival, end, sender, waited, waits_from in _meetings_of(
-            lane, rank, meetings, mine.get(rank, [])
-        ):
-            meeting = meetings[index]
-            points.append((arrival, ARRIVE, index, 0.0, arrival))
-            if sender and (end <= arrival or not waited or not meeting.rendezvous):
-                continue  # it went on working: sent, or queued
-            transfer = max(0.0, end - last[index])
-            transfers[index].append(transfer)
-            if waited:
-                points.append((waits_from, BLOCK, index, transfer, end))
-            elif len(meeting.ends) < len(meeting.arrivals):  # a receive, its data there in time
-                points.append((max(arrival, end), BLOCK, index, transfer, max(arrival, end)))
-            else:  # hidden under its work: the rank needs it by its next wait, or its step's end
-                deferred.append((end, index, transfer))
-        waits = sorted(at for at, event, *_ in points if event == BLOCK)
-        for end, index, transfer in deferred:
-            if end > found.end:
-                continue  # it ran on into the next step: this one did not wait for it
-            at = next((w for w in waits if w >= end), found.end)
-            points.append((at, _DEFERRED, index, transfer, at))
-        points.sort(key=lambda p: (p[0], p[1]))  # at one instant: arrivals, the deferred, the waits
-        events.append(
-            [
-                (ARRIVE if event == ARRIVE else BLOCK, index, transfer)
-                for _, event, index, transfer, _ in points
-            ]
+        events, work, transfers = rank_events(
+            found, found.lane, self.meetings, self.mine.get(rank, []), self.last
         )
-        work.append(_worked(found, lane, points))
-    return StepGraph(
-        step=step,
-        ranks=order,
-        starts=np.array([ranks[r].start for r in order]),
-        measured_us=max(ranks[r].end for r in order) - min(ranks[r].start for r in order),
-        events=events,
-        work=work,
-        members=members,
-        kinds=[meeting_kind(m.label) for m in meetings],
-        typical_us=_typical(meetings, transfers),
-    )
+        self.events[rank], self.work[rank] = events, work
+        for index, transfer in transfers:
+            self.transfers[index].append(transfer)
+        return self
+
+    def graph(self) -> StepGraph:
+        order = sorted(self.ranks)
+        return StepGraph(
+            step=self.step,
+            ranks=order,
+            starts=np.array([self.ranks[r].start for r in order]),
+            measured_us=max(self.ranks[r].end for r in order) - min(self.ranks[r].start for r in order),
+            events=[self.events[r] for r in order],
+            work=[self.work[r] for r in order],
+            members=self.members,
+            kinds=[meeting_kind(m.label) for m in self.meetings],
+            typical_us=_typical(self.meetings, self.transfers),
+        )
 
 
 def _typical(meetings: Sequence[Meeting], transfers: list[list[float]]) -> list[float]:
@@ -186,123 +174,4 @@ def _typical(meetings: Sequence[Meeting], transfers: list[list[float]]) -> list[
         middle = statistics.median(found[index] for index in indices)
         for index in indices:
             found[index] = middle
-    return found
-
-
-def _worked(found: RankStep, lane: Lane, points: list[tuple[float, int, int, float, float]]) -> np.ndarray:
-    """(events + 1, WORK_KINDS): the rank's work before each event, from where it went on (its
-    last event, or the end of the meeting it last waited in); then from the last one to its
-    step's end."""
-    froms, tos, cursor = [], [], found.start
-    for at, event, _, _, goes_on in points:
-        froms.append(cursor)
-        tos.append(max(at, cursor))
-        cursor = max(goes_on, tos[-1]) if event == BLOCK else tos[-1]  # waited: on from the end
-    froms.append(cursor)
-    tos.append(max(found.end, cursor))
-    upto = _kind_time(lane, found.start, np.array(tos + froms))
-    return np.clip(upto[: len(tos)] - upto[len(tos) :], 0.0, None)
-
-
-def _meetings_of(
-    lane: Lane, rank: int, everyone: Sequence[Meeting], indices: Sequence[int]
-) -> list[tuple[int, float, float, bool, bool, float]]:
-    """Per meeting of the rank (``indices`` in ``everyone``): (its index, the rank's arrival, the
-    end it waited for, whether the rank only sent, whether its lane shows no work of its own just
-    before that end, where it began waiting). A sender waits for the meeting's end. The wait
-    begins after the rank's last work (compute, memory) before that end, not before its arrival
-    or its last launch of a collective before it (gloo runs collectives on its worker thread).
-    On a CPU lane such a collective leaves the step's thread in no operator while it waits (the
-    host's, on the lane): that is waiting here, as it is for the walk. Arrays over the rank's
-    meetings: a dense step has hundreds."""
-    if not indices:
-        return []
-    meetings = [everyone[index] for index in indices]
-    arrivals = np.array([meeting.arrivals[rank] for meeting in meetings])
-    own = [meeting.ends.get(rank) for meeting in meetings]
-    ends = np.array(
-        [
-            end if end is not None else max(meeting.ends.values(), default=arrival)
-            for end, meeting, arrival in zip(own, meetings, arrivals.tolist(), strict=True)
-        ]
-    )
-    # where the trace ties a stream's wait to the meeting (an event recorded after its kernel),
-    # the work that waited began when the meeting ended for this rank, whatever its kernel's
-    # recorded end: the wait is read up to there, never as the work
-    held = _tied(lane.waits, ends)
-    ends = np.where((held < ends) & (held >= arrivals), held, ends)
-    # where the rank saw its wait end: a rendezvous sender at its own send's end where that is
-    # earlier (the receive's end is read on the other rank's clock: read there, the launches the
-    # sender made as it went on looked like launches before its wait, and its wait like work)
-    seen = np.array([meeting.sent.get(rank, np.inf) for meeting in meetings])
-    seen = np.where((seen < ends) & (seen >= arrivals), seen, ends)
-    working = (lane.kinds == _COMPUTING) | (lane.kinds == _MOVING)
-    worked_from, worked_until = lane.starts[working], lane.ends[working]  # its own work's spans
-    kinds = lane.kinds_before(seen)
-    waited = (kinds != _COMPUTING) & (kinds != _MOVING)
-    # work that began a moment before the meeting ended, after a hole, began when it ended: the
-    # recorded ends of two streams disagree by microseconds (a compute kernel 8 µs before the
-    # receive it waits for ends), and read as 'working' the rank's whole wait became its work
-    if len(worked_from):
-        current = worked_from.searchsorted(seen, side="right") - 1
-        at = np.maximum(current, 0)
-        hole = np.where(current > 0, worked_from[at] - worked_until[np.maximum(current - 1, 0)], np.inf)
-        waited |= (current >= 0) & (seen - worked_from[at] <= np.minimum(RESUMED_US, RESUMED_SHARE * hole))
-    # a rank that still launches collectives does not wait yet; but a collective begun as this
-    # one ended was held back by it (the grad norm's all-reduce by the last reduce-scatter)
-    launches = np.sort(arrivals)
-    launched = launches[np.maximum(launches.searchsorted(seen - RESUMED_US, side="right") - 1, 0)]
-    last_work = worked_until.searchsorted(seen + EPSILON_US, side="right") - 1
-    worked = worked_until[np.maximum(last_work, 0)] if len(worked_until) else arrivals
-    waits_from = np.maximum(np.maximum(np.where(last_work >= 0, worked, arrivals), arrivals), launched)
-    return list(
-        zip(
-            indices,
-            arrivals.tolist(),
-            ends.tolist(),
-            [end is None for end in own],
-            waited.tolist(),
-            waits_from.tolist(),
-            strict=True,
-        )
-    )
-
-
-def _tied(waits: np.ndarray, ends: np.ndarray) -> np.ndarray:
-    """For each of ``ends``, the start of the work a tied wait held until it (``waits``: the
-    lane's (end, start) pairs, by end); nan where no wait is tied to it."""
-    found = np.full(len(ends), np.nan)
-    if not len(waits):
-        return found
-    ended, resumed = waits[:, 0], waits[:, 1]
-    for nearest in (ended.searchsorted(ends) - 1, ended.searchsorted(ends)):  # below it, above it
-        k = np.clip(nearest, 0, len(ended) - 1)
-        tied = np.isnan(found) & (np.abs(ended[k] - ends) <= TIED_US)
-        found[tied] = resumed[k][tied]
-    return found
-
-
-def _kind_time(lane: Lane, start: float, at: np.ndarray) -> np.ndarray:
-    """(len(at), WORK_KINDS): the lane's time of each kind from ``start`` to each of ``at``;
-    time in no span is ``other``."""
-    columns = _COLUMN[lane.kinds, lane.phases]
-    durations = np.clip(lane.ends - lane.starts, 0.0, None)
-    index = np.searchsorted(lane.starts, at, side="right")  # the spans begun by each point
-    # the spans' time by kind between consecutive cut points, then summed up to each point: a
-    # pass over the spans, not a spans x kinds table (thousands of spans a step, ten points)
-    cuts = np.unique(index)
-    marks = np.zeros(len(lane) + 1, dtype=np.int64)
-    marks[cuts] = 1
-    between = np.cumsum(marks[:-1])  # each span's bucket: the cuts at or before it
-    kinds = len(WORK_KINDS)
-    # as float: numpy's bincount of no spans (a GPU lane whose kernels have no launch) is int64
-    summed = np.bincount(
-        between * kinds + columns, weights=durations, minlength=(len(cuts) + 1) * kinds
-    ).astype(np.float64)
-    before = np.cumsum(summed.reshape(len(cuts) + 1, kinds), axis=0)  # row b: the spans before cuts[b]
-    found = before[np.searchsorted(cuts, index)]
-    last = index - 1
-    live = np.flatnonzero(last >= 0)
-    found[live, columns[last[live]]] -= np.clip(lane.ends[last[live]] - at[live], 0.0, durations[last[live]])
-    found[:, _OTHER] += np.clip(at - start - found.sum(axis=1), 0.0, None)
     return found

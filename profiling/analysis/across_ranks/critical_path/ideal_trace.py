@@ -15,8 +15,10 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path.graph import BLOCK, WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph
+from profiling.analysis.across_ranks.critical_path.rank_events import WORK_KINDS
 from profiling.analysis.across_ranks.critical_path.replay import Variants, replay, scales
+from profiling.analysis.across_ranks.critical_path.waves import BLOCK
 from profiling.analysis.per_trace.lanes import EPSILON_US
 
 MAX_RANKS = 64  # the ranks drawn: a trace of thousands of rows helps nobody

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import collections
 import dataclasses
-import functools
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from profiling.analysis.across_ranks.critical_path.graph import StepGraph, step_graph
+from profiling.analysis.across_ranks.critical_path.graph import step_graphs
+from profiling.analysis.across_ranks.critical_path.rank_lanes import RankLanes
 from profiling.analysis.across_ranks.critical_path.walk import (
     WHAT_IF,
     Key,
@@ -23,13 +23,15 @@ from profiling.analysis.across_ranks.critical_path.walk import (
 )
 from profiling.analysis.across_ranks.critical_path.what_if import replayed
 from profiling.analysis.clocks.rank_clocks import Aligned
-from profiling.analysis.per_trace.lanes import Lane, StepLane
-from profiling.analysis.per_trace.record import load_lanes
 from profiling.analysis.reading.collectives import is_sequenced, transfer_of
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
+from profiling.schema.model_replay import Replay
 from slurm.common.mesh import stages_of
 
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
+Loaded = dict[
+    int, list[tuple[int, Callable[[], None]]]
+]  # rank -> (a trace's last step, what lets its lanes go)
 SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed
 # the kind of segment each gain is made of, to name where it is
 _GAIN_KIND = {"straggler": None, "overlap": "communication", "host": "host", "bubble": "bubble"}
@@ -65,9 +67,8 @@ def critical_path(
     """
     stage_of = stages_of(mesh or {})
     remade = [] if remade is None else remade
-    loaded: list[tuple[int, Callable[[], None]]] = []  # (a trace's last step, what lets its lanes go)
-    lanes = {rank: _rank_steps(rank, traces, remade, loaded) for rank, traces in per_rank.items()}
-    numbers = sorted({step for found in lanes.values() for step in found})
+    held = RankLanes(per_rank, remade)
+    numbers = sorted({step for found in held.steps.values() for step in found})
     if not numbers:
         return None
     labels = _labels(per_rank)
@@ -79,25 +80,20 @@ def critical_path(
     totals: Totals = collections.defaultdict(collections.Counter)
     grouped = bool(members) or any(transfer_of(str(key[1])) for key in anchor_steps)
     keys_of = _keys_by_step(anchor_steps)
-    graphs: list[StepGraph] = []
-    not_replayed: list[UndecidedStep] = []
+    walked_steps: list[tuple[int, dict[int, RankStep], list[Meeting]]] = []
     for step in numbers:
-        ranks = {rank: found.get(step) for rank, found in lanes.items()}
+        ranks = {rank: found.get(step) for rank, found in held.steps.items()}
         meetings = _step_meetings(grouped, ranks, spans, keys_of.get(step, []), labels, members, on_gpu)
         walked = step_path(step, ranks, meetings, stage_of)
         if isinstance(walked, Undecided):
             undecided.append(UndecidedStep(step=walked.step, why=walked.why))
             continue
-        graph = step_graph(step, {r: found for r, found in ranks.items() if found is not None}, meetings)
-        if isinstance(graph, str):
-            not_replayed.append(UndecidedStep(step=step, why=graph))
-        else:
-            graphs.append(graph)
+        walked_steps.append((step, {r: found for r, found in ranks.items() if found is not None}, meetings))
         for segment in walked.segments:
             # µs as a Counter's counts: its stub says int, most_common sorts floats as well
             totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start  # type: ignore[assignment]
         paths.append(walked if len(paths) < SEGMENT_STEPS else dataclasses.replace(walked, segments=[]))
-        _forget(step, ranks, loaded)
+        held.forget_step(step)
     late = straggler if straggler is not None else _leading(paths)
     step_ms = statistics.fmean(p.duration / 1e3 for p in paths) if paths else 0.0
     if noise_ms is None and len(paths) > 1:
@@ -110,7 +106,27 @@ def critical_path(
         undecided=undecided,
         step_ms=step_ms,
         noise_ms=noise_ms,
-        replay=replayed(graphs, [*undecided, *not_replayed], mesh, ideal_sink),
+        replay=_replayed(walked_steps, held, undecided, mesh, ideal_sink),
+    )
+
+
+def _replayed(
+    walked: list[tuple[int, dict[int, RankStep], list[Meeting]]],
+    held: RankLanes,
+    undecided: list[UndecidedStep],
+    mesh: Mapping[int, Mapping[str, int]] | None,
+    ideal_sink: Callable[[dict[str, Any]], object] | None,
+) -> Replay | None:
+    """The walked steps replayed, on graphs made a rank at a time after the walk (the few
+    ranks' lanes it loaded let go)."""
+    graphs = step_graphs(walked, held.forget_rank)
+    not_replayed = [
+        UndecidedStep(step=step, why=graph)
+        for (step, *_), graph in zip(walked, graphs, strict=True)
+        if isinstance(graph, str)
+    ]
+    return replayed(
+        [g for g in graphs if not isinstance(g, str)], [*undecided, *not_replayed], mesh, ideal_sink
     )
 
 
@@ -136,53 +152,6 @@ def _keys_by_step(anchor_steps: Mapping[Key, int]) -> dict[int, list[Key]]:
     for key, anchored in anchor_steps.items():
         found.setdefault(anchored, []).append(key)
     return found
-
-
-def _rank_steps(
-    rank: int, traces: list[Aligned], remade: list[str], loaded: list[tuple[int, Callable[[], None]]]
-) -> dict[int, RankStep | None]:
-    """Each recorded step of the rank on the first rank's clock, its lane loaded only if the
-    walk or the replay reaches it; None where its clock is not on the first rank's. ``loaded``
-    gains each trace's last step and what lets its lanes go."""
-    found: dict[int, RankStep | None] = {}
-    for t in traces:
-        shift = t.clock.shift_us
-        lanes = functools.cache(functools.partial(_lanes_of, t, remade))  # once a trace
-        if t.record.steps:
-            loaded.append((max(step.step for step in t.record.steps), lanes.cache_clear))
-        for step in t.record.steps:
-            span = (
-                (step.gpu.start_us, step.gpu.duration_us) if step.gpu else (step.start_us, step.duration_us)
-            )
-            start, end = span[0] + shift, span[0] + span[1] + shift
-            lane = functools.partial(_lane, lanes, step.step, shift)
-            found[step.step] = RankStep(rank, start, end, lane) if t.clock.paired else None
-    return found
-
-
-def _forget(
-    step: int, ranks: Mapping[int, RankStep | None], loaded: list[tuple[int, Callable[[], None]]]
-) -> None:
-    """The step's lanes let go, and each trace's whose last step it was: at thousands of ranks
-    they are most of the report's memory."""
-    for found in ranks.values():
-        if found is not None:
-            found.forget_lane()
-    for last, clear in loaded:
-        if last <= step:
-            clear()
-
-
-def _lanes_of(trace: Aligned, remade: list[str]) -> tuple[list[StepLane], list[str]]:
-    found, note = load_lanes(trace.record, trace.trace.source)
-    if note is not None:
-        remade.append(note)
-    return found
-
-
-def _lane(lanes: Callable[[], tuple[list[StepLane], list[str]]], step: int, shift: float) -> Lane | None:
-    steps, names = lanes()
-    return next((lane.lane(shift, names) for lane in steps if lane.step == step), None)
 
 
 def _labels(per_rank: Mapping[int, list[Aligned]]) -> dict[Key, str]:

@@ -23,7 +23,8 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path.graph import HOST, StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph
+from profiling.analysis.across_ranks.critical_path.rank_events import HOST
 from profiling.analysis.across_ranks.critical_path.waves import (
     LOWERED_AMOUNT,
     MEASURED_AMOUNT,

@@ -8,7 +8,8 @@ from typing import Any
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path.graph import DELAY, WORK_KINDS, StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph
+from profiling.analysis.across_ranks.critical_path.rank_events import DELAY, WORK_KINDS
 from profiling.analysis.across_ranks.critical_path.replay import Replayed
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from profiling.schema.model_replay import ReplayHeat, ReplayMost, ReplayStrip, ReplayStrips

@@ -31,15 +31,15 @@ from typing import Any
 import numpy as np
 
 from profiling.analysis.across_ranks.critical_path.gains import Plan, added_gains, stacked
-from profiling.analysis.across_ranks.critical_path.graph import (
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph
+from profiling.analysis.across_ranks.critical_path.ideal_trace import ideal_trace
+from profiling.analysis.across_ranks.critical_path.rank_events import (
     COMMUNICATION,
     DELAY,
     HOST,
     LAYERS,
     WORK_KINDS,
-    StepGraph,
 )
-from profiling.analysis.across_ranks.critical_path.ideal_trace import ideal_trace
 from profiling.analysis.across_ranks.critical_path.replay import (
     AT_MOST_TYPICAL,
     MEAN,
