@@ -1,14 +1,18 @@
 """Steps' graphs made a rank at a time (profiling/analysis/across_ranks/critical_path/graph.py,
 step_graphs): the same graphs as made a step at a time, each rank's lanes loaded only once the
-ranks before it are done with, and a step whose rank has no lane said, the others made."""
+ranks before it are done with, and a step whose rank has no lane said, the others made; at
+many ranks the same graphs made in two processes."""
 
 from __future__ import annotations
 
 import dataclasses
+import os
+import sys
 
 import numpy as np
+import pytest
 
-from profiling.analysis.across_ranks.critical_path.graph import StepGraph, step_graph, step_graphs
+from profiling.analysis.across_ranks.critical_path.graph import FORK_RANKS, StepGraph, step_graph, step_graphs
 from profiling.analysis.across_ranks.critical_path.walk import Meeting, RankStep
 from profiling.analysis.per_trace.lanes import Lane
 from tests.step_graphs import data_parallel
@@ -63,3 +67,41 @@ def test_a_step_whose_rank_has_no_lane_is_said_and_the_others_made() -> None:
     made = step_graphs(steps)
     assert isinstance(made[0], StepGraph)
     assert made[1] == "rank 2 has no lane of this step"
+
+
+def _noted_steps(notes: list[str]) -> list[tuple[int, dict[int, RankStep], list[Meeting]]]:
+    """FORK_RANKS data-parallel ranks, 2 steps; ranks 3 and 4 say where their lanes are read."""
+    steps = []
+    for step in range(2):
+        forward = [10.0 + (rank % 7) for rank in range(FORK_RANKS)]
+        ranks, meetings = data_parallel(forward, [20.0] * FORK_RANKS, transfer=5.0, optimizer=5.0)
+        for rank in (3, 4):  # one rank of each process
+            lane = ranks[rank].lane
+
+            def remade(rank: int = rank, step: int = step, lane: Lane | None = lane) -> Lane | None:
+                notes.append(f"rank {rank}'s lanes of step {step} made again, in process {os.getpid()}")
+                return lane
+
+            ranks[rank] = dataclasses.replace(ranks[rank], source=remade)
+        steps.append((step, ranks, meetings))
+    return steps
+
+
+def test_graphs_made_in_two_processes_are_those_made_in_one_and_their_notes_come_back(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """At FORK_RANKS ranks, two processes (a forked child makes every other rank): the same
+    graphs; the lines said as a lane is read in the child (a lanes file made again) are said here.
+    The suite has imported torch (other tests): this process forks as if it had not."""
+    monkeypatch.delitem(sys.modules, "torch", raising=False)
+    alone = step_graphs(_noted_steps([]))
+    notes: list[str] = []
+    forked = step_graphs(_noted_steps(notes), jobs=2, notes=notes)
+    for one, two in zip(alone, forked, strict=True):
+        assert isinstance(one, StepGraph) and isinstance(two, StepGraph)
+        assert (one.events, one.typical_us, one.measured_us) == (two.events, two.typical_us, two.measured_us)
+        assert all(np.array_equal(a, b) for a, b in zip(one.work, two.work, strict=True))
+    assert sorted(note.rsplit(",", 1)[0] for note in notes) == [
+        f"rank {rank}'s lanes of step {step} made again" for rank in (3, 4) for step in range(2)
+    ]
+    assert len({note.rsplit(" ", 1)[1] for note in notes}) == 2  # here, and in the child

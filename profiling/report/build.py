@@ -227,6 +227,7 @@ def _traces_report(job: ReportJob, sources: Sequence[TraceSource], has_run: bool
         meanwhile=partial(pictures.ahead, draw_ranks, path=files.plot) if pictures else None,
         ideal_sink=partial(_write_gzip_json, files.ideal_trace),
         kept_path_at=files.kept_path,
+        jobs=job.workers.jobs,
     )
     if pictures:  # drawn while this process packs the archive and writes the report
         pictures.draw(plot_report, _drawn(report), files.plot)

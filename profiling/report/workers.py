@@ -7,11 +7,11 @@ from __future__ import annotations
 import collections
 import multiprocessing
 import os
-import signal
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from typing import Any
+
+from slurm.common.forked import deaf_to_warnings, fork_safe
 
 
 def default_jobs() -> int:
@@ -98,17 +98,8 @@ def _nothing() -> None:
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor:
-    # fork is cheap (the imports are done), but rank 0 calls this at the end of a job, with
-    # torch's threads around: forking those is unsafe, spawn then
-    method = "spawn" if "torch" in sys.modules else "fork"
+    # fork is cheap (the imports are done), spawn where it is not safe
+    method = "fork" if fork_safe() else "spawn"
     return ProcessPoolExecutor(
-        max_workers=jobs, mp_context=multiprocessing.get_context(method), initializer=_deaf_to_warnings
+        max_workers=jobs, mp_context=multiprocessing.get_context(method), initializer=deaf_to_warnings
     )
-
-
-def _deaf_to_warnings() -> None:
-    """A worker ignores the scheduler's warning signals: SLURM sends them to every process of a
-    job step (a preemption's USR2 at the end of a job would kill rank 0's report workers, and
-    the report with them); the rank that started them handles the signal."""
-    for name in ("SIGUSR1", "SIGUSR2"):
-        signal.signal(getattr(signal, name), signal.SIG_IGN)

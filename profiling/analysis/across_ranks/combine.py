@@ -47,13 +47,15 @@ def summarise(
     meanwhile: Callable[[model.Report], object] | None = None,
     ideal_sink: Callable[[dict[str, Any]], object] | None = None,
     kept_path_at: Path | None = None,
+    jobs: int = 1,
 ) -> model.Report:
     """The report (see :mod:`profiling.schema.model`) from every trace, by rank then window;
     ``warnings``: the reading's, put first; ``layout``: ``--layout``, where given;
     ``meanwhile``: called with the report before its critical path, the slowest part, is found
     (report.png's rows of ranks are drawn meanwhile); ``ideal_sink``: given the ideal trace;
     ``kept_path_at``: where the critical path is kept for the next report on the same inputs
-    (:mod:`.critical_path.kept`; the ideal trace is then the kept path's, not given again)."""
+    (:mod:`.critical_path.kept`; the ideal trace is then the kept path's, not given again);
+    ``jobs``: the processes the critical path's graphs may be made in."""
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     anchor_steps = _anchor_steps(per_rank)
     members = _members(per_rank)
@@ -110,7 +112,7 @@ def summarise(
     noise_ms = straggler.step_noise_ms if straggler else None
     late = straggler.rank if straggler else None
     walk = partial(
-        critical_path, per_rank, spans, anchor_steps, noise_ms, late, remade, members, mesh, ideal_sink
+        critical_path, per_rank, spans, anchor_steps, noise_ms, late, remade, members, mesh, ideal_sink, jobs
     )
     path = kept_path(kept_path_at, per_rank, (late, noise_ms), mesh, walk)
     return _with_path(report, path, mesh, [*said, *remade, *layout_said])

@@ -47,6 +47,7 @@ def critical_path(
     members: Mapping[Key, frozenset[int]] | None = None,
     mesh: Mapping[int, Mapping[str, int]] | None = None,
     ideal_sink: Callable[[dict[str, Any]], object] | None = None,
+    jobs: int = 1,
 ) -> CriticalPath | None:
     """The path of every step a rank recorded; None where no trace has lanes (none recorded).
 
@@ -63,7 +64,7 @@ def critical_path(
     a pipeline's bubble is told apart (:func:`~.critical_path.step_path`), and the replay
     attributes the slowdown to each coordinate. Every followed step is also replayed on its
     graph (:mod:`.what_if`): ``critical_path.replay``; ``ideal_sink`` is given its first
-    step's ideal trace.
+    step's ideal trace. ``jobs``: the processes the graphs are made in, at many ranks.
     """
     stage_of = stages_of(mesh or {})
     remade = [] if remade is None else remade
@@ -106,7 +107,7 @@ def critical_path(
         undecided=undecided,
         step_ms=step_ms,
         noise_ms=noise_ms,
-        replay=_replayed(walked_steps, held, undecided, mesh, ideal_sink),
+        replay=_replayed(walked_steps, held, undecided, mesh, ideal_sink, jobs),
     )
 
 
@@ -116,10 +117,11 @@ def _replayed(
     undecided: list[UndecidedStep],
     mesh: Mapping[int, Mapping[str, int]] | None,
     ideal_sink: Callable[[dict[str, Any]], object] | None,
+    jobs: int,
 ) -> Replay | None:
     """The walked steps replayed, on graphs made a rank at a time after the walk (the few
     ranks' lanes it loaded let go)."""
-    graphs = step_graphs(walked, held.forget_rank)
+    graphs = step_graphs(walked, held.forget_rank, jobs, held.remade)
     not_replayed = [
         UndecidedStep(step=step, why=graph)
         for (step, *_), graph in zip(walked, graphs, strict=True)

@@ -43,9 +43,14 @@ def _column(kind: str, phase: str | None) -> int:
 _COLUMN = np.array([[_column(kind, phase) for phase in (*PHASES, None)] for kind in KINDS])
 
 
+# a rank's events in a step (ARRIVE or BLOCK, meeting, transfer µs), its work before each and
+# after the last (events + 1, WORK_KINDS), and the transfers it saw: (meeting, µs)
+RankEvents = tuple[list[tuple[int, int, float]], np.ndarray, list[tuple[int, float]]]
+
+
 def rank_events(
     found: RankStep, lane: Lane, meetings: Sequence[Meeting], mine: Sequence[int], last: Sequence[float]
-) -> tuple[list[tuple[int, int, float]], np.ndarray, list[tuple[int, float]]]:
+) -> RankEvents:
     """A rank's events in the step, in order, its work before each and after the last, and the
     transfer it saw of each meeting it waited in or needed: (meeting, µs)."""
     points: list[tuple[float, int, int, float, float]] = []  # (at, event, meeting, transfer, goes on at)

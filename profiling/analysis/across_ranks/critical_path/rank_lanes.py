@@ -16,10 +16,10 @@ from profiling.analysis.per_trace.record import load_lanes
 class RankLanes:
     """``steps``: each rank's recorded steps on the first rank's clock (None where its clock is
     not on the first rank's); a lanes file found damaged is made again from its trace, and
-    ``remade`` hears a line for each."""
+    ``remade`` hears a line for each (those made in another process are added to it there)."""
 
     def __init__(self, per_rank: Mapping[int, list[Aligned]], remade: list[str]) -> None:
-        self._remade = remade
+        self.remade = remade
         # per rank: (a trace's last step, what lets the trace's lanes go)
         self._loaded: dict[int, list[tuple[int, Callable[[], None]]]] = {}
         self.steps = {rank: self._rank_steps(rank, traces) for rank, traces in per_rank.items()}
@@ -64,7 +64,7 @@ class RankLanes:
     def _lanes_of(self, trace: Aligned) -> tuple[list[StepLane], list[str]]:
         found, note = load_lanes(trace.record, trace.trace.source)
         if note is not None:
-            self._remade.append(note)
+            self.remade.append(note)
         return found
 
 
