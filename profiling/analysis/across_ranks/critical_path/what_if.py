@@ -255,9 +255,11 @@ def _plans(
     for cell in cells if len(cells) <= MAX_CELLS else []:  # the heat map's: a stage's ranks of one replica
         chosen = [rows[r] for r, found in cell_of.items() if r in rows and found == cell]
         plans.append(alone(("cell", *cell), chosen))
-    coordinates = sorted({(dim, index) for where in mesh.values() for dim, index in where.items()})
-    for dim, index in coordinates:
-        chosen = [rows[r] for r, at in mesh.items() if r in rows and at.get(dim) == index]
+    coordinates: dict[tuple[str, int], list[int]] = {}  # one pass: 4096 ranks have 80 coordinates
+    for rank, where in mesh.items():
+        for coordinate in where.items():
+            coordinates.setdefault(coordinate, []).extend([rows[rank]] if rank in rows else [])
+    for (dim, index), chosen in sorted(coordinates.items()):
         plans.append(alone(("mesh", dim, index), chosen))
     for stage in sorted(set(stage_of.values())):  # the layers' work alone: what moving layers changes
         work, transfer = measured()
