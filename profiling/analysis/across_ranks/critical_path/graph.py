@@ -99,11 +99,15 @@ def step_graphs(
     the lines said as the lanes were read (a lanes file made again), gains theirs."""
     frames = [_Frame.of(step, ranks, meetings) for step, ranks, meetings in steps]
     everyone = sorted({rank for frame in frames if isinstance(frame, _Frame) for rank in frame.ranks})
+    # split only where the chunks go to other processes: made here in turn, they would only
+    # change the order the ranks' lanes are read in
     split = jobs > 1 and len(everyone) >= FORK_RANKS and fork_safe()
     chunks = [everyone[k::jobs] for k in range(jobs)] if split else [everyone]
-    said = len(notes) if notes is not None else 0
 
     def made(ranks: list[int]) -> tuple[list[tuple[int, int, RankEvents | str]], list[str]]:
+        """The ranks' parts, and the notes said as their lanes were read (taken out of
+        ``notes`` and given back with the parts, wherever this runs)."""
+        said = len(notes) if notes is not None else 0
         parts: list[tuple[int, int, RankEvents | str]] = []
         for rank in ranks:
             parts.extend(
@@ -113,12 +117,16 @@ def step_graphs(
             )
             if done_with is not None:
                 done_with(rank)
-        return parts, notes[said:] if notes is not None else []
+        if notes is None:
+            return parts, []
+        added = notes[said:]
+        del notes[said:]
+        return parts, added
 
     found = forked_map(made, chunks)
-    for _, theirs in found[1:]:  # this process's own are in notes already
+    for _, added in found:
         if notes is not None:
-            notes.extend(theirs)
+            notes.extend(added)
     # in rank order, as made here: the first rank without a lane is the one a step's line names
     for index, rank, part in sorted((p for parts, _ in found for p in parts), key=lambda p: p[1]):
         if isinstance(frame := frames[index], _Frame):

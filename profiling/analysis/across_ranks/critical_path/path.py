@@ -29,9 +29,6 @@ from profiling.schema.model_replay import Replay
 from slurm.common.mesh import stages_of
 
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
-Loaded = dict[
-    int, list[tuple[int, Callable[[], None]]]
-]  # rank -> (a trace's last step, what lets its lanes go)
 SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed
 # the kind of segment each gain is made of, to name where it is
 _GAIN_KIND = {"straggler": None, "overlap": "communication", "host": "host", "bubble": "bubble"}
