@@ -54,6 +54,19 @@ def meeting_kind(label: str) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
+class WorkGroups:
+    """A step's ranks grouped by their count of events, for the replay to scale a group's work
+    in one product and lay it where the waves read it (at 4096 ranks, a product a rank was a
+    quarter of the replay, and moving each rank's results into place another)."""
+
+    rows: list[np.ndarray]  # each group's rows
+    before: list[np.ndarray]  # each group's work before each event: (rows, events, WORK_KINDS)
+    after: list[np.ndarray]  # ... and after its last: (rows, WORK_KINDS)
+    # per wave, its events laid group by group (each group's rows' events end to end, in order)
+    events: list[np.ndarray]
+
+
+@dataclasses.dataclass(frozen=True)
 class StepGraph:
     """One step's dependency graph."""
 
@@ -71,6 +84,28 @@ class StepGraph:
     def totals(self) -> np.ndarray:
         """(R, WORK_KINDS): each rank's work of each kind in the step."""
         return np.stack([w.sum(axis=0) for w in self.work])
+
+    @functools.cached_property
+    def groups(self) -> WorkGroups:
+        """The ranks' work grouped by their count of events (:class:`WorkGroups`)."""
+        by_count: dict[int, list[int]] = {}
+        for row, work in enumerate(self.work):
+            by_count.setdefault(len(work), []).append(row)
+        rows = [np.array(members) for members in by_count.values()]
+        stacked = [np.stack([self.work[row] for row in members]) for members in rows]
+        offsets = np.cumsum([0, *self.waves.counts])  # each row's first event, laid rank by rank
+        place = np.empty(offsets[-1], dtype=np.intp)
+        at = 0
+        for members, work in zip(rows, stacked, strict=True):
+            events, size = work.shape[1] - 1, len(members) * (work.shape[1] - 1)
+            place[(offsets[members][:, None] + np.arange(events)).ravel()] = np.arange(at, at + size)
+            at += size
+        return WorkGroups(
+            rows=rows,
+            before=[np.ascontiguousarray(work[:, :-1]) for work in stacked],
+            after=[work[:, -1] for work in stacked],
+            events=[place[wave.events] for wave in self.waves.waves],
+        )
 
     @functools.cached_property
     def waves(self) -> Waves:

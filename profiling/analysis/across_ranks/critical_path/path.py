@@ -125,7 +125,7 @@ def _replayed(
         if isinstance(graph, str)
     ]
     return replayed(
-        [g for g in graphs if not isinstance(g, str)], [*undecided, *not_replayed], mesh, ideal_sink
+        [g for g in graphs if not isinstance(g, str)], [*undecided, *not_replayed], mesh, ideal_sink, jobs
     )
 
 

@@ -20,10 +20,11 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path.graph import StepGraph
+from profiling.analysis.across_ranks.critical_path.graph import StepGraph, WorkGroups
 from profiling.analysis.across_ranks.critical_path.rank_events import HOST
 from profiling.analysis.across_ranks.critical_path.waves import (
     LOWERED_AMOUNT,
@@ -36,6 +37,14 @@ from profiling.analysis.per_trace.lanes import EPSILON_US
 
 # what a variant does to a duration (the module's docstring says how)
 MEASURED, MEAN, AT_MOST_TYPICAL, STAGE_MEDIAN, ZERO, LOWEST = 0, 1, 2, 3, 4, 5
+# variants replayed at once: at 4096 ranks a step's 166 side by side were 83 MB of work before
+# its events alone, in pages first touched there (page faults four times slower in the report's
+# process than alone: 0.3 s of a 0.5 s replay); a block's arrays are a fifth, their memory reused
+VARIANT_BLOCK = 32
+# each mode's amount of a transfer: a lookup, not np.select's five passes over (R, V) per kind
+_AMOUNT_OF = np.full(LOWEST + 1, NO_AMOUNT, dtype=np.intp)
+_AMOUNT_OF[[MEASURED, MEAN]] = (MEASURED_AMOUNT, TYPICAL_AMOUNT)
+_AMOUNT_OF[[AT_MOST_TYPICAL, LOWEST]] = LOWERED_AMOUNT
 
 
 @dataclasses.dataclass(frozen=True)
@@ -74,49 +83,87 @@ class Replayed:
 
 
 def replay(
-    graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | None = None, *, timed: bool = False
+    graph: StepGraph,
+    variants: Variants,
+    stage_of: Mapping[int, int] | None = None,
+    *,
+    timed: bool = False,
+    jobs: int = 1,
 ) -> Replayed | str:
     """The step replayed in each variant; a line saying why not where the graph waits on
     itself (clocks that disagree). ``timed``: keep when each rank reached and left each event
-    (the ideal trace's; a few variants)."""
+    (the ideal trace's; a few variants). ``jobs``: the threads the blocks of variants are
+    replayed in (numpy lets go of the GIL in the arrays' work, most of a block's time)."""
     order = graph.waves
     if order.stuck:
         stuck = [graph.ranks[row] for row in order.stuck]
         return f"rank(s) {stuck[:8]} wait on each other in a cycle (their clocks disagree)"
-    scale = scales(graph, variants, stage_of)  # (V, R, K)
-    rows, count = len(graph.ranks), variants.work.shape[0]
-    # each rank's work before each event in every variant, one product a rank: (events + 1, V);
-    # laid end to end, as the waves index them, and the work after the last event apart
-    adds = [graph.work[row] @ scale[:, row, :].T for row in range(rows)]
-    before = np.concatenate([found[:-1] for found in adds]) if rows else np.zeros((0, count))
+    by_mode = _by_mode(graph, stage_of)
     transfers = _transfers(graph, variants)
+    count = variants.work.shape[0]
+    firsts = range(0, count, VARIANT_BLOCK)
+    made = graph.groups  # made once, before any thread needs it
+
+    def block(first: int) -> tuple[np.ndarray, ...]:
+        scale = _looked_up(by_mode, variants.work[first : first + VARIANT_BLOCK])
+        return _replayed_block(graph, made, scale, transfers, first, timed)
+
+    if jobs > 1 and len(firsts) > 1:
+        with ThreadPoolExecutor(min(jobs, len(firsts))) as threads:
+            blocks = list(threads.map(block, firsts))
+    else:
+        blocks = [block(first) for first in firsts]
+    ends, work = np.concatenate([b[0] for b in blocks], axis=1).T, np.concatenate([b[1] for b in blocks])
+    origin = float(np.min(graph.starts))
+    if not timed:
+        return Replayed(ends=ends - origin, work=work)
+    cut = np.cumsum(graph.waves.counts)[:-1]
+    reached, left = (np.concatenate([b[k] for b in blocks], axis=1) for k in (2, 3))
+    return Replayed(ends=ends - origin, work=work, reached=np.split(reached, cut), left=np.split(left, cut))
+
+
+def _replayed_block(
+    graph: StepGraph, groups: WorkGroups, scale: np.ndarray, transfers: _Transfers, first: int, timed: bool
+) -> tuple[np.ndarray, ...]:
+    """A block of variants replayed (``scale``: theirs, (V, R, K); the first is ``first`` of
+    all): each rank's end (R, V) and work (V, R); where ``timed``, when each rank reached and
+    left each event, laid end to end (events, V)."""
+    count = scale.shape[0]
+    before, after = _scaled_work(groups, scale)
     t = np.repeat(graph.starts[:, None].astype(np.float64), count, axis=1)  # (R, V): each rank's clock
     latest = np.full((len(graph.members), count), -np.inf)  # each meeting's last arrival
-    reached = np.empty_like(before) if timed else None
+    reached = np.empty_like(before) if timed else None  # laid rank by rank, as the waves' events
     left = np.empty_like(before) if timed else None
-    for wave in order.waves:
-        t[wave.rows] += before[wave.events]
+    for wave, grouped in zip(graph.waves.waves, groups.events, strict=True):
+        t[wave.rows] += before[grouped]
         if reached is not None:
             reached[wave.events] = t[wave.rows]
         if len(wave.arriving):
             last = np.maximum.reduceat(t[wave.arriving], wave.firsts, axis=0)
             latest[wave.met] = np.maximum(latest[wave.met], last)
         if len(wave.blocked):
-            moved = transfers.at(wave)
+            moved = transfers.at(wave, first, count)
             t[wave.blocked] = np.maximum(t[wave.blocked], latest[wave.held_by] + moved)
         if left is not None:
             left[wave.events] = t[wave.rows]
-    ends = (t + np.stack([found[-1] for found in adds])).T  # (V, R)
     work = np.einsum("vrk,rk->vr", scale, graph.totals)
-    if reached is None or left is None:
-        return Replayed(ends=ends - float(np.min(graph.starts)), work=work)
-    cut = np.cumsum(order.counts)[:-1]
-    return Replayed(
-        ends=ends - float(np.min(graph.starts)),
-        work=work,
-        reached=np.split(reached, cut),
-        left=np.split(left, cut),
-    )
+    return (t + after, work) if reached is None or left is None else (t + after, work, reached, left)
+
+
+def _scaled_work(groups: WorkGroups, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each rank's work before each of its events in every variant, laid group by group
+    (:class:`.graph.WorkGroups`): (events, V); and after its last: (R, V). ``scale``: (V, R, K)."""
+    count = scale.shape[0]
+    before = np.empty((sum(work.shape[0] * work.shape[1] for work in groups.before), count))
+    after = np.empty((scale.shape[1], count))
+    at = 0
+    for rows, work, last in zip(groups.rows, groups.before, groups.after, strict=True):
+        factors = scale[:, rows, :].transpose(1, 2, 0)  # (rows, K, V)
+        size = work.shape[0] * work.shape[1]
+        np.matmul(work, factors, out=before[at : at + size].reshape(*work.shape[:2], count))
+        after[rows] = np.einsum("rk,rkv->rv", last, factors)
+        at += size
+    return before, after
 
 
 @dataclasses.dataclass(frozen=True)
@@ -130,10 +177,11 @@ class _Transfers:
     chosen: np.ndarray  # (1 + kinds, R, V): the column of a wave's amounts each mode takes
     which: np.ndarray | None  # per meeting: its row of modes; None where no kind is set apart
 
-    def at(self, wave: Wave) -> np.ndarray:
-        """(blocks, V): the transfers of the wave's blocks."""
+    def at(self, wave: Wave, first: int, count: int) -> np.ndarray:
+        """(blocks, V): the transfers of the wave's blocks, in ``count`` variants from ``first``."""
         rows = 0 if self.which is None else self.which[wave.held_by]
-        return np.choose(self.chosen[rows, wave.blocked], wave.amounts)
+        chosen = self.chosen[rows, wave.blocked, first : first + count]
+        return np.take_along_axis(wave.amounts, chosen, axis=1)
 
 
 def _transfers(graph: StepGraph, variants: Variants) -> _Transfers:
@@ -144,11 +192,7 @@ def _transfers(graph: StepGraph, variants: Variants) -> _Transfers:
     modes = np.stack([variants.transfer, *(variants.transfer_kind[kind] for kind in kinds)]).transpose(
         0, 2, 1
     )
-    chosen = np.select(
-        [modes == MEASURED, (modes == AT_MOST_TYPICAL) | (modes == LOWEST), modes == MEAN],
-        [MEASURED_AMOUNT, LOWERED_AMOUNT, TYPICAL_AMOUNT],
-        NO_AMOUNT,
-    ).astype(np.intp)
+    chosen = _AMOUNT_OF[modes]
     which = np.array([apart.get(kind, 0) for kind in graph.kinds], dtype=np.int64) if kinds else None
     return _Transfers(chosen=chosen, which=which)
 
@@ -178,6 +222,18 @@ def _median_of_the_others(column: np.ndarray, present: np.ndarray) -> np.ndarray
 
 def scales(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | None) -> np.ndarray:
     """(V, R, K): what each variant multiplies each rank's work of each kind by."""
+    return _looked_up(_by_mode(graph, stage_of), variants.work)
+
+
+def _looked_up(by_mode: np.ndarray, modes: np.ndarray) -> np.ndarray:
+    """(V, R, K): each variant's factors, by its modes (V, R, K) from :func:`_by_mode`'s table:
+    a lookup, not np.select's pass over every cell a mode."""
+    return np.take_along_axis(by_mode, modes.astype(np.intp, copy=False), axis=0)
+
+
+def _by_mode(graph: StepGraph, stage_of: Mapping[int, int] | None) -> np.ndarray:
+    """(modes, R, K): what each mode multiplies each rank's work of each kind by (a mode's
+    value is its row)."""
     totals = graph.totals
     has = totals > EPSILON_US
     counts = has.sum(axis=0)
@@ -201,13 +257,10 @@ def scales(graph: StepGraph, variants: Variants, stage_of: Mapping[int, int] | N
     present = sorted(set(stages.tolist()) - {-1})
     if len(present) > 1:  # each stage's ranks lowered to the median of the other stages' means
         means = np.stack([totals[stages == s].mean(axis=0) for s in present])  # (stages, K)
-        others = {s: np.median(np.delete(means, i, axis=0), axis=0) for i, s in enumerate(present)}
-        middle = np.stack([others.get(s, own) for s, own in zip(stages.tolist(), totals, strict=True)])
+        others = np.stack([np.median(np.delete(means, i, axis=0), axis=0) for i in range(len(present))])
+        staged = stages >= 0  # a rank of no stage is its own
+        middle = np.where(staged[:, None], others[np.searchsorted(present, np.maximum(stages, 0))], totals)
         with np.errstate(divide="ignore", invalid="ignore"):
             to_stage = np.minimum(np.where(has, middle / totals, 1.0), 1.0)
-    mode = variants.work
-    return np.select(
-        [mode == MEASURED, mode == MEAN, mode == AT_MOST_TYPICAL, mode == STAGE_MEDIAN, mode == LOWEST],
-        [1.0, to_mean, to_typical, to_stage, np.minimum(to_typical, to_stage)],
-        0.0,
-    )
+    lowest = np.minimum(to_typical, to_stage)
+    return np.stack([np.ones_like(to_mean), to_mean, to_typical, to_stage, np.zeros_like(to_mean), lowest])

@@ -39,9 +39,9 @@ class Wave:
     firsts: np.ndarray  # where each of ``met`` begins in ``arriving`` (for ``reduceat``)
     blocked: np.ndarray  # the ranks of its blocks
     held_by: np.ndarray  # ... their meetings
-    # ... their transfers, columns of (blocks, 1) by *_AMOUNT: as measured, lowered to their
-    # meeting's typical, that typical, none
-    amounts: tuple[np.ndarray, ...]
+    # ... their transfers, (blocks, 4) by *_AMOUNT: as measured, lowered to their meeting's
+    # typical, that typical, none
+    amounts: np.ndarray
 
 
 @dataclasses.dataclass(frozen=True)
@@ -129,7 +129,7 @@ def _cut(
             firsts=runs[lo:hi] - start,
             blocked=row[middle:end],
             held_by=meeting[middle:end],
-            amounts=tuple(amounts[middle:end, column, None] for column in range(amounts.shape[1])),
+            amounts=amounts[middle:end],
         )
         for start, middle, end, lo, hi in zip(
             starts.tolist(), middles.tolist(), ends.tolist(), low.tolist(), high.tolist(), strict=True

@@ -76,10 +76,12 @@ def replayed(
     undecided: list[UndecidedStep],
     mesh: Mapping[int, Mapping[str, int]] | None = None,
     ideal_sink: Callable[[dict[str, Any]], object] | None = None,
+    jobs: int = 1,
 ) -> Replay | None:
     """The replay of ``graphs`` (one a followed step, the same ranks in each); None without any.
     ``undecided``: the steps that could not be replayed, and why (those replay cannot are
-    added). ``ideal_sink``: given the first replayed step's ideal trace (:mod:`.ideal_trace`)."""
+    added). ``ideal_sink``: given the first replayed step's ideal trace (:mod:`.ideal_trace`).
+    ``jobs``: the threads each step's variants are replayed in."""
     if not graphs:
         return None
     mesh = mesh or {}
@@ -92,7 +94,7 @@ def replayed(
     strips = Strips(parts, ranks)
     lengths, steps = [], []
     for graph in graphs:
-        found = replay(graph, variants, stage_of)
+        found = replay(graph, variants, stage_of, jobs=jobs)
         if isinstance(found, str):
             undecided.append(UndecidedStep(step=graph.step, why=found))
             continue
