@@ -31,12 +31,13 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import marshal
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from profiling.analysis.across_ranks.critical_path.rank_events import RankEvents, rank_events
+from profiling.analysis.across_ranks.critical_path.rank_events import WORK_KINDS, RankEvents, rank_events
 from profiling.analysis.across_ranks.critical_path.walk import Meeting, RankStep
 from profiling.analysis.across_ranks.critical_path.waves import Waves, waves_of
 from profiling.analysis.per_trace.lanes import EPSILON_US
@@ -139,9 +140,9 @@ def step_graphs(
     split = jobs > 1 and len(everyone) >= FORK_RANKS and fork_safe()
     chunks = [everyone[k::jobs] for k in range(jobs)] if split else [everyone]
 
-    def made(ranks: list[int]) -> tuple[list[tuple[int, int, RankEvents | str]], list[str]]:
+    def made(ranks: list[int]) -> bytes:
         """The ranks' parts, and the notes said as their lanes were read (taken out of
-        ``notes`` and given back with the parts, wherever this runs)."""
+        ``notes`` and given back with the parts, wherever this runs), packed by :func:`_packed`."""
         said = len(notes) if notes is not None else 0
         parts: list[tuple[int, int, RankEvents | str]] = []
         for rank in ranks:
@@ -152,13 +153,12 @@ def step_graphs(
             )
             if done_with is not None:
                 done_with(rank)
-        if notes is None:
-            return parts, []
-        added = notes[said:]
-        del notes[said:]
-        return parts, added
+        added = notes[said:] if notes is not None else []
+        if notes is not None:
+            del notes[said:]
+        return _packed(parts, added)
 
-    found = forked_map(made, chunks)
+    found = [_unpacked(packed) for packed in forked_map(made, chunks)]
     for _, added in found:
         if notes is not None:
             notes.extend(added)
@@ -167,6 +167,36 @@ def step_graphs(
         if isinstance(frame := frames[index], _Frame):
             frames[index] = frame.with_part(rank, part)
     return [frame.graph() if isinstance(frame, _Frame) else frame for frame in frames]
+
+
+def _packed(parts: list[tuple[int, int, RankEvents | str]], notes: list[str]) -> bytes:
+    """A chunk's parts and notes as marshal's bytes, each rank's work as its array's: from a
+    forked child, pickled, their 90 000 small tuples took 0.1 s to send and 0.15 s to take back
+    at 4096 ranks; marshal's take a quarter of that."""
+    return marshal.dumps(
+        (
+            [
+                (index, rank, part if isinstance(part, str) else (part[0], part[1].tobytes(), part[2]))
+                for index, rank, part in parts
+            ],
+            notes,
+        )
+    )
+
+
+def _unpacked(packed: bytes) -> tuple[list[tuple[int, int, RankEvents | str]], list[str]]:
+    """What :func:`_packed` packed."""
+    parts, notes = marshal.loads(packed)
+    return [
+        (
+            index,
+            rank,
+            part
+            if isinstance(part, str)
+            else (part[0], np.frombuffer(part[1]).reshape(-1, len(WORK_KINDS)), part[2]),
+        )
+        for index, rank, part in parts
+    ], notes
 
 
 @dataclasses.dataclass
