@@ -18,8 +18,6 @@ def lane_problem(lane: StepLane, names: int) -> str | None:
     if len(counts) != 1:
         return "has arrays of different lengths"
     starts, ends = np.frombuffer(lane.starts, np.float64), np.frombuffer(lane.ends, np.float64)
-    kinds, phases = np.frombuffer(lane.kinds, np.int8), np.frombuffer(lane.phases, np.int8)
-    codes = np.frombuffer(lane.names, np.int32)
     if not len(starts):
         return None
     # one reduction an array where it can be: at 4096 ranks every lane of the job is checked
@@ -28,8 +26,11 @@ def lane_problem(lane: StepLane, names: int) -> str | None:
         return "has spans that are not times"
     if len(starts) > 1 and (starts[1:] - ends[:-1]).min() < -EPSILON_US:
         return "has spans out of order"
-    if kinds.min() < 0 or kinds.max() >= len(KINDS) or phases.min() < -1 or phases.max() >= len(PHASES):
+    # read unsigned, a negative index is above every valid one: one max an array, not a min and
+    # a max (a phase of -1, none said, is 0 once one is added, wrapping)
+    kinds, phases = np.frombuffer(lane.kinds, np.uint8), np.frombuffer(lane.phases, np.uint8)
+    if kinds.max() >= len(KINDS) or (phases + np.uint8(1)).max() > len(PHASES):
         return "names a kind or phase there is none of"
-    if codes.min() < 0 or codes.max() >= names:
+    if np.frombuffer(lane.names, np.uint32).max() >= names:
         return "names an operator there is none of"
     return None
