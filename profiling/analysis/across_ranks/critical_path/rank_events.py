@@ -113,24 +113,30 @@ def _meetings_of(
     if not indices:
         return []
     meetings = [everyone[index] for index in indices]
-    arrivals = np.array([meeting.arrivals[rank] for meeting in meetings])
     own = [meeting.ends.get(rank) for meeting in meetings]
-    ends = np.array(
+    # per meeting: the rank's arrival, the end it waits for, its own send's end (inf: none), in
+    # one array (a call a rank and step: numpy's calls, not their work, are most of its time)
+    table = np.array(
         [
-            end if end is not None else max(meeting.ends.values(), default=arrival)
-            for end, meeting, arrival in zip(own, meetings, arrivals.tolist(), strict=True)
+            (
+                meeting.arrivals[rank],
+                end if end is not None else max(meeting.ends.values(), default=meeting.arrivals[rank]),
+                meeting.sent.get(rank, np.inf),
+            )
+            for end, meeting in zip(own, meetings, strict=True)
         ]
     )
-    # where the trace ties a stream's wait to the meeting (an event recorded after its kernel),
-    # the work that waited began when the meeting ended for this rank, whatever its kernel's
-    # recorded end: the wait is read up to there, never as the work
-    held = _tied(lane.waits, ends)
-    ends = np.where((held < ends) & (held >= arrivals), held, ends)
+    arrivals, ends, sent = table[:, 0], table[:, 1], table[:, 2]
+    if len(lane.waits):
+        # where the trace ties a stream's wait to the meeting (an event recorded after its
+        # kernel), the work that waited began when the meeting ended for this rank, whatever its
+        # kernel's recorded end: the wait is read up to there, never as the work
+        held = _tied(lane.waits, ends)
+        ends = np.where((held < ends) & (held >= arrivals), held, ends)
     # where the rank saw its wait end: a rendezvous sender at its own send's end where that is
     # earlier (the receive's end is read on the other rank's clock: read there, the launches the
     # sender made as it went on looked like launches before its wait, and its wait like work)
-    seen = np.array([meeting.sent.get(rank, np.inf) for meeting in meetings])
-    seen = np.where((seen < ends) & (seen >= arrivals), seen, ends)
+    seen = np.where((sent < ends) & (sent >= arrivals), sent, ends)
     # its own work's spans (by their indices: a boolean mask's indexing is three times slower)
     working = np.flatnonzero((lane.kinds == _COMPUTING) | (lane.kinds == _MOVING))
     worked_from, worked_until = lane.starts.take(working), lane.ends.take(working)
