@@ -32,6 +32,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import marshal
+import os
 import statistics
 from collections.abc import Callable, Mapping, Sequence
 
@@ -43,6 +44,8 @@ from profiling.analysis.across_ranks.critical_path.waves import Waves, waves_of
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from slurm.common.forked import fork_safe, forked_map
 
+# a chunk of ranks' parts (frame index, rank, its events or why none) and the notes said meanwhile
+Parts = tuple[list[tuple[int, int, RankEvents | str]], list[str]]
 # fewer ranks are made in this process: at 256 a fork gains little (2 cores, 3 steps of a
 # simulated GPU job: 0.26-0.33 s against 0.33), at 4096 a third (3.3-3.5 s against 5.0-5.6)
 FORK_RANKS = 256
@@ -140,9 +143,10 @@ def step_graphs(
     split = jobs > 1 and len(everyone) >= FORK_RANKS and fork_safe()
     chunks = [everyone[k::jobs] for k in range(jobs)] if split else [everyone]
 
-    def made(ranks: list[int]) -> bytes:
+    def made(ranks: list[int]) -> Parts | bytes:
         """The ranks' parts, and the notes said as their lanes were read (taken out of
-        ``notes`` and given back with the parts, wherever this runs), packed by :func:`_packed`."""
+        ``notes`` and given back with the parts, wherever this runs); packed by :func:`_packed`
+        in a child, to be sent."""
         said = len(notes) if notes is not None else 0
         parts: list[tuple[int, int, RankEvents | str]] = []
         for rank in ranks:
@@ -156,9 +160,10 @@ def step_graphs(
         added = notes[said:] if notes is not None else []
         if notes is not None:
             del notes[said:]
-        return _packed(parts, added)
+        return (parts, added) if os.getpid() == here else _packed(parts, added)
 
-    found = [_unpacked(packed) for packed in forked_map(made, chunks)]
+    here = os.getpid()
+    found = [got if isinstance(got, tuple) else _unpacked(got) for got in forked_map(made, chunks)]
     for _, added in found:
         if notes is not None:
             notes.extend(added)
@@ -184,7 +189,7 @@ def _packed(parts: list[tuple[int, int, RankEvents | str]], notes: list[str]) ->
     )
 
 
-def _unpacked(packed: bytes) -> tuple[list[tuple[int, int, RankEvents | str]], list[str]]:
+def _unpacked(packed: bytes) -> Parts:
     """What :func:`_packed` packed."""
     parts, notes = marshal.loads(packed)
     return [
@@ -220,17 +225,21 @@ class _Frame:
             return "no rank recorded the step"
         if max(r.end for r in ranks.values()) - min(r.start for r in ranks.values()) <= EPSILON_US:
             return "the step has no length"
-        # a meeting a member reached after its step's end is the next step's (a GPU step can end
-        # before the collectives its host launched within it)
-        kept = [m for m in meetings if all(a <= ranks[r].end for r, a in m.arrivals.items() if r in ranks)]
+        kept: list[Meeting] = []
         mine: dict[int, list[int]] = {}  # each rank's meetings: one pass, not ranks x meetings
-        members = [0] * len(kept)
-        for index, meeting in enumerate(kept):
-            for member in meeting.arrivals:
-                if member in ranks:
-                    mine.setdefault(member, []).append(index)
-                    members[index] += 1
-        last = [max((m.arrivals[r] for r in m.arrivals if r in ranks), default=0.0) for m in kept]
+        members: list[int] = []
+        last: list[float] = []
+        for meeting in meetings:
+            inside = [(rank, at) for rank, at in meeting.arrivals.items() if rank in ranks]
+            # a meeting a member reached after its step's end is the next step's (a GPU step can end
+            # before the collectives its host launched within it)
+            if any(at > ranks[rank].end for rank, at in inside):
+                continue
+            for rank, _ in inside:
+                mine.setdefault(rank, []).append(len(kept))
+            kept.append(meeting)
+            members.append(len(inside))
+            last.append(max((at for _, at in inside), default=0.0))
         return cls(step, ranks, kept, last, mine, members, [[] for _ in kept])
 
     def part(self, rank: int) -> RankEvents | str:
