@@ -1,6 +1,6 @@
 """The replay a wave at a time (profiling/analysis/across_ranks/critical_path/waves.py) against the
-replay an event at a time it replaced, on random graphs: the same clocks, to the bit, in every
-variant; and a graph whose ranks wait on each other in a cycle is refused, naming them."""
+replay an event at a time it replaced, on random graphs: the same clocks, but for rounding, in
+every variant; and a graph whose ranks wait on each other in a cycle is refused, naming them."""
 
 from __future__ import annotations
 
@@ -9,13 +9,13 @@ import random
 import numpy as np
 import pytest
 
+from profiling.analysis.across_ranks.critical_path import replay as replay_module
 from profiling.analysis.across_ranks.critical_path.graph import StepGraph
 from profiling.analysis.across_ranks.critical_path.rank_events import WORK_KINDS
 from profiling.analysis.across_ranks.critical_path.replay import (
     AT_MOST_TYPICAL,
     MEAN,
     MEASURED,
-    VARIANT_BLOCK,
     ZERO,
     Variants,
     replay,
@@ -111,9 +111,13 @@ def _transfer(graph: StepGraph, variants: Variants, row: int, meeting: int, meas
 
 
 @pytest.mark.parametrize("jobs", [1, 2])
-def test_variants_replayed_in_blocks_and_threads_are_replayed_as_one_at_a_time(jobs: int) -> None:
+def test_variants_replayed_in_blocks_and_threads_are_replayed_as_one_at_a_time(
+    jobs: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
     graph = _graph(5, ranks=7, meetings=19)
-    variants = _variants(5, len(graph.ranks), count=2 * VARIANT_BLOCK + 3)  # three blocks, the last of 3
+    events = sum(graph.waves.counts)
+    monkeypatch.setattr(replay_module, "BLOCK_CELLS", 4 * events)  # blocks of 4 variants, the last of 3
+    variants = _variants(5, len(graph.ranks), count=11)
     found = replay(graph, variants, jobs=jobs)
     assert not isinstance(found, str)
     ends, _ = _one_event_at_a_time(graph, variants)

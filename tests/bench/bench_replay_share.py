@@ -49,7 +49,7 @@ def _said(what: str, total: float, total_cpu: float, spent: list[float], cpu: li
     wall time moves with the neighbours, the CPU time less)."""
     share = sum(spent) / total
     return (
-        f"{what}cold report {total:.2f} s; its graphs and replay {sum(spent):.2f} s = {share:.0%} "
+        f"{what}cold report {total:.2f} s; its graphs and replay {sum(spent):.2f} s = {share:.1%} "
         f"(CPU of this thread: {sum(cpu):.2f} of {total_cpu:.2f} s = {sum(cpu) / total_cpu:.0%})"
     )
 

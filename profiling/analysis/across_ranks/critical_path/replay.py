@@ -37,10 +37,12 @@ from profiling.analysis.per_trace.lanes import EPSILON_US
 
 # what a variant does to a duration (the module's docstring says how)
 MEASURED, MEAN, AT_MOST_TYPICAL, STAGE_MEDIAN, ZERO, LOWEST = 0, 1, 2, 3, 4, 5
-# variants replayed at once: at 4096 ranks a step's 166 side by side were 83 MB of work before
-# its events alone, in pages first touched there (page faults four times slower in the report's
-# process than alone: 0.3 s of a 0.5 s replay); a block's arrays are a fifth, their memory reused
-VARIANT_BLOCK = 32
+# a block of variants replayed at once holds at most this many (event, variant) cells of each
+# array: at 4096 ranks a step's 166 variants side by side were 83 MB of work before its events
+# alone, in pages first touched there (page faults four times slower in the report's process
+# than alone: 0.3 s of a 0.5 s replay), 32 at a time a fifth, their memory reused; a job of a few
+# ranks has thousands of small waves a step, where blocks would only multiply numpy's calls
+BLOCK_CELLS = 2_000_000
 # each mode's amount of a transfer: a lookup, not np.select's five passes over (R, V) per kind
 _AMOUNT_OF = np.full(LOWEST + 1, NO_AMOUNT, dtype=np.intp)
 _AMOUNT_OF[[MEASURED, MEAN]] = (MEASURED_AMOUNT, TYPICAL_AMOUNT)
@@ -101,11 +103,12 @@ def replay(
     by_mode = _by_mode(graph, stage_of)
     transfers = _transfers(graph, variants)
     count = variants.work.shape[0]
-    firsts = range(0, count, VARIANT_BLOCK)
+    per_block = max(1, BLOCK_CELLS // max(sum(graph.waves.counts), 1))
+    firsts = range(0, count, per_block)
     made = graph.groups  # made once, before any thread needs it
 
     def block(first: int) -> tuple[np.ndarray, ...]:
-        scale = _looked_up(by_mode, variants.work[first : first + VARIANT_BLOCK])
+        scale = _looked_up(by_mode, variants.work[first : first + per_block])
         return _replayed_block(graph, made, scale, transfers, first, timed)
 
     if jobs > 1 and len(firsts) > 1:
