@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
-from typing import Any, TypeVar
+from typing import Any, Generic, TypeVar
 
 Chunk = TypeVar("Chunk")
 Result = TypeVar("Result")
@@ -30,27 +30,42 @@ def deaf_to_warnings() -> None:
         signal.signal(getattr(signal, name), signal.SIG_IGN)
 
 
+class Forked(Generic[Result]):
+    """``function(chunk)`` begun in a child forked from this process now, its result taken by
+    :meth:`result` (a child's exception is raised there); :meth:`close` ends a child whose
+    result is not taken."""
+
+    def __init__(self, function: Callable[[Chunk], Result], chunk: Chunk) -> None:
+        context = multiprocessing.get_context("fork")
+        self._reader, writer = context.Pipe(duplex=False)
+        self._child: BaseProcess = context.Process(target=_child, args=(function, chunk, writer), daemon=True)
+        self._child.start()
+        writer.close()
+
+    def result(self) -> Result:
+        """What the child's function returned, once it has."""
+        return _result(self._child, self._reader)
+
+    def close(self) -> None:
+        """The child ended, if its result was not taken, and waited for."""
+        if self._child.is_alive() and not self._reader.closed:
+            self._child.terminate()
+        self._child.join()
+        self._reader.close()
+
+
 def forked_map(function: Callable[[Chunk], Result], chunks: Sequence[Chunk]) -> list[Result]:
     """``function`` of each chunk, in order: the others' in forked children, meanwhile. All here
     where there is one chunk or forking is not safe. A child's exception is raised here."""
     if len(chunks) < 2 or not fork_safe():
         return [function(chunk) for chunk in chunks]
-    context = multiprocessing.get_context("fork")
-    children: list[tuple[BaseProcess, Connection]] = []
+    children: list[Forked[Result]] = []
     try:
-        for chunk in chunks[1:]:
-            reader, writer = context.Pipe(duplex=False)
-            started = context.Process(target=_child, args=(function, chunk, writer), daemon=True)
-            started.start()
-            writer.close()
-            children.append((started, reader))
-        return [function(chunks[0]), *(_result(child, reader) for child, reader in children)]
+        children.extend(Forked(function, chunk) for chunk in chunks[1:])
+        return [function(chunks[0]), *(child.result() for child in children)]
     finally:  # a child whose result is not taken (this process's chunk failed) is ended
-        for child, reader in children:
-            if child.is_alive() and not reader.closed:
-                child.terminate()
-            child.join()
-            reader.close()
+        for child in children:
+            child.close()
 
 
 def _result(child: BaseProcess, reader: Connection) -> Any:  # what the child's function returned

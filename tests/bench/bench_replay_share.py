@@ -24,6 +24,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # run as a script: make `tests` importable
 import profiling.analysis.across_ranks.critical_path.path as job_path  # noqa: E402
 from jobs.commands import report  # noqa: E402
+from profiling.analysis.across_ranks.critical_path.ahead import GraphsAhead  # noqa: E402
 from profiling.report.build import build_report  # noqa: E402
 from tests import trace_variants  # noqa: E402
 from tests.bench.bench_report import DENSE_EVERY, gpu_folder, load  # noqa: E402
@@ -64,6 +65,7 @@ def main() -> None:
     spent: list[float] = []
     cpu: list[float] = []
     job_path.step_graphs = _timed(job_path.step_graphs, spent, cpu)
+    GraphsAhead.graphs = _timed(GraphsAhead.graphs, spent, cpu)  # the report's share of graphs begun ahead
     job_path.replayed = _timed(job_path.replayed, spent, cpu)
     if args.ranks:
         folder = simulated(args.root, args.ranks, args.steps, args.layout)

@@ -19,6 +19,7 @@ from typing import Any
 import msgspec
 
 from profiling.analysis.across_ranks import gpu_sections
+from profiling.analysis.across_ranks.critical_path.ahead import graphs_ahead
 from profiling.analysis.across_ranks.critical_path.kept import kept_path
 from profiling.analysis.across_ranks.critical_path.path import critical_path
 from profiling.analysis.across_ranks.critical_path.stages import stage_balance
@@ -59,6 +60,49 @@ def summarise(
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     anchor_steps = _anchor_steps(per_rank)
     members = _members(per_rank)
+    # a cold report's graphs are begun now, in a forked child, on the core the summary leaves idle
+    cold = kept_path_at is None or not kept_path_at.exists()
+    with graphs_ahead(per_rank, spans, anchor_steps, members, jobs if cold else 1) as ahead:
+        report, mesh, said, layout_said = _summary(
+            folder, per_rank, reading, spans, anchor_steps, members, warnings, link_gbps, peak_tflops, layout
+        )
+        if meanwhile is not None:
+            meanwhile(report)
+        remade: list[str] = []  # lanes files made again from their traces, as the path reached them
+        noise_ms = report.straggler.step_noise_ms if report.straggler else None
+        late = report.straggler.rank if report.straggler else None
+        walk = partial(
+            critical_path,
+            per_rank,
+            spans,
+            anchor_steps,
+            noise_ms,
+            late,
+            remade,
+            members,
+            mesh,
+            ideal_sink,
+            jobs,
+            ahead,
+        )
+        path = kept_path(kept_path_at, per_rank, (late, noise_ms), mesh, walk)
+    return _with_path(report, path, mesh, [*said, *remade, *layout_said])
+
+
+def _summary(
+    folder: Path,
+    per_rank: dict[int, list[Aligned]],
+    reading: model.Reading,
+    spans: dict[int, dict[Key, tuple[float, float]] | None],
+    anchor_steps: dict[Key, int],
+    members: dict[Key, frozenset[int]],
+    warnings: Sequence[str],
+    link_gbps: float | None,
+    peak_tflops: float | None,
+    layout: Dims | None,
+) -> tuple[model.Report, dict[int, dict[str, int]], list[str], list[str]]:
+    """The report without its critical path, the job's mesh, and the warnings said: the
+    traces' and the layout's."""
     waits = split_waiting(spans, members)
     ranks = [
         _rank_summary(rank, traces, waits.get(rank), peak_tflops) for rank, traces in sorted(per_rank.items())
@@ -106,16 +150,7 @@ def summarise(
         warnings=[*said, *layout_said],
         reading=reading,
     )
-    if meanwhile is not None:
-        meanwhile(report)
-    remade: list[str] = []  # lanes files made again from their traces, as the path reached them
-    noise_ms = straggler.step_noise_ms if straggler else None
-    late = straggler.rank if straggler else None
-    walk = partial(
-        critical_path, per_rank, spans, anchor_steps, noise_ms, late, remade, members, mesh, ideal_sink, jobs
-    )
-    path = kept_path(kept_path_at, per_rank, (late, noise_ms), mesh, walk)
-    return _with_path(report, path, mesh, [*said, *remade, *layout_said])
+    return report, mesh, said, layout_said
 
 
 def _with_path(

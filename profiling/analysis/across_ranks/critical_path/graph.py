@@ -34,7 +34,7 @@ import functools
 import marshal
 import os
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import numpy as np
 
@@ -136,34 +136,56 @@ def step_graphs(
     With ``jobs`` > 1, at :data:`FORK_RANKS` ranks or more, the ranks are split among ``jobs``
     processes forked from this one (:func:`~slurm.common.forked.forked_map`); ``notes``,
     the lines said as the lanes were read (a lanes file made again), gains theirs."""
-    frames = [_Frame.of(step, ranks, meetings) for step, ranks, meetings in steps]
+    frames = frames_of(steps)
     everyone = sorted({rank for frame in frames if isinstance(frame, _Frame) for rank in frame.ranks})
     # split only where the chunks go to other processes: made here in turn, they would only
     # change the order the ranks' lanes are read in
     split = jobs > 1 and len(everyone) >= FORK_RANKS and fork_safe()
     chunks = [everyone[k::jobs] for k in range(jobs)] if split else [everyone]
-
-    def made(ranks: list[int]) -> Parts | bytes:
-        """The ranks' parts, and the notes said as their lanes were read (taken out of
-        ``notes`` and given back with the parts, wherever this runs); packed by :func:`_packed`
-        in a child, to be sent."""
-        said = len(notes) if notes is not None else 0
-        parts: list[tuple[int, int, RankEvents | str]] = []
-        for rank in ranks:
-            parts.extend(
-                (index, rank, f.part(rank))
-                for index, f in enumerate(frames)
-                if isinstance(f, _Frame) and rank in f.ranks
-            )
-            if done_with is not None:
-                done_with(rank)
-        added = notes[said:] if notes is not None else []
-        if notes is not None:
-            del notes[said:]
-        return (parts, added) if os.getpid() == here else _packed(parts, added)
-
     here = os.getpid()
-    found = [got if isinstance(got, tuple) else _unpacked(got) for got in forked_map(made, chunks)]
+
+    def made(ranks: list[int]) -> Parts | bytes:  # packed in a child, to be sent
+        found = parts_of(frames, ranks, done_with, notes)
+        return found if os.getpid() == here else packed(found)
+
+    return assembled(
+        frames, [got if isinstance(got, tuple) else unpacked(got) for got in forked_map(made, chunks)], notes
+    )
+
+
+def frames_of(steps: Sequence[tuple[int, Mapping[int, RankStep], Sequence[Meeting]]]) -> list[_Frame | str]:
+    """Each step's frame, its graph to be made; a line saying why it has none."""
+    return [_Frame.of(step, ranks, meetings) for step, ranks, meetings in steps]
+
+
+def parts_of(
+    frames: Sequence[_Frame | str],
+    ranks: Iterable[int],
+    done_with: Callable[[int], None] | None,
+    notes: list[str] | None,
+) -> Parts:
+    """The ranks' parts of every frame, and the notes said as their lanes were read (taken out
+    of ``notes`` and given back with the parts, wherever this runs)."""
+    said = len(notes) if notes is not None else 0
+    parts: list[tuple[int, int, RankEvents | str]] = []
+    for rank in ranks:
+        parts.extend(
+            (index, rank, f.part(rank))
+            for index, f in enumerate(frames)
+            if isinstance(f, _Frame) and rank in f.ranks
+        )
+        if done_with is not None:
+            done_with(rank)
+    added = notes[said:] if notes is not None else []
+    if notes is not None:
+        del notes[said:]
+    return parts, added
+
+
+def assembled(
+    frames: list[_Frame | str], found: Sequence[Parts], notes: list[str] | None
+) -> list[StepGraph | str]:
+    """The frames' graphs from every chunk's parts; ``notes`` gains the chunks' notes."""
     for _, added in found:
         if notes is not None:
             notes.extend(added)
@@ -174,10 +196,11 @@ def step_graphs(
     return [frame.graph() if isinstance(frame, _Frame) else frame for frame in frames]
 
 
-def _packed(parts: list[tuple[int, int, RankEvents | str]], notes: list[str]) -> bytes:
+def packed(found: Parts) -> bytes:
     """A chunk's parts and notes as marshal's bytes, each rank's work as its array's: from a
     forked child, pickled, their 90 000 small tuples took 0.1 s to send and 0.15 s to take back
     at 4096 ranks; marshal's take a quarter of that."""
+    parts, notes = found
     return marshal.dumps(
         (
             [
@@ -189,9 +212,9 @@ def _packed(parts: list[tuple[int, int, RankEvents | str]], notes: list[str]) ->
     )
 
 
-def _unpacked(packed: bytes) -> Parts:
-    """What :func:`_packed` packed."""
-    parts, notes = marshal.loads(packed)
+def unpacked(sent: bytes) -> Parts:
+    """What :func:`packed` packed."""
+    parts, notes = marshal.loads(sent)
     return [
         (
             index,

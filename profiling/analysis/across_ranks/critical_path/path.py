@@ -7,10 +7,12 @@ from __future__ import annotations
 import collections
 import dataclasses
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from profiling.analysis.across_ranks.critical_path.ahead import GraphsAhead
 from profiling.analysis.across_ranks.critical_path.graph import step_graphs
+from profiling.analysis.across_ranks.critical_path.meetings import walk_inputs
 from profiling.analysis.across_ranks.critical_path.rank_lanes import RankLanes
 from profiling.analysis.across_ranks.critical_path.walk import (
     WHAT_IF,
@@ -23,7 +25,6 @@ from profiling.analysis.across_ranks.critical_path.walk import (
 )
 from profiling.analysis.across_ranks.critical_path.what_if import replayed
 from profiling.analysis.clocks.rank_clocks import Aligned
-from profiling.analysis.reading.collectives import is_sequenced, transfer_of
 from profiling.schema.model_path import CriticalPath, PathSegment, PathStep, RankKind, UndecidedStep, WhatIf
 from profiling.schema.model_replay import Replay
 from slurm.common.mesh import stages_of
@@ -45,6 +46,7 @@ def critical_path(
     mesh: Mapping[int, Mapping[str, int]] | None = None,
     ideal_sink: Callable[[dict[str, Any]], object] | None = None,
     jobs: int = 1,
+    ahead: GraphsAhead | None = None,
 ) -> CriticalPath | None:
     """The path of every step a rank recorded; None where no trace has lanes (none recorded).
 
@@ -61,27 +63,21 @@ def critical_path(
     a pipeline's bubble is told apart (:func:`~.critical_path.step_path`), and the replay
     attributes the slowdown to each coordinate. Every followed step is also replayed on its
     graph (:mod:`.what_if`): ``critical_path.replay``; ``ideal_sink`` is given its first
-    step's ideal trace. ``jobs``: the processes the graphs are made in, at many ranks.
+    step's ideal trace. ``jobs``: the processes the graphs are made in, at many ranks;
+    ``ahead``: the graphs begun before the walk (:mod:`.ahead`), joined for the steps walked.
     """
     stage_of = stages_of(mesh or {})
     remade = [] if remade is None else remade
-    held = RankLanes(per_rank, remade)
-    numbers = sorted({step for found in held.steps.values() for step in found})
-    if not numbers:
+    held, steps = walk_inputs(per_rank, spans, anchor_steps, members, remade)
+    if not steps:
         return None
-    labels = _labels(per_rank)
-    on_gpu = frozenset(r for r, traces in per_rank.items() if any(t.record.device == "gpu" for t in traces))
     paths: list[StepPath] = []
     undecided: list[UndecidedStep] = []
     # the path's time by (rank, kind), then op: summed as each step is walked, its segments kept
     # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
     totals: Totals = collections.defaultdict(collections.Counter)
-    grouped = bool(members) or any(transfer_of(str(key[1])) for key in anchor_steps)
-    keys_of = _keys_by_step(anchor_steps)
     walked_steps: list[tuple[int, dict[int, RankStep], list[Meeting]]] = []
-    for step in numbers:
-        ranks = {rank: found.get(step) for rank, found in held.steps.items()}
-        meetings = _step_meetings(grouped, ranks, spans, keys_of.get(step, []), labels, members, on_gpu)
+    for step, ranks, meetings in steps:
         walked = step_path(step, ranks, meetings, stage_of)
         if isinstance(walked, Undecided):
             undecided.append(UndecidedStep(step=walked.step, why=walked.why))
@@ -104,7 +100,7 @@ def critical_path(
         undecided=undecided,
         step_ms=step_ms,
         noise_ms=noise_ms,
-        replay=_replayed(walked_steps, held, undecided, mesh, ideal_sink, jobs),
+        replay=_replayed(walked_steps, held, undecided, mesh, ideal_sink, jobs, ahead),
     )
 
 
@@ -115,10 +111,14 @@ def _replayed(
     mesh: Mapping[int, Mapping[str, int]] | None,
     ideal_sink: Callable[[dict[str, Any]], object] | None,
     jobs: int,
+    ahead: GraphsAhead | None,
 ) -> Replay | None:
     """The walked steps replayed, on graphs made a rank at a time after the walk (the few
-    ranks' lanes it loaded let go)."""
-    graphs = step_graphs(walked, held.forget_rank, jobs, held.remade)
+    ranks' lanes it loaded let go), or joined where begun ahead."""
+    if ahead is not None:
+        graphs = ahead.graphs(walked, held.forget_rank, held.remade)
+    else:
+        graphs = step_graphs(walked, held.forget_rank, jobs, held.remade)
     not_replayed = [
         UndecidedStep(step=step, why=graph)
         for (step, *_), graph in zip(walked, graphs, strict=True)
@@ -127,106 +127,6 @@ def _replayed(
     return replayed(
         [g for g in graphs if not isinstance(g, str)], [*undecided, *not_replayed], mesh, ideal_sink, jobs
     )
-
-
-def _step_meetings(
-    grouped: bool,
-    ranks: Mapping[int, RankStep | None],
-    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
-    keys: Sequence[Key],
-    labels: Mapping[Key, str],
-    members: Mapping[Key, frozenset[int]] | None,
-    on_gpu: frozenset[int],
-) -> list[Meeting]:
-    """A step's meetings: by group and transfer where the job has groups or sends, else every
-    rank at every collective."""
-    if grouped:
-        return _group_meetings(ranks, spans, keys, labels, members, on_gpu)
-    return _meetings(ranks, spans, keys, labels)
-
-
-def _keys_by_step(anchor_steps: Mapping[Key, int]) -> dict[int, list[Key]]:
-    """Each step's collectives, in one pass (not steps x collectives: 44 x 34 000 on AR)."""
-    found: dict[int, list[Key]] = {}
-    for key, anchored in anchor_steps.items():
-        found.setdefault(anchored, []).append(key)
-    return found
-
-
-def _labels(per_rank: Mapping[int, list[Aligned]]) -> dict[Key, str]:
-    """Each collective's label, by the key the spans have (the first rank's index, or its own)."""
-    first = min(per_rank)
-    return {
-        (t.trace.first_step, instance.key if is_sequenced(instance) else index): instance.label
-        for rank, traces in per_rank.items()
-        for t in traces
-        for index, instance in enumerate(t.record.instances)
-        if rank == first or is_sequenced(instance)
-    }
-
-
-def _meetings(
-    ranks: Mapping[int, RankStep | None],
-    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
-    keys: Sequence[Key],
-    labels: Mapping[Key, str],
-) -> list[Meeting]:
-    """The collectives of a step (``keys``) that every rank reached, in the order they began."""
-    found = [spans.get(rank) for rank in ranks]
-    if any(s is None for s in found) or not found:
-        return []
-    shared = [key for key in keys if all(key in s for s in found if s is not None)]
-    meetings = [
-        Meeting(
-            labels.get(key, "collective"),
-            arrivals={rank: spans[rank][key][0] for rank in ranks},  # type: ignore[index]
-            ends={rank: spans[rank][key][1] for rank in ranks},  # type: ignore[index]
-        )
-        for key in shared
-    ]
-    return sorted(meetings, key=lambda m: min(m.arrivals.values()))
-
-
-def _group_meetings(
-    ranks: Mapping[int, RankStep | None],
-    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
-    keys: Sequence[Key],
-    labels: Mapping[Key, str],
-    members: Mapping[Key, frozenset[int]] | None,
-    on_gpu: frozenset[int] = frozenset(),
-) -> list[Meeting]:
-    """The collectives of a step (``keys``) that every member of their group reached, among its members,
-    and its transfers: a receive cannot end before its send began, so it meets the sender at
-    the send (the sender leaves without waiting: only the receiver ends there). Ordered by
-    their earliest end: the walk passes a meeting only for one that ended before it, and in a
-    job of many groups the order they began in is not that."""
-    found = {rank: spans.get(rank) or {} for rank in ranks}
-    if any(spans.get(rank) is None for rank in ranks):
-        return []
-    meetings = []
-    for key in keys:
-        transfer = transfer_of(str(key[1]))
-        if transfer is not None:
-            sender, receiver = transfer
-            if key in found.get(sender, {}) and key in found.get(receiver, {}):
-                arrivals = {sender: found[sender][key][0], receiver: found[receiver][key][0]}
-                ends = {receiver: found[receiver][key][1]}
-                rendezvous = sender not in on_gpu
-                sent = {sender: found[sender][key][1]} if rendezvous else {}
-                meetings.append(Meeting(labels.get(key, "transfer"), arrivals, ends, rendezvous, sent))
-            continue
-        group = (members or {}).get(key)
-        expected = list(ranks) if group is None else [rank for rank in sorted(group) if rank in ranks]
-        if len(expected) < 2 or not all(key in found[rank] for rank in expected):
-            continue
-        meetings.append(
-            Meeting(
-                labels.get(key, "collective"),
-                arrivals={rank: found[rank][key][0] for rank in expected},
-                ends={rank: found[rank][key][1] for rank in expected},
-            )
-        )
-    return sorted(meetings, key=lambda m: min(m.ends.values()))
 
 
 def _gains_us(path: StepPath, late: int | None) -> dict[str, float]:

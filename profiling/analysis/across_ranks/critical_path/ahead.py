@@ -1,0 +1,114 @@
+"""Each step's graph begun before the walk reaches it: on a cold report of many ranks, a child
+forked as the summary begins makes the ranks' parts of every step's graph (:mod:`.graph`) on
+the core the summary leaves idle, and the report's process joins it once it has walked.
+
+The two take ranks from one shared counter, a few at a time, so neither waits on the other's
+share: the child takes all it can while the summary runs, the report's process the rest with
+it. The graphs are the same as :func:`.graph.step_graphs` makes (tests/test_step_graphs.py).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from functools import partial
+from typing import Protocol
+
+from profiling.analysis.across_ranks.critical_path.graph import (
+    FORK_RANKS,
+    Parts,
+    StepGraph,
+    assembled,
+    frames_of,
+    packed,
+    parts_of,
+    unpacked,
+)
+from profiling.analysis.across_ranks.critical_path.meetings import StepInputs, walk_inputs
+from profiling.analysis.across_ranks.critical_path.walk import Key, Meeting, RankStep
+from profiling.analysis.clocks.rank_clocks import Aligned
+from slurm.common.forked import Forked, fork_safe
+
+TAKEN = 8  # ranks taken from the counter at once: 10 ms of parts at 4096 ranks
+
+Walked = Sequence[tuple[int, Mapping[int, RankStep], Sequence[Meeting]]]
+
+
+class HeldLanes(Protocol):
+    """What the child needs of :class:`.rank_lanes.RankLanes`: to let a rank's lanes go, and
+    the lines said where a lanes file was made again."""
+
+    remade: list[str]
+
+    def forget_rank(self, rank: int) -> None: ...
+
+
+Inputs = Callable[[], tuple[HeldLanes, list[StepInputs]]]  # the steps and their meetings, made in the child
+
+
+class GraphsAhead:
+    """Every step's graph, begun in a forked child now (``inputs``: the steps and their
+    meetings, made there); :meth:`graphs` joins it for the steps walked."""
+
+    def __init__(self, inputs: Inputs, everyone: list[int]) -> None:
+        self._counter = multiprocessing.get_context("fork").Value("q", 0)
+        self._everyone = everyone
+        self._child: Forked[tuple[list[int], bytes]] = Forked(self._ahead, inputs)
+
+    def graphs(
+        self, walked: Walked, done_with: Callable[[int], None], notes: list[str]
+    ) -> list[StepGraph | str]:
+        """The graphs of the steps ``walked`` (a subset of the child's, in order), as
+        :func:`.graph.step_graphs` makes them: this process takes the ranks left."""
+        frames = frames_of(walked)
+        own = parts_of(frames, self._taken(), done_with, notes)
+        steps, sent = self._child.result()
+        theirs, added = unpacked(sent)
+        at = {step: index for index, (step, *_) in enumerate(walked)}
+        kept = [(at[steps[index]], rank, part) for index, rank, part in theirs if steps[index] in at]
+        return assembled(frames, [own, (kept, added)], notes)
+
+    def close(self) -> None:
+        """The child ended where its graphs were not taken (the path was kept, or not walked)."""
+        self._child.close()
+
+    def _ahead(self, inputs: Inputs) -> tuple[list[int], bytes]:
+        """In the child: every step's parts for the ranks it takes, packed to be sent."""
+        held, steps = inputs()
+        walked = [
+            (step, {r: f for r, f in ranks.items() if f is not None}, meetings)
+            for step, ranks, meetings in steps
+        ]
+        found: Parts = parts_of(frames_of(walked), self._taken(), held.forget_rank, held.remade)
+        return [step for step, *_ in walked], packed(found)
+
+    def _taken(self) -> Iterator[int]:
+        """The ranks this process takes, until none is left."""
+        while True:
+            with self._counter.get_lock():
+                first = self._counter.value
+                self._counter.value = first + TAKEN
+            if first >= len(self._everyone):
+                return
+            yield from self._everyone[first : first + TAKEN]
+
+
+@contextlib.contextmanager
+def graphs_ahead(
+    per_rank: Mapping[int, list[Aligned]],
+    spans: Mapping[int, Mapping[Key, tuple[float, float]] | None],
+    anchor_steps: Mapping[Key, int],
+    members: Mapping[Key, frozenset[int]] | None,
+    jobs: int,
+) -> Iterator[GraphsAhead | None]:
+    """The graphs begun ahead, where there are :data:`.graph.FORK_RANKS` ranks or more and
+    ``jobs`` > 1 (and forking is safe); None elsewhere. The child is ended on leaving."""
+    if jobs < 2 or len(per_rank) < FORK_RANKS or not fork_safe():
+        yield None
+        return
+    ahead = GraphsAhead(partial(walk_inputs, per_rank, spans, anchor_steps, members, []), sorted(per_rank))
+    try:
+        yield ahead
+    finally:
+        ahead.close()
