@@ -9,6 +9,7 @@ import dataclasses
 import os
 import sys
 import time
+from collections.abc import Callable
 
 import numpy as np
 import pytest
@@ -31,8 +32,12 @@ class _Held:
         self.forgotten.append(rank)
 
 
-def _steps(held: _Held) -> list[StepInputs]:
-    """FORK_RANKS data-parallel ranks, 3 steps; rank 5's lanes say where they are read."""
+def _in_process(step: int) -> str:
+    return f"rank 5's lanes of step {step} made again, in process {os.getpid()}"
+
+
+def _steps(held: _Held, said: Callable[[int], str] = _in_process) -> list[StepInputs]:
+    """FORK_RANKS data-parallel ranks, 3 steps; reading rank 5's lanes says ``said(step)``."""
     steps: list[StepInputs] = []
     for step in range(3):
         forward = [10.0 + (rank % 5) + step for rank in range(FORK_RANKS)]
@@ -40,7 +45,7 @@ def _steps(held: _Held) -> list[StepInputs]:
         lane = ranks[5].lane
 
         def remade(step: int = step, lane: Lane | None = lane) -> Lane | None:
-            held.remade.append(f"rank 5's lanes of step {step} made again, in process {os.getpid()}")
+            held.remade.append(said(step))
             return lane
 
         ranks[5] = dataclasses.replace(ranks[5], source=remade)
@@ -58,9 +63,10 @@ def _forks(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delitem(sys.modules, "torch", raising=False)
 
 
-def test_graphs_begun_ahead_are_those_made_after_the_walk_for_the_steps_walked() -> None:
+@pytest.mark.parametrize("children", [1, 2])
+def test_graphs_begun_ahead_are_those_made_after_the_walk_for_the_steps_walked(children: int) -> None:
     alone = step_graphs(_steps(_Held())[1:])
-    ahead = GraphsAhead(lambda: _inputs(_Held()), list(range(FORK_RANKS)))
+    ahead = GraphsAhead(lambda: _inputs(_Held()), list(range(FORK_RANKS)), children)
     here = _Held()
     try:
         walked = [
@@ -86,7 +92,8 @@ def test_graphs_begun_ahead_are_those_made_after_the_walk_for_the_steps_walked()
     # and, from the child, the one it made of step 0 too
     said = sorted(note.rsplit(",", 1)[0] for note in here.remade)
     assert {f"rank 5's lanes of step {step} made again" for step in (1, 2)} <= set(said)
-    assert set(here.forgotten) < set(range(FORK_RANKS))  # the child took some ranks
+    assert set(here.forgotten) < set(range(FORK_RANKS))  # the children took some ranks
+    assert len(said) == len(set(said))  # each line once
 
 
 def test_a_child_whose_graphs_are_not_taken_is_ended() -> None:
@@ -105,3 +112,20 @@ def test_a_childs_error_is_raised_where_its_graphs_are_taken() -> None:
             ahead.graphs([], _Held().forget_rank, [])
     finally:
         ahead.close()
+
+
+def test_a_lanes_file_made_again_by_the_walk_and_a_child_is_said_once() -> None:
+    line = "rank 5's lanes file was made again from its trace: its checksum differs"
+
+    def inputs() -> tuple[HeldLanes, list[StepInputs]]:
+        held = _Held()
+        return held, _steps(held, lambda step: line)
+
+    ahead = GraphsAhead(inputs, list(range(FORK_RANKS)))
+    try:
+        time.sleep(1.0)  # the child takes the first ranks, rank 5 among them, while this one walks
+        notes = [line]  # the walk reached rank 5 here, and made its file again too
+        ahead.graphs(_steps(_Held())[1:], _Held().forget_rank, notes)
+    finally:
+        ahead.close()
+    assert notes == [line]

@@ -1,10 +1,11 @@
-"""Each step's graph begun before the walk reaches it: on a cold report of many ranks, a child
-forked as the summary begins makes the ranks' parts of every step's graph (:mod:`.graph`) on
-the core the summary leaves idle, and the report's process joins it once it has walked.
+"""Each step's graph begun before the walk reaches it: on a cold report of many ranks,
+children forked as the summary begins (the report's ``--jobs`` less one) make the ranks' parts
+of every step's graph (:mod:`.graph`) on the cores the summary leaves idle, and the report's
+process joins them once it has walked.
 
-The two take ranks from one shared counter, a few at a time, so neither waits on the other's
-share: the child takes all it can while the summary runs, the report's process the rest with
-it. The graphs are the same as :func:`.graph.step_graphs` makes (tests/test_step_graphs.py).
+They take ranks from one shared counter, a few at a time, so none waits on another's share:
+the children take all they can while the summary runs, the report's process the rest with
+them. The graphs are the same as :func:`.graph.step_graphs` makes (tests/test_graphs_ahead.py).
 """
 
 from __future__ import annotations
@@ -48,13 +49,18 @@ Inputs = Callable[[], tuple[HeldLanes, list[StepInputs]]]  # the steps and their
 
 
 class GraphsAhead:
-    """Every step's graph, begun in a forked child now (``inputs``: the steps and their
-    meetings, made there); :meth:`graphs` joins it for the steps walked."""
+    """Every step's graph, begun in ``children`` forked children now (``inputs``: the steps
+    and their meetings, made in each); :meth:`graphs` joins them for the steps walked."""
 
-    def __init__(self, inputs: Inputs, everyone: list[int]) -> None:
+    def __init__(self, inputs: Inputs, everyone: list[int], children: int = 1) -> None:
         self._counter = multiprocessing.get_context("fork").Value("q", 0)
         self._everyone = everyone
-        self._child: Forked[tuple[list[int], bytes]] = Forked(self._ahead, inputs)
+        self._children: list[Forked[tuple[list[int], bytes]]] = []
+        try:
+            self._children.extend(Forked(self._ahead, inputs) for _ in range(children))
+        except BaseException:
+            self.close()
+            raise
 
     def graphs(
         self, walked: Walked, done_with: Callable[[int], None], notes: list[str]
@@ -62,16 +68,20 @@ class GraphsAhead:
         """The graphs of the steps ``walked`` (a subset of the child's, in order), as
         :func:`.graph.step_graphs` makes them: this process takes the ranks left."""
         frames = frames_of(walked)
-        own = parts_of(frames, self._taken(), done_with, notes)
-        steps, sent = self._child.result()
-        theirs, added = unpacked(sent)
+        found = [parts_of(frames, self._taken(), done_with, notes)]
         at = {step: index for index, (step, *_) in enumerate(walked)}
-        kept = [(at[steps[index]], rank, part) for index, rank, part in theirs if steps[index] in at]
-        return assembled(frames, [own, (kept, added)], notes)
+        for child in self._children:
+            steps, sent = child.result()
+            theirs, added = unpacked(sent)
+            kept = [(at[steps[index]], rank, part) for index, rank, part in theirs if steps[index] in at]
+            # a damaged lanes file the walk reached here and a child there was made again twice
+            found.append((kept, [line for line in added if line not in notes]))
+        return assembled(frames, found, notes)
 
     def close(self) -> None:
-        """The child ended where its graphs were not taken (the path was kept, or not walked)."""
-        self._child.close()
+        """The children ended where their graphs were not taken (no step was walked)."""
+        for child in self._children:
+            child.close()
 
     def _ahead(self, inputs: Inputs) -> tuple[list[int], bytes]:
         """In the child: every step's parts for the ranks it takes, packed to be sent."""
@@ -102,12 +112,14 @@ def graphs_ahead(
     members: Mapping[Key, frozenset[int]] | None,
     jobs: int,
 ) -> Iterator[GraphsAhead | None]:
-    """The graphs begun ahead, where there are :data:`.graph.FORK_RANKS` ranks or more and
-    ``jobs`` > 1 (and forking is safe); None elsewhere. The child is ended on leaving."""
+    """The graphs begun ahead in ``jobs`` - 1 children, where there are
+    :data:`.graph.FORK_RANKS` ranks or more and ``jobs`` > 1 (and forking is safe); None
+    elsewhere. The children are ended on leaving."""
     if jobs < 2 or len(per_rank) < FORK_RANKS or not fork_safe():
         yield None
         return
-    ahead = GraphsAhead(partial(walk_inputs, per_rank, spans, anchor_steps, members, []), sorted(per_rank))
+    inputs = partial(walk_inputs, per_rank, spans, anchor_steps, members, [])
+    ahead = GraphsAhead(inputs, sorted(per_rank), jobs - 1)
     try:
         yield ahead
     finally:
