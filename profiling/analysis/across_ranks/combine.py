@@ -60,7 +60,7 @@ def summarise(
     spans = {rank: _spans(traces) for rank, traces in per_rank.items()}
     anchor_steps = _anchor_steps(per_rank)
     members = _members(per_rank)
-    # a cold report's graphs are begun now, in a forked child, on the core the summary leaves idle
+    # a cold report's graphs are begun now, in forked children, on the cores the summary leaves idle
     cold = kept_path_at is None or not kept_path_at.exists()
     with graphs_ahead(per_rank, spans, anchor_steps, members, jobs if cold else 1) as ahead:
         report, mesh, said, layout_said = _summary(
