@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping
 from functools import partial
 from typing import Protocol
 
@@ -20,6 +20,7 @@ from profiling.analysis.across_ranks.critical_path.graph import (
     FORK_RANKS,
     Parts,
     StepGraph,
+    Walked,
     assembled,
     frames_of,
     packed,
@@ -27,13 +28,12 @@ from profiling.analysis.across_ranks.critical_path.graph import (
     unpacked,
 )
 from profiling.analysis.across_ranks.critical_path.meetings import StepInputs, walk_inputs
-from profiling.analysis.across_ranks.critical_path.walk import Key, Meeting, RankStep
+from profiling.analysis.across_ranks.critical_path.meetings import walked as walked_step
+from profiling.analysis.across_ranks.critical_path.walk import Key
 from profiling.analysis.clocks.rank_clocks import Aligned
 from slurm.common.forked import Forked, fork_safe
 
 TAKEN = 8  # ranks taken from the counter at once: 10 ms of parts at 4096 ranks
-
-Walked = Sequence[tuple[int, Mapping[int, RankStep], Sequence[Meeting]]]
 
 
 class HeldLanes(Protocol):
@@ -86,10 +86,7 @@ class GraphsAhead:
     def _ahead(self, inputs: Inputs) -> tuple[list[int], bytes]:
         """In the child: every step's parts for the ranks it takes, packed to be sent."""
         held, steps = inputs()
-        walked = [
-            (step, {r: f for r, f in ranks.items() if f is not None}, meetings)
-            for step, ranks, meetings in steps
-        ]
+        walked = [walked_step(step) for step in steps]
         found: Parts = parts_of(frames_of(walked), self._taken(), held.forget_rank, held.remade)
         return [step for step, *_ in walked], packed(found)
 

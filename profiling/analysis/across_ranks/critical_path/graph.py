@@ -44,6 +44,8 @@ from profiling.analysis.across_ranks.critical_path.waves import Waves, waves_of
 from profiling.analysis.per_trace.lanes import EPSILON_US
 from slurm.common.forked import fork_safe, forked_map
 
+# each step to graph: its number, the ranks that recorded it (on the common clock), its meetings
+Walked = Sequence[tuple[int, Mapping[int, RankStep], Sequence[Meeting]]]
 # a chunk of ranks' parts (frame index, rank, its events or why none) and the notes said meanwhile
 Parts = tuple[list[tuple[int, int, RankEvents | str]], list[str]]
 # fewer ranks are made in this process: at 256 a fork gains little (2 cores, 3 steps of a
@@ -123,7 +125,7 @@ def step_graph(step: int, ranks: Mapping[int, RankStep], meetings: Sequence[Meet
 
 
 def step_graphs(
-    steps: Sequence[tuple[int, Mapping[int, RankStep], Sequence[Meeting]]],
+    steps: Walked,
     done_with: Callable[[int], None] | None = None,
     jobs: int = 1,
     notes: list[str] | None = None,
@@ -153,7 +155,7 @@ def step_graphs(
     )
 
 
-def frames_of(steps: Sequence[tuple[int, Mapping[int, RankStep], Sequence[Meeting]]]) -> list[_Frame | str]:
+def frames_of(steps: Walked) -> list[_Frame | str]:
     """Each step's frame, its graph to be made; a line saying why it has none."""
     return [_Frame.of(step, ranks, meetings) for step, ranks, meetings in steps]
 

@@ -40,6 +40,12 @@ def walk_inputs(
     return held, steps
 
 
+def walked(step: StepInputs) -> tuple[int, dict[int, RankStep], list[Meeting]]:
+    """The step as its graph is made: the ranks whose clocks are on the first rank's only."""
+    number, ranks, meetings = step
+    return number, {rank: found for rank, found in ranks.items() if found is not None}, meetings
+
+
 def _step_meetings(
     grouped: bool,
     ranks: Mapping[int, RankStep | None],

@@ -13,6 +13,7 @@ from typing import Any
 from profiling.analysis.across_ranks.critical_path.ahead import GraphsAhead
 from profiling.analysis.across_ranks.critical_path.graph import step_graphs
 from profiling.analysis.across_ranks.critical_path.meetings import walk_inputs
+from profiling.analysis.across_ranks.critical_path.meetings import walked as walked_step
 from profiling.analysis.across_ranks.critical_path.rank_lanes import RankLanes
 from profiling.analysis.across_ranks.critical_path.walk import (
     WHAT_IF,
@@ -82,7 +83,7 @@ def critical_path(
         if isinstance(walked, Undecided):
             undecided.append(UndecidedStep(step=walked.step, why=walked.why))
             continue
-        walked_steps.append((step, {r: found for r, found in ranks.items() if found is not None}, meetings))
+        walked_steps.append(walked_step((step, ranks, meetings)))
         for segment in walked.segments:
             # µs as a Counter's counts: its stub says int, most_common sorts floats as well
             totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start  # type: ignore[assignment]

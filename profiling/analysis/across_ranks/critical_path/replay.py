@@ -103,7 +103,7 @@ def replay(
     by_mode = _by_mode(graph, stage_of)
     transfers = _transfers(graph, variants)
     count = variants.work.shape[0]
-    per_block = max(1, BLOCK_CELLS // max(sum(graph.waves.counts), 1))
+    per_block = max(1, BLOCK_CELLS // max(sum(order.counts), 1))
     firsts = range(0, count, per_block)
     made = graph.groups  # made once, before any thread needs it
 
@@ -120,7 +120,7 @@ def replay(
     origin = float(np.min(graph.starts))
     if not timed:
         return Replayed(ends=ends - origin, work=work)
-    cut = np.cumsum(graph.waves.counts)[:-1]
+    cut = np.cumsum(order.counts)[:-1]
     reached, left = (np.concatenate([b[k] for b in blocks], axis=1) for k in (2, 3))
     return Replayed(ends=ends - origin, work=work, reached=np.split(reached, cut), left=np.split(left, cut))
 
