@@ -12,6 +12,7 @@ import msgspec
 import numpy as np
 import pytest
 
+from profiling.analysis.across_ranks.critical_path import path as path_module
 from profiling.analysis.across_ranks.critical_path.walk import (
     Meeting,
     RankStep,
@@ -322,3 +323,17 @@ def test_report_json_lists_the_segments_of_the_first_8_steps_and_every_steps_gai
     assert all(s.segments for s in path.steps[:8]) and not any(s.segments for s in path.steps[8:])
     assert all(s.gains_ms["straggler"] == pytest.approx(0.03) for s in path.steps)  # every step's
     assert path.by_rank_kind[0].ms_per_step == pytest.approx(0.04 + 0.03)  # rank 1's compute, all 10
+
+
+def test_dense_steps_list_their_segments_within_a_budget_the_first_steps_always(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = write_job(tmp_path, cpu_job(10, lambda step: {1: 30.0}), 10)
+    whole = report_path(folder)
+    each = len(whole.steps[0].segments)
+    for budget, listed in ((2 * each, [10, 11]), (1, [10])):  # the first step's even over the budget
+        monkeypatch.setattr(path_module, "SEGMENT_BUDGET", budget)
+        ReportFiles.of(folder).kept_path.unlink()  # else the warm report takes the kept path
+        path = report_path(folder)
+        assert path.segments_for == listed and [s.step for s in path.steps if s.segments] == listed
+        assert path.by_rank_kind == whole.by_rank_kind and path.what_if == whole.what_if

@@ -9,7 +9,7 @@ import msgspec
 import numpy as np
 
 from profiling.analysis.across_ranks import PATH_KINDS
-from profiling.schema.model_path import CriticalPath
+from profiling.schema.model_path import CriticalPath, PathStep
 
 SHOWN_STEPS = 4
 SHOWN_RANKS = 8
@@ -27,12 +27,17 @@ _LABEL_SHARE = 0.06  # a run of one rank this share of the step or more is label
 
 def drawn(path: CriticalPath) -> CriticalPath:
     """What of the path the picture shows (sent to the plot's process, fingerprinted)."""
-    return msgspec.structs.replace(path, steps=path.steps[:SHOWN_STEPS])
+    return msgspec.structs.replace(path, steps=_listed(path))
+
+
+def _listed(path: CriticalPath) -> list[PathStep]:
+    """The first steps whose segments report.json lists: a strip each."""
+    return [step for step in path.steps if step.segments][:SHOWN_STEPS]
 
 
 def strips(axes: Any, path: CriticalPath) -> None:
     """The first steps' paths, one strip each, time from the step's start (ms)."""
-    steps = path.steps[:SHOWN_STEPS]
+    steps = _listed(path)
     for row, step in enumerate(steps):
         origin = step.segments[0].start_us
         shortest = step.ms * 1e3 / _PIXELS  # narrower is not drawn: a dense step has thousands

@@ -46,7 +46,11 @@ class WhatIf(Part):
 class CriticalPath(Part):
     steps: Annotated[list[PathStep], about("each followed step's path; segments for segments_for's steps")]
     segments_for: Annotated[
-        list[int], about("the steps whose segments are listed: the first 8 followed (the others': [])")
+        list[int],
+        about(
+            "the steps whose segments are listed: the first followed, at most 8 and 20 000 segments "
+            "in all, the first step's always (the others': [])"
+        ),
     ]
     by_rank_kind: Annotated[list[RankKind], about("the path's time by rank and kind, the most first")]
     what_if: Annotated[list[WhatIf], about("the gains, the largest first")]

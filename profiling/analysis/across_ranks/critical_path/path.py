@@ -31,7 +31,10 @@ from profiling.schema.model_replay import Replay
 from slurm.common.mesh import stages_of
 
 Totals = dict[tuple[int, str], collections.Counter]  # (rank, kind) -> op -> time on the path (µs)
-SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed
+SEGMENT_STEPS = 8  # the steps whose segments report.json lists: the first followed, at most
+# this many, and no more segments than this in all, the first step's always: a dense step has
+# 9000, each 300 bytes of report.json and of report.html (8 such steps were 0.5 s of the report)
+SEGMENT_BUDGET = 20_000
 # the kind of segment each gain is made of, to name where it is
 _GAIN_KIND = {"straggler": None, "overlap": "communication", "host": "host", "bubble": "bubble"}
 
@@ -78,6 +81,8 @@ def critical_path(
     # for the first steps only (a 1 GiB trace's 216 steps held 1M segments: 0.7 GB)
     totals: Totals = collections.defaultdict(collections.Counter)
     walked_steps: list[tuple[int, dict[int, RankStep], list[Meeting]]] = []
+    listed: list[int] = []  # the steps whose segments are kept
+    listing, budget = True, SEGMENT_BUDGET
     for step, ranks, meetings in steps:
         walked = step_path(step, ranks, meetings, stage_of)
         if isinstance(walked, Undecided):
@@ -87,7 +92,10 @@ def critical_path(
         for segment in walked.segments:
             # µs as a Counter's counts: its stub says int, most_common sorts floats as well
             totals[(segment.rank, segment.kind)][segment.name] += segment.end - segment.start  # type: ignore[assignment]
-        paths.append(walked if len(paths) < SEGMENT_STEPS else dataclasses.replace(walked, segments=[]))
+        budget -= len(walked.segments)
+        listing = listing and len(listed) < SEGMENT_STEPS and (budget >= 0 or not listed)
+        listed += [step] if listing else []
+        paths.append(walked if listing else dataclasses.replace(walked, segments=[]))
         held.forget_step(step)
     late = straggler if straggler is not None else _leading(paths)
     step_ms = statistics.fmean(p.duration / 1e3 for p in paths) if paths else 0.0
@@ -95,7 +103,7 @@ def critical_path(
         noise_ms = statistics.stdev(p.duration / 1e3 for p in paths)
     return CriticalPath(
         steps=[_step(p, late) for p in paths],
-        segments_for=[p.step for p in paths[:SEGMENT_STEPS]],
+        segments_for=listed,
         by_rank_kind=_by_rank_kind(totals, len(paths)),
         what_if=_what_if(paths, totals, step_ms, late),
         undecided=undecided,
