@@ -36,13 +36,13 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
+from profiling.folder.budgets import ARCHIVE_BUDGET_BYTES
 from profiling.folder.report_json import ArchiveFields, ArchiveRank
 from profiling.ranks import format_ranks
 from profiling.schema import model
 from profiling.schema.model_ranks import TraceClock
 from slurm.common.files import atomic_path
 
-DEFAULT_BUDGET_BYTES = 1000 * 10**6
 _COPY_CHUNK = 1 << 22
 # plain ustar headers: the UI's TAR reader takes no longer names (nor PAX records)
 _TAR_FORMAT: Literal[0] = tarfile.USTAR_FORMAT
@@ -160,7 +160,7 @@ def write_archive(
     path: Path,
     *,
     ranks: Sequence[int] | None = None,
-    budget_bytes: float | None = DEFAULT_BUDGET_BYTES,
+    budget_bytes: float | None = ARCHIVE_BUDGET_BYTES,
 ) -> model.Archive:
     """Write the archive of ``ranks`` (default: every rank where all fit in ``budget_bytes``,
     else :func:`default_ranks` within it) atomically to ``path``; returns what ``report.json``

@@ -8,7 +8,6 @@ holds the whole to its Struct before it is written.
 
 from __future__ import annotations
 
-import importlib.metadata
 import json
 import platform
 import statistics
@@ -72,6 +71,8 @@ def step_time_summary(
 
 
 def versions() -> dict[str, str]:
+    import importlib.metadata  # 20 ms: for a job's manifest, not for each report that reads one
+
     found = {"python": platform.python_version()}
     for package in ("torch", "torchvision", "submitit"):
         try:

@@ -7,8 +7,7 @@ from __future__ import annotations
 import dataclasses
 from pathlib import Path
 
-from profiling.analysis.across_ranks import DEFAULT_BUDGET_BYTES as DEFAULT_MERGE_BUDGET_BYTES
-from profiling.archive import DEFAULT_BUDGET_BYTES as DEFAULT_ARCHIVE_BUDGET_BYTES
+from profiling.folder.budgets import ARCHIVE_BUDGET_BYTES, MERGE_BUDGET_BYTES
 from profiling.ranks import RankSelection
 from profiling.report import slurm_array
 from slurm.common.errors import SettingError
@@ -83,9 +82,9 @@ class ReportSettings:
         metavar="SPEC",
     )
     archive_budget_mb: float = setting(
-        DEFAULT_ARCHIVE_BUDGET_BYTES / 1e6,
+        ARCHIVE_BUDGET_BYTES / 1e6,
         flag="--archive-budget-mb",
-        help=f"keep the default ranks' traces within MB (default: {DEFAULT_ARCHIVE_BUDGET_BYTES / 1e6:g})",
+        help=f"keep the default ranks' traces within MB (default: {ARCHIVE_BUDGET_BYTES / 1e6:g})",
         group=_MERGED,
         parse=float,
         show="{:g}".format,
@@ -99,10 +98,10 @@ class ReportSettings:
         group=_MERGED,
     )
     merge_budget_mb: float = setting(
-        DEFAULT_MERGE_BUDGET_BYTES / 1e6,
+        MERGE_BUDGET_BYTES / 1e6,
         flag="--merge-budget-mb",
         help="keep the merged JSON within MB by leaving out the deepest CPU operators (default: "
-        f"{DEFAULT_MERGE_BUDGET_BYTES / 1e6:g})",
+        f"{MERGE_BUDGET_BYTES / 1e6:g})",
         group=_MERGED,
         parse=float,
         show="{:g}".format,

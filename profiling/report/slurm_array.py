@@ -15,7 +15,6 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TextIO
 
-from profiling.analysis.per_trace import load_fresh
 from profiling.folder.layout import analysis_record
 from profiling.folder.traces import TraceSource
 from profiling.report.progress import Progress
@@ -77,6 +76,9 @@ def submit_array(
 def wait(job_id: str, stale: Sequence[TraceSource], stream: TextIO | None = None) -> list[TraceSource]:
     """Block until every trace has a fresh record or the array has left the queue; returns the
     traces still without one (a task failed: the combine step reads them)."""
+    # the record's reader (numpy) when there is an array to wait for: not for --help, nor each report
+    from profiling.analysis.per_trace import load_fresh
+
     left = list(stale)
     shown = Progress("traces analysed on the cluster", len(stale), stream=stream)
     queue = QueueView()

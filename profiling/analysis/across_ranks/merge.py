@@ -7,8 +7,9 @@ into a part of its own; the parts are then joined into one gzip member
 gzip reader (Perfetto reads one member only).
 
 Perfetto gives up on JSON traces near 1 GB, and ``--profile-ranks all`` on a big job writes
-far more. Unless told otherwise, the merged trace keeps within :data:`DEFAULT_BUDGET_BYTES`
-of JSON (:func:`plan_depth`, each event weighing its own size): it always keeps every rank's
+far more. Unless told otherwise, the merged trace keeps within
+:data:`~profiling.folder.budgets.MERGE_BUDGET_BYTES` of JSON (:func:`plan_depth`, each event
+weighing its own size): it always keeps every rank's
 steps, collectives (NCCL kernels, gloo and c10d operators), top-level CPU operators and
 metadata, and drops the deepest levels of CPU operators first (Python frames, they nest
 deepest; flows go with the first level), then GPU activity, until the rest fits; the report
@@ -32,7 +33,6 @@ from profiling.analysis.reading.collectives import is_collective
 from profiling.analysis.reading.json_stream import UNSET, Event, TraceStream
 from profiling.analysis.reading.trace_columns import STEP_PREFIX, TraceEvents
 
-DEFAULT_BUDGET_BYTES = 500 * 10**6
 _METADATA_DROPPED = frozenset({"process_name", "process_labels", "process_sort_index"})
 _OTHER_LANE_TID = 1 << 32  # tids for lanes that were other processes (GPUs, profiler spans)
 _FLOW_ID_STRIDE = 1 << 40
