@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,8 @@ from jobs import task
 from jobs.commands import archive, capture, compare, console, hang, history, report
 from jobs.commands import list as job_list
 from jobs.commands import submit as cli
-from tests.common import REPO, run_module
+from tests.common import REPO, run_module, run_python
+from tests.synthetic import cpu_job, write_job
 
 COMMANDS: dict[str, tuple[Callable[[Sequence[str]], int], list[str]]] = {
     "submit.py": (cli.main, []),
@@ -218,3 +220,26 @@ def test_every_command_runs_as_a_module_and_says_what_it_is(command: str) -> Non
     result = run_module(f"jobs.commands.{command}", "--help", timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip(), f"python -m jobs.commands.{command} --help printed nothing"
+
+
+def test_the_report_imports_each_stage_once_it_reaches_it(tmp_path: Path) -> None:
+    """--help imports neither numpy nor the critical path; a report begins reading its traces
+    before it imports what follows the reading (imported while they are read)."""
+    helped = run_python(
+        "import sys; from jobs.commands import report; report.build_parser().format_help();"
+        "late = [m for m in sys.modules if m == 'numpy' or m.startswith('profiling.analysis.across_ranks.')];"
+        "assert not late, late"
+    )
+    assert helped.returncode == 0, helped.stderr
+    folder = write_job(tmp_path, cpu_job(2, lambda step: {}), 2)
+    reported = run_python(
+        "import sys; from pathlib import Path; from profiling.report import build, read;"
+        "from profiling.report.settings import ReportSettings;"
+        "seen = [];"
+        "build.read_records = lambda *a, **k: seen.append('profiling.report.assemble' in sys.modules)"
+        " or read.read_records(*a, **k);"
+        f"build.build_report(Path({str(folder)!r}), ReportSettings(plot=False, merged_trace=False, jobs=2));"
+        "assert seen == [False] and 'profiling.report.assemble' in sys.modules, seen",
+        timeout=120,
+    )
+    assert reported.returncode == 0, reported.stderr

@@ -285,7 +285,7 @@ def test_lanes_are_kept_beside_the_record_and_a_warm_report_walks_the_same_path(
 def test_report_png_shows_the_path_of_the_first_steps_and_its_time_by_rank_and_kind(tmp_path: Path) -> None:
     from matplotlib.image import imread
 
-    from profiling.report.build import _drawn
+    from profiling.report.assemble import _drawn
     from profiling.report.plot import draw_ranks, plot_report
 
     report = build_report(

@@ -7,13 +7,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from profiling.analysis.per_trace import ReportError, load_fresh
-from profiling.analysis.reading import TraceFormatError
-from profiling.archive import ArchiveError
 from profiling.folder.layout import ReportFiles
 from profiling.folder.traces import find_traces
 from profiling.report import slurm_array
-from profiling.report.build import build_report
 from profiling.report.settings import ReportSettings
 from slurm.common.command_line import OneLineParser
 from slurm.common.settings import from_namespace
@@ -36,6 +32,8 @@ def build_parser() -> OneLineParser:
 def _read_on_the_cluster(args: argparse.Namespace, settings: ReportSettings) -> bool:
     """Submit the array for the traces without a fresh record and wait for it (unless --no-wait);
     False if the command should stop there."""
+    from profiling.analysis.per_trace import ReportError, load_fresh  # imported by main() already
+
     traces = find_traces(args.folder)
     if not traces:
         raise ReportError(
@@ -65,6 +63,13 @@ def _read_on_the_cluster(args: argparse.Namespace, settings: ReportSettings) -> 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    # the report's reading stack (numpy, the scanner) past the command line, and the stages after
+    # the reading while the traces are read (profiling.report.build): --help imports neither
+    from profiling.analysis.per_trace import ReportError
+    from profiling.analysis.reading import TraceFormatError
+    from profiling.archive import ArchiveError
+    from profiling.report.build import build_report
+
     try:
         settings = from_namespace(ReportSettings, args)
         if settings.slurm and not _read_on_the_cluster(args, settings):

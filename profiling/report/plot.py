@@ -33,12 +33,6 @@ _OUTLIERS = 3  # rows named in a heat map's margin, the furthest from the median
 _OUTLIER_AT = 0.1  # ... if 10 % or more away from it
 
 
-def prepare() -> None:
-    """Import what drawing needs (0.7 s here), so that a process can do it ahead of the report."""
-    import matplotlib.backends.backend_agg  # noqa: F401
-    import matplotlib.figure  # noqa: F401
-
-
 def plot_report(report: model.Report, path: Path, ranks_drawn: np.ndarray | None = None) -> list[Any]:
     """Draw report.png: the ranks' rows above the critical path's, two figures stacked. The
     ranks' rows need no path: ``ranks_drawn`` are their pixels, drawn by :func:`draw_ranks`

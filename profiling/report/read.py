@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import itertools
 import zlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TextIO
 
 import msgspec
@@ -44,7 +44,14 @@ class Read:
     skipped: list[str]  # one line per file that is not a trace the report can use, naming it
 
 
-def read_records(sources: Sequence[TraceSource], workers: Workers, progress: TextIO | None = None) -> Read:
+def read_records(
+    sources: Sequence[TraceSource],
+    workers: Workers,
+    progress: TextIO | None = None,
+    meanwhile: Callable[[], object] | None = None,
+) -> Read:
+    """Every trace's record: kept where fresh, else read by ``workers``; ``meanwhile`` is called
+    once the first traces are being read (here, where there are no workers)."""
     checked = {source: load_checked(source) for source in sources}
     found: dict[TraceSource, TraceRecord | str | None] = {
         source: kept for source, (kept, _) in checked.items()
@@ -52,7 +59,10 @@ def read_records(sources: Sequence[TraceSource], workers: Workers, progress: Tex
     remade = [note for _, note in checked.values() if note is not None]  # read again below
     stale = [source for source in sources if found[source] is None]
     shown = Progress("read", len(stale), sum(s.path.stat().st_size for s in stale), stream=progress)
-    for source, outcome in zip(stale, workers.map(analyse_or_skip, stale), strict=True):
+    outcomes = workers.map(analyse_or_skip, stale)
+    if meanwhile is not None:
+        meanwhile()
+    for source, outcome in zip(stale, outcomes, strict=True):
         found[source] = outcome
         shown.advance(nbytes=source.path.stat().st_size)
     shown.close()

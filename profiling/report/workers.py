@@ -43,18 +43,15 @@ class Workers:
         return self._pool
 
     def map(self, function: Callable[..., Any], *arguments: Sequence[Any]) -> Iterator[Any]:
+        """``function`` over the calls, results in order; the first calls are submitted before
+        this returns, so that what the caller does next overlaps them."""
         calls = list(zip(*arguments, strict=True))
         pool = self._started() if len(calls) > 1 else None
         if pool is None:
-            yield from (function(*call) for call in calls)
-            return
-        pending: collections.deque = collections.deque()
-        for call in calls:
-            pending.append(pool.submit(function, *call))
-            if len(pending) >= 2 * self.jobs:
-                yield pending.popleft().result()
-        while pending:
-            yield pending.popleft().result()
+            return (function(*call) for call in calls)
+        window = 2 * self.jobs
+        pending = collections.deque(pool.submit(function, *call) for call in calls[:window])
+        return _in_order(pool, function, pending, calls[window:])
 
 
 class Ahead:
@@ -91,6 +88,18 @@ class Ahead:
         done: Future = Future()
         done.set_result(function(*arguments))
         return done
+
+
+def _in_order(
+    pool: ProcessPoolExecutor, function: Callable[..., Any], pending: collections.deque, calls: list[tuple]
+) -> Iterator[Any]:
+    """The results of the ``pending`` calls, then of ``calls``, submitted as results are taken
+    (few in flight: memory holds a few traces' columns whatever their number)."""
+    for call in calls:
+        yield pending.popleft().result()
+        pending.append(pool.submit(function, *call))
+    while pending:
+        yield pending.popleft().result()
 
 
 def _nothing() -> None:
