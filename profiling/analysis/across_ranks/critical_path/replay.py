@@ -184,7 +184,8 @@ class _Transfers:
         """(blocks, V): the transfers of the wave's blocks, in ``count`` variants from ``first``."""
         rows = 0 if self.which is None else self.which[wave.held_by]
         chosen = self.chosen[rows, wave.blocked, first : first + count]
-        return np.take_along_axis(wave.amounts, chosen, axis=1)
+        # np.take_along_axis's indices, made here: its own checks were half of this (14 000 calls)
+        return wave.amounts[np.arange(len(chosen))[:, None], chosen]
 
 
 def _transfers(graph: StepGraph, variants: Variants) -> _Transfers:
