@@ -9,6 +9,7 @@ made, and how its traces were read are not drawn and do not count.
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from concurrent.futures import Future
 from pathlib import Path
@@ -66,7 +67,7 @@ class Pictures:
         before the rest of its data is known, where the report is cold (a warm one likely draws
         nothing); its result is the last argument of the picture's :meth:`draw`."""
         if not self._previous:
-            self._first[path.name] = self._plotter.submit(function, data)
+            self._first[path.name] = self._plotter.submit(_kept_aside, function, data, _part(path))
 
     def draw(self, function: Callable[..., Any], data: Any, path: Path) -> None:
         """``function(data, path)`` in the plot's process (and the first part's result, where
@@ -116,7 +117,27 @@ def prepare_drawing() -> None:
     import matplotlib.figure  # noqa: F401
 
 
-def _draw(function: Callable[..., Any], data: Any, path: Path, *begun: Any) -> None:
-    """``function(data, path, *begun)``, its result dropped here: a Figure sent back to the
-    report's process took 0.3 s to pickle, for nothing (the picture is on disk)."""
+def _part(path: Path) -> Path:
+    """Where the first part of ``path``'s picture waits for the rest: beside it, hidden."""
+    return path.with_name(f".{path.name}.first")
+
+
+def _kept_aside(function: Callable[[Any], Any], data: Any, part: Path) -> Path:
+    """``function(data)``, left in ``part`` for the rest of the picture (:func:`_draw`), not sent
+    back through the report's process: the ranks' rows' pixels, 10 MB, were pickled both ways
+    and held by the report's process at its peak."""
+    with part.open("wb") as file:
+        pickle.dump(function(data), file, protocol=pickle.HIGHEST_PROTOCOL)
+    return part
+
+
+def _draw(function: Callable[..., Any], data: Any, path: Path, *parts: Path) -> None:
+    """``function(data, path, *begun)``, ``begun`` what :func:`_kept_aside` left in ``parts``;
+    its result dropped here: a Figure sent back to the report's process took 0.3 s to pickle,
+    for nothing (the picture is on disk)."""
+    begun = []
+    for part in parts:
+        with part.open("rb") as file:
+            begun.append(pickle.load(file))
+        part.unlink()
     function(data, path, *begun)
