@@ -52,11 +52,16 @@ def _every_rank_aligned(report: dict, world: int) -> None:
     assert any(clock["method"] == TRANSFERS for clock in clocks.values())  # the stages' sends bound them
     path = report["critical_path"]
     assert path["undecided"] == [] and len(path["steps"]) == 8
-    for step in path["steps"]:
+    # the first steps list their segments, as many as report.json's budget holds (a CPU step of
+    # this job has thousands)
+    listed = [step for step in path["steps"] if step["step"] in path["segments_for"]]
+    assert listed and listed[0] == path["steps"][0] and all(step["segments"] for step in listed)
+    for step in listed:
         assert sum(s["end_us"] - s["start_us"] for s in step["segments"]) == pytest.approx(step["ms"] * 1e3)
     # it crosses ranks, but a slowed rank that started first and never waited holds a whole step
-    crossed = [len({s["rank"] for s in step["segments"]}) > 1 for step in path["steps"]]
+    crossed = [len({s["rank"] for s in step["segments"]}) > 1 for step in listed]
     assert sum(crossed) >= len(crossed) // 2, crossed
+    assert len({row["rank"] for row in path["by_rank_kind"]}) > 1  # over every step
     replay = path["replay"]  # every step replayed, at its measured length
     assert replay["undecided"] == [] and len(replay["steps"]) == 8, replay["undecided"]
     # within the report's own threshold, not tighter: 4 ranks share this machine's 2 cores, and a
